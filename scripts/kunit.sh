@@ -1,0 +1,30 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Build the overlay kernel and run the project's KUnit suites through
+# kunit.py in QEMU (single-threaded TCG, 4 vCPUs). Extra arguments go to
+# kunit.py (e.g. --kconfig_add, a suite glob). Writes the parsed results to
+# $JLRS_CACHE/<version>/kunit.json.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+step kunit
+jlrs_base_env
+
+KUNITCONFIG=$JLRS_SRC/kernel/jump_label_rs/.kunitconfig
+[ -f "$KUNITCONFIG" ] || die "$KUNITCONFIG missing: run scripts/apply-overlay.sh"
+[ -x "$JLRS_BINDGEN" ] || die "bindgen missing: run scripts/setup-host.sh"
+
+json=$JLRS_CACHE/$JLRS_BASE_VERSION/kunit.json
+rm -f "$json"
+mkopts=()
+while read -r o; do mkopts+=("--make_options=$o"); done < <(jlrs_make_opts)
+
+globs=("$@")
+[ ${#globs[@]} -gt 0 ] || globs=('rust_static_key*')
+
+cd "$JLRS_SRC"
+# kunit.py finds QEMU on PATH: lib.sh put the TCG wrapper first.
+python3 tools/testing/kunit/kunit.py run --arch=x86_64 \
+	--kunitconfig="$KUNITCONFIG" --build_dir="$JLRS_BUILD" \
+	--jobs="$(nproc)" --timeout=900 --qemu_args='-smp 4' \
+	"${mkopts[@]}" --json="$json" "${globs[@]}"

@@ -1,0 +1,35 @@
+# SPDX-License-Identifier: GPL-2.0
+# Common settings for the jump_label_rs tooling. Sourced, not run.
+
+# Everything downloaded or built lives outside the checkout so that a fresh
+# clone (CI) reuses it: the toolchain, the base tree and the build directory.
+JLRS_CACHE=${JLRS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/jump_label_rs}
+JLRS_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+JLRS_TOOLS=$JLRS_CACHE/tools
+JLRS_BINDGEN=$JLRS_TOOLS/bin/bindgen
+JLRS_LLVM=-22
+export PATH="$JLRS_CACHE/bin:$JLRS_TOOLS/bin:/usr/lib/llvm-22/bin:$PATH"
+
+# The step currently running, named in every failure message.
+JLRS_STEP=${JLRS_STEP:-jump_label_rs}
+
+msg() { printf '[%s] %s\n' "$JLRS_STEP" "$*" >&2; }
+die() { printf '[%s] error: %s\n' "$JLRS_STEP" "$*" >&2; exit 1; }
+step() { JLRS_STEP=$1; }
+
+# The base tree this checkout was last prepared against, written by
+# fetch-base.sh: "7.2.y" and the path of the pristine tree.
+jlrs_base_env() {
+	[ -r "$JLRS_CACHE/base.env" ] ||
+		die "no base kernel fetched yet: run scripts/fetch-base.sh (or make test)"
+	# shellcheck disable=SC1091
+	. "$JLRS_CACHE/base.env"
+	JLRS_SRC=$JLRS_CACHE/$JLRS_BASE_VERSION/src
+	JLRS_BUILD=$JLRS_CACHE/$JLRS_BASE_VERSION/build
+}
+
+# make(1) options every kernel build here needs.
+jlrs_make_opts() {
+	printf '%s\n' "LLVM=$JLRS_LLVM" RUSTC=/usr/bin/rustc \
+		RUSTDOC=/usr/bin/rustdoc "BINDGEN=$JLRS_BINDGEN"
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Count host and KUnit results and print the closing line of `make test`.
+
+Usage: summarize.py --cargo LOG --kunit JSON --suite NAME [--suite NAME ...]
+
+Exits non-zero on any failure, on an expected suite that did not run, or on
+missing results (a build that failed, a guest that crashed or timed out).
+"""
+import argparse
+import json
+import re
+import sys
+
+
+def cargo_counts(path):
+    """Sum the `test result:` lines of a cargo test log."""
+    passed = failed = skipped = runs = 0
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = re.search(r"test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored", line)
+            if m:
+                runs += 1
+                passed += int(m.group(1))
+                failed += int(m.group(2))
+                skipped += int(m.group(3))
+    return passed, failed, skipped, runs
+
+
+def kunit_cases(group, prefix=""):
+    """Yield (suite, case, status) for every test case in a kunit.py JSON tree."""
+    for case in group.get("test_cases", []):
+        yield prefix, case["name"], case["status"]
+    for sub in group.get("sub_groups", []):
+        yield from kunit_cases(sub, sub["name"])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cargo", required=True)
+    ap.add_argument("--kunit", required=True)
+    ap.add_argument("--suite", action="append", default=[])
+    args = ap.parse_args()
+    problems = []
+
+    try:
+        hp, hf, hs, runs = cargo_counts(args.cargo)
+        if runs == 0:
+            problems.append("host tests: no cargo test result found")
+    except OSError as e:
+        hp = hf = hs = 0
+        problems.append(f"host tests: {e}")
+
+    kp = kf = ks = 0
+    try:
+        with open(args.kunit, encoding="utf-8") as f:
+            tree = json.load(f)
+        seen = {}
+        for suite, case, status in kunit_cases(tree):
+            seen.setdefault(suite, 0)
+            seen[suite] += 1
+            if status == "PASS":
+                kp += 1
+            elif status == "SKIP":
+                ks += 1
+            else:
+                kf += 1
+                print(f"KUnit: {suite}.{case}: {status}")
+        for suite in args.suite:
+            if not seen.get(suite):
+                problems.append(f"KUnit suite {suite} did not run")
+    except (OSError, ValueError) as e:
+        problems.append(f"KUnit: no results ({e}): the build failed or the guest crashed")
+
+    for p in problems:
+        print(f"error: {p}")
+    print(f"host: {hp} passed, {hf} failed, {hs} skipped; "
+          f"KUnit: {kp} passed, {kf} failed, {ks} skipped")
+    failed = hf + kf + len(problems)
+    print(f"{hp + kp} passed, {failed} failed, {hs + ks} skipped")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
