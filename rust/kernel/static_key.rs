@@ -1,0 +1,786 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Static keys defined and used from Rust.
+//!
+//! A static key is a boolean whose tests are instructions rather than loads: every place that
+//! branches on the key (a *site*) is a NOP or a JMP in kernel text, and changing the key rewrites
+//! all of its sites through the kernel's jump-label machinery. Testing a key costs a NOP or a JMP;
+//! changing it patches live text on every CPU, so keys suit conditions that rarely change.
+//!
+//! [`StaticKeyFalse`] starts disabled and [`StaticKeyTrue`] starts enabled. Sites are placed with
+//! [`static_branch_likely!`] and [`static_branch_unlikely!`], which only steer code layout: both
+//! evaluate to whether the key is enabled. A key is changed with [`StaticKey::enable`] and
+//! [`StaticKey::disable`], or with the reference-counted [`StaticKey::inc`] and
+//! [`StaticKey::dec`]. Keys defined in C with `DEFINE_STATIC_KEY_FALSE()` or
+//! `DEFINE_STATIC_KEY_TRUE()` work the same way through their bindings.
+//!
+//! C header: [`include/linux/jump_label.h`](srctree/include/linux/jump_label.h).
+//!
+//! Documentation: [`Documentation/staging/static-keys.rst`](srctree/Documentation/staging/static-keys.rst).
+//!
+//! # Examples
+//!
+//! ```
+//! use kernel::static_key::StaticKeyFalse;
+//!
+//! static VERBOSE: StaticKeyFalse = StaticKeyFalse::new();
+//!
+//! fn hot_path(x: u32) -> u32 {
+//!     if kernel::static_branch_unlikely!(VERBOSE) {
+//!         pr_info!("hot_path({x})\n");
+//!     }
+//!     x + 1
+//! }
+//!
+//! assert!(!VERBOSE.is_enabled());
+//! VERBOSE.enable();
+//! assert_eq!(hot_path(1), 2);
+//! VERBOSE.disable();
+//! ```
+
+use crate::{
+    bindings,
+    error::{code::*, Result},
+    ffi::c_ulong,
+    task::might_sleep,
+    types::Opaque,
+};
+
+pub mod insn;
+
+/// The kinds of static key a site can test.
+///
+/// Implemented by [`StaticKeyFalse`], [`StaticKeyTrue`] and the C types `struct static_key_false`
+/// and `struct static_key_true`, so that [`static_branch_likely!`] and
+/// [`static_branch_unlikely!`] accept keys defined in Rust and in C, and nothing else.
+pub trait KeyType: private::Sealed {
+    /// Whether a key of this type starts enabled.
+    const INITIAL: bool;
+}
+
+mod private {
+    pub trait Sealed {}
+}
+
+/// A static key whose initial value is `INITIAL`.
+///
+/// Use it through the aliases [`StaticKeyFalse`] and [`StaticKeyTrue`], as a `static`: the
+/// branch macros only accept a path to a `static`, so a key on the stack has no sites.
+///
+/// # Invariants
+///
+/// `self.0` is a valid `struct static_key`, initialised as `STATIC_KEY_INIT_TRUE` when `INITIAL`
+/// is true and as `STATIC_KEY_INIT_FALSE` otherwise. After `jump_label_init()` the kernel owns
+/// its `entries` word; Rust only reads it, under `jump_label_lock()`.
+#[repr(transparent)]
+pub struct StaticKey<const INITIAL: bool>(Opaque<bindings::static_key>);
+
+/// A static key that starts disabled: `DEFINE_STATIC_KEY_FALSE()`.
+pub type StaticKeyFalse = StaticKey<false>;
+
+/// A static key that starts enabled: `DEFINE_STATIC_KEY_TRUE()`.
+pub type StaticKeyTrue = StaticKey<true>;
+
+// SAFETY: Every access to the key goes through the C jump-label API, which serialises writers
+// with `jump_label_mutex` and reads the count atomically, so a key may be shared between threads.
+unsafe impl<const INITIAL: bool> Sync for StaticKey<INITIAL> {}
+
+// SAFETY: A static key holds no thread-bound state.
+unsafe impl<const INITIAL: bool> Send for StaticKey<INITIAL> {}
+
+impl<const INITIAL: bool> private::Sealed for StaticKey<INITIAL> {}
+impl<const INITIAL: bool> KeyType for StaticKey<INITIAL> {
+    const INITIAL: bool = INITIAL;
+}
+
+impl private::Sealed for bindings::static_key_false {}
+impl KeyType for bindings::static_key_false {
+    const INITIAL: bool = false;
+}
+
+impl private::Sealed for bindings::static_key_true {}
+impl KeyType for bindings::static_key_true {
+    const INITIAL: bool = true;
+}
+
+impl<const INITIAL: bool> StaticKey<INITIAL> {
+    /// Creates a key, for a `static` item.
+    pub const fn new() -> Self {
+        let key = bindings::static_key {
+            enabled: bindings::atomic_t {
+                counter: INITIAL as i32,
+            },
+            #[cfg(CONFIG_JUMP_LABEL)]
+            __bindgen_anon_1: bindings::static_key__bindgen_ty_1 {
+                type_: if INITIAL {
+                    bindings::JUMP_TYPE_TRUE as c_ulong
+                } else {
+                    bindings::JUMP_TYPE_FALSE as c_ulong
+                },
+            },
+        };
+        // INVARIANT: `key` is `STATIC_KEY_INIT_TRUE` or `STATIC_KEY_INIT_FALSE` per `INITIAL`.
+        Self(Opaque::new(key))
+    }
+
+    /// Returns the C `struct static_key`.
+    #[inline]
+    pub fn as_raw(&self) -> *mut bindings::static_key {
+        self.0.get()
+    }
+
+    /// The key's reference count: positive when it is enabled.
+    #[inline]
+    pub fn count(&self) -> i32 {
+        // SAFETY: By the type invariant `self.as_raw()` is a valid key.
+        unsafe { bindings::static_key_count(self.as_raw()) }
+    }
+
+    /// Whether the key is enabled: `static_key_enabled()`.
+    #[inline]
+    pub fn is_enabled(&self) -> bool {
+        self.count() > 0
+    }
+
+    /// Enables the key, patching its sites to their enabled direction.
+    ///
+    /// A key is either switched with [`enable`](Self::enable) and [`disable`](Self::disable) or
+    /// counted with [`inc`](Self::inc) and [`dec`](Self::dec), not both: enabling a key whose
+    /// count is above one leaves it unchanged with a warning, as in C.
+    ///
+    /// Takes `cpus_read_lock()` and `jump_label_mutex`: may sleep.
+    pub fn enable(&self) {
+        might_sleep();
+        // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep.
+        unsafe { bindings::static_key_enable(self.as_raw()) }
+    }
+
+    /// Disables the key, patching its sites to their disabled direction.
+    ///
+    /// Takes `cpus_read_lock()` and `jump_label_mutex`: may sleep.
+    pub fn disable(&self) {
+        might_sleep();
+        // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep.
+        unsafe { bindings::static_key_disable(self.as_raw()) }
+    }
+
+    /// Takes a reference on the key: `static_key_slow_inc()`.
+    ///
+    /// The first reference enables the key. A key that starts enabled starts with one reference.
+    /// Fails with `EOVERFLOW`, and changes nothing, if the count would overflow.
+    ///
+    /// Takes `cpus_read_lock()` and `jump_label_mutex`: may sleep.
+    pub fn inc(&self) -> Result {
+        might_sleep();
+        // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep.
+        if unsafe { bindings::static_key_slow_inc(self.as_raw()) } {
+            Ok(())
+        } else {
+            Err(EOVERFLOW)
+        }
+    }
+
+    /// Drops a reference on the key: `static_key_slow_dec()`.
+    ///
+    /// Dropping the last reference disables the key. Dropping a reference the key does not have
+    /// warns and changes nothing, as in C.
+    ///
+    /// Takes `cpus_read_lock()` and `jump_label_mutex`: may sleep.
+    pub fn dec(&self) {
+        might_sleep();
+        // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep.
+        unsafe { bindings::static_key_slow_dec(self.as_raw()) }
+    }
+
+    /// Takes a reference on the key that is dropped with the returned guard.
+    pub fn get(&'static self) -> Result<StaticKeyRef<INITIAL>> {
+        self.inc()?;
+        // INVARIANT: The reference was taken just above.
+        Ok(StaticKeyRef { key: self })
+    }
+
+    /// Calls `f` on each site of the key, in the order of the jump table (by code address).
+    ///
+    /// The sites cannot change while `f` runs: `jump_label_mutex` is held, so `f` must not
+    /// change any static key. Fails with `EOPNOTSUPP` for a key whose sites span the kernel
+    /// image and modules, or live in a module.
+    pub fn for_each_site(&self, mut f: impl FnMut(&Site)) -> Result {
+        #[cfg(CONFIG_JUMP_LABEL)]
+        {
+            let _lock = JumpLabelLock::new();
+            let key = self.as_raw();
+            // SAFETY: `key` is valid by the type invariant, and the `entries` word is only
+            // written under `jump_label_mutex`, which `_lock` holds.
+            let word = unsafe { (*key).__bindgen_anon_1.type_ };
+            if word & bindings::JUMP_TYPE_LINKED as c_ulong != 0 {
+                return Err(EOPNOTSUPP);
+            }
+            let mut entry = (word & !(bindings::JUMP_TYPE_MASK as c_ulong)) as usize
+                as *mut bindings::jump_entry;
+            if entry.is_null() {
+                return Ok(());
+            }
+            let start = (&raw mut bindings::__start___jump_table).cast::<bindings::jump_entry>();
+            let stop = (&raw mut bindings::__stop___jump_table).cast::<bindings::jump_entry>();
+            if entry < start || entry >= stop {
+                return Err(EOPNOTSUPP);
+            }
+            while entry < stop {
+                // SAFETY: `entry` is in the kernel's jump table, which is sorted by key; the
+                // entries of `key` stay put while `_lock` is held.
+                let site = unsafe { Site::from_entry(entry) };
+                if site.key != key as usize {
+                    break;
+                }
+                f(&site);
+                // SAFETY: `entry < stop`, so the next entry is at most `stop`.
+                entry = unsafe { entry.add(1) };
+            }
+        }
+        #[cfg(not(CONFIG_JUMP_LABEL))]
+        let _ = &mut f;
+        Ok(())
+    }
+
+    /// The number of sites of the key (see [`for_each_site`](Self::for_each_site)).
+    pub fn site_count(&self) -> Result<usize> {
+        let mut n = 0;
+        self.for_each_site(|_| n += 1)?;
+        Ok(n)
+    }
+}
+
+impl StaticKey<false> {
+    /// Returns the Rust view of a key defined in C with `DEFINE_STATIC_KEY_FALSE()`.
+    ///
+    /// # Safety
+    ///
+    /// `key` points to a `struct static_key_false` that is never freed.
+    #[inline]
+    pub unsafe fn from_c(key: *mut bindings::static_key_false) -> &'static Self {
+        // SAFETY: `struct static_key_false` is a `struct static_key`, which `Self` wraps
+        // transparently; the caller guarantees it lives forever. C initialised it as
+        // `STATIC_KEY_INIT_FALSE`, so the type invariant holds.
+        unsafe { &*key.cast::<Self>() }
+    }
+}
+
+impl StaticKey<true> {
+    /// Returns the Rust view of a key defined in C with `DEFINE_STATIC_KEY_TRUE()`.
+    ///
+    /// # Safety
+    ///
+    /// `key` points to a `struct static_key_true` that is never freed.
+    #[inline]
+    pub unsafe fn from_c(key: *mut bindings::static_key_true) -> &'static Self {
+        // SAFETY: `struct static_key_true` is a `struct static_key`, which `Self` wraps
+        // transparently; the caller guarantees it lives forever. C initialised it as
+        // `STATIC_KEY_INIT_TRUE`, so the type invariant holds.
+        unsafe { &*key.cast::<Self>() }
+    }
+}
+
+impl<const INITIAL: bool> Default for StaticKey<INITIAL> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A reference on a static key, dropped with the guard.
+///
+/// # Invariants
+///
+/// The guard owns one reference on `key`, taken with [`StaticKey::inc`].
+pub struct StaticKeyRef<const INITIAL: bool> {
+    key: &'static StaticKey<INITIAL>,
+}
+
+impl<const INITIAL: bool> Drop for StaticKeyRef<INITIAL> {
+    fn drop(&mut self) {
+        // The type invariant says this reference is ours to drop.
+        self.key.dec();
+    }
+}
+
+/// Holds `jump_label_mutex`.
+#[cfg(CONFIG_JUMP_LABEL)]
+struct JumpLabelLock;
+
+#[cfg(CONFIG_JUMP_LABEL)]
+impl JumpLabelLock {
+    fn new() -> Self {
+        // SAFETY: Taking the jump-label mutex has no precondition beyond a sleepable context,
+        // which every caller has.
+        unsafe { bindings::jump_label_lock() };
+        Self
+    }
+}
+
+#[cfg(CONFIG_JUMP_LABEL)]
+impl Drop for JumpLabelLock {
+    fn drop(&mut self) {
+        // SAFETY: `self` exists only while the mutex is held by this thread.
+        unsafe { bindings::jump_label_unlock() };
+    }
+}
+
+/// One site of a static key: a `__jump_table` entry and the instruction it patches.
+///
+/// Only handed out by [`StaticKey::for_each_site`], while the site cannot change or go away.
+pub struct Site {
+    code: usize,
+    target: usize,
+    key: usize,
+    branch: bool,
+    len: usize,
+}
+
+impl Site {
+    /// Reads a jump-table entry.
+    ///
+    /// # Safety
+    ///
+    /// `entry` is a valid entry of a loaded jump table, and `jump_label_mutex` is held.
+    #[cfg(CONFIG_JUMP_LABEL)]
+    unsafe fn from_entry(entry: *mut bindings::jump_entry) -> Self {
+        // SAFETY: The caller guarantees `entry` is valid.
+        let e = unsafe { &*entry };
+        let code = (&raw const e.code as usize).wrapping_add_signed(e.code as isize);
+        let target = (&raw const e.target as usize).wrapping_add_signed(e.target as isize);
+        let key = (&raw const e.key as usize).wrapping_add_signed(e.key as isize);
+        // SAFETY: `entry` is valid and its code is a site that cannot be patched while
+        // `jump_label_mutex` is held, so it holds a complete NOP or JMP.
+        let len = unsafe { bindings::arch_jump_entry_size(entry) } as usize;
+        Self {
+            code,
+            target,
+            key: key & !3,
+            branch: key & 1 != 0,
+            len,
+        }
+    }
+
+    /// The address of the site's instruction.
+    #[inline]
+    pub fn code(&self) -> usize {
+        self.code
+    }
+
+    /// The address the site jumps to when it branches.
+    #[inline]
+    pub fn target(&self) -> usize {
+        self.target
+    }
+
+    /// The entry's branch bit: the site jumps when the key's value differs from it.
+    #[inline]
+    pub fn branch(&self) -> bool {
+        self.branch
+    }
+
+    /// The size of the site's instruction: 2 or 5 bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the site jumps when the key is `enabled`: `jump_label_type()`.
+    #[inline]
+    pub fn jumps_when(&self, enabled: bool) -> bool {
+        insn::site_jumps(enabled, self.branch)
+    }
+
+    /// The instruction the site must hold when the key is `enabled`.
+    #[inline]
+    pub fn expected(&self, enabled: bool) -> Option<insn::SiteInsn> {
+        insn::SiteInsn::for_site(self.code, self.target, self.len, self.jumps_when(enabled))
+    }
+
+    /// The site's current bytes; the first [`len`](Self::len) are meaningful.
+    pub fn read(&self) -> [u8; insn::MAX_LEN] {
+        let mut bytes = [0u8; insn::MAX_LEN];
+        for (i, b) in bytes.iter_mut().enumerate().take(self.len) {
+            // SAFETY: `self.code` is the address of a `self.len`-byte instruction in kernel text,
+            // which stays mapped while `for_each_site` holds `jump_label_mutex`; text is only
+            // written byte-wise by the patcher, so a volatile byte read is sound.
+            *b = unsafe { core::ptr::read_volatile((self.code + i) as *const u8) };
+        }
+        bytes
+    }
+
+    /// Decodes the site's current instruction.
+    pub fn decode(&self) -> insn::Decoded {
+        insn::decode(self.code, &self.read()[..self.len])
+    }
+}
+
+/// Places a site on a static key for [`static_branch_likely!`] and [`static_branch_unlikely!`].
+///
+/// Evaluates to whether the key is enabled. `$likely` tells which direction is laid out as the
+/// fall-through.
+#[doc(hidden)]
+#[macro_export]
+#[cfg(CONFIG_JUMP_LABEL)]
+macro_rules! __static_key_branch {
+    ($key:path, $likely:literal) => {{
+        // The entry's flags: bit 0 is the branch bit, bit 1 asks objtool to turn the site's JMP
+        // into a NOP because the site starts out falling through.
+        const FLAGS: i32 = $crate::static_key::site_flags(&raw const $key, $likely);
+        let jumped: bool = 'site: {
+            $crate::asm!(
+                include!(concat!(env!("OBJTREE"), "/rust/kernel/generated_static_key_asm.rs"));
+                l_yes = label {
+                    break 'site true;
+                },
+                symb = sym $key,
+                flags = const FLAGS,
+            );
+            break 'site false;
+        };
+        jumped != $likely
+    }};
+}
+
+/// Without jump labels a site is a load of the key's count.
+#[doc(hidden)]
+#[macro_export]
+#[cfg(not(CONFIG_JUMP_LABEL))]
+macro_rules! __static_key_branch {
+    ($key:path, $likely:literal) => {{
+        let _ = $crate::static_key::site_flags(&raw const $key, $likely);
+        // SAFETY: `$key` is a static key (checked by `site_flags`), whose first member is the
+        // `struct static_key`.
+        unsafe { $crate::bindings::static_key_count((&raw const $key).cast_mut().cast()) > 0 }
+    }};
+}
+
+/// The `__jump_table` flags of a site on a key of type `K`.
+///
+/// See [`insn::site_flags`]; taking the key checks at compile time that it is a static key.
+#[doc(hidden)]
+pub const fn site_flags<K: KeyType>(_key: *const K, likely: bool) -> i32 {
+    insn::site_flags(K::INITIAL, likely)
+}
+
+/// Branches on a static key, laying out the enabled direction as the fall-through.
+///
+/// Takes the path of a `static` [`StaticKeyFalse`] or [`StaticKeyTrue`], or of a C key's
+/// binding, and evaluates to whether the key is enabled. The test itself is a NOP or a JMP that
+/// the kernel patches when the key changes.
+///
+/// # Examples
+///
+/// ```
+/// use kernel::static_key::StaticKeyTrue;
+///
+/// static FAST_PATH: StaticKeyTrue = StaticKeyTrue::new();
+///
+/// let taken = kernel::static_branch_likely!(FAST_PATH);
+/// assert!(taken);
+/// ```
+#[macro_export]
+macro_rules! static_branch_likely {
+    ($key:path) => {
+        $crate::__static_key_branch!($key, true)
+    };
+}
+
+/// Branches on a static key, laying out the disabled direction as the fall-through.
+///
+/// Takes the path of a `static` [`StaticKeyFalse`] or [`StaticKeyTrue`], or of a C key's
+/// binding, and evaluates to whether the key is enabled.
+///
+/// This is [`crate::jump_label::static_branch_unlikely!`] with one argument.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __static_branch_unlikely {
+    ($key:path) => {
+        $crate::__static_key_branch!($key, false)
+    };
+}
+
+#[cfg(CONFIG_RUST_STATIC_KEY_KUNIT_TEST)]
+#[macros::kunit_tests(rust_static_key)]
+mod tests {
+    use super::*;
+
+    static FALSE_KEY: StaticKeyFalse = StaticKeyFalse::new();
+    static TRUE_KEY: StaticKeyTrue = StaticKeyTrue::new();
+
+    // Keys and sites defined in C, in kernel/jump_label_rs/static_key_test.c.
+    extern "C" {
+        static mut rust_static_key_test_false: bindings::static_key_false;
+        static mut rust_static_key_test_true: bindings::static_key_true;
+        fn rust_static_key_test_false_likely() -> bool;
+        fn rust_static_key_test_false_unlikely() -> bool;
+        fn rust_static_key_test_true_likely() -> bool;
+        fn rust_static_key_test_true_unlikely() -> bool;
+    }
+
+    // One site of each kind on each key, kept out of line so each stays a single site.
+    #[inline(never)]
+    fn false_likely() -> bool {
+        crate::static_branch_likely!(FALSE_KEY)
+    }
+
+    #[inline(never)]
+    fn false_unlikely() -> bool {
+        crate::static_branch_unlikely!(FALSE_KEY)
+    }
+
+    #[inline(never)]
+    fn true_likely() -> bool {
+        crate::static_branch_likely!(TRUE_KEY)
+    }
+
+    #[inline(never)]
+    fn true_unlikely() -> bool {
+        crate::static_branch_unlikely!(TRUE_KEY)
+    }
+
+    #[inline(never)]
+    fn c_false_likely() -> bool {
+        crate::static_branch_likely!(rust_static_key_test_false)
+    }
+
+    #[inline(never)]
+    fn c_false_unlikely() -> bool {
+        crate::static_branch_unlikely!(rust_static_key_test_false)
+    }
+
+    #[inline(never)]
+    fn c_true_likely() -> bool {
+        crate::static_branch_likely!(rust_static_key_test_true)
+    }
+
+    #[inline(never)]
+    fn c_true_unlikely() -> bool {
+        crate::static_branch_unlikely!(rust_static_key_test_true)
+    }
+
+    fn c_false() -> &'static StaticKeyFalse {
+        // SAFETY: The key is a static defined in C with `DEFINE_STATIC_KEY_FALSE()`.
+        unsafe { StaticKeyFalse::from_c(&raw mut rust_static_key_test_false) }
+    }
+
+    fn c_true() -> &'static StaticKeyTrue {
+        // SAFETY: The key is a static defined in C with `DEFINE_STATIC_KEY_TRUE()`.
+        unsafe { StaticKeyTrue::from_c(&raw mut rust_static_key_test_true) }
+    }
+
+    fn c_sites_false() -> [bool; 2] {
+        // SAFETY: The C functions only test a static key.
+        unsafe { [rust_static_key_test_false_likely(), rust_static_key_test_false_unlikely()] }
+    }
+
+    fn c_sites_true() -> [bool; 2] {
+        // SAFETY: The C functions only test a static key.
+        unsafe { [rust_static_key_test_true_likely(), rust_static_key_test_true_unlikely()] }
+    }
+
+    /// Checks every site of `key` against the key's value: returns the number of sites and the
+    /// number whose bytes are not the instruction the value calls for.
+    fn check_sites<const I: bool>(key: &StaticKey<I>) -> (usize, usize) {
+        let enabled = key.is_enabled();
+        let (mut sites, mut wrong) = (0, 0);
+        let ret = key.for_each_site(|site| {
+            sites += 1;
+            let ok = match site.expected(enabled) {
+                Some(want) => want.as_bytes() == &site.read()[..site.len()],
+                None => false,
+            };
+            if !ok {
+                wrong += 1;
+            }
+        });
+        if ret.is_err() {
+            wrong += 1;
+        }
+        (sites, wrong)
+    }
+
+    #[test]
+    fn false_key_direction() {
+        assert!(!FALSE_KEY.is_enabled());
+        assert_eq!(FALSE_KEY.count(), 0);
+        assert!(!false_likely());
+        assert!(!false_unlikely());
+
+        FALSE_KEY.enable();
+        assert!(FALSE_KEY.is_enabled());
+        assert!(false_likely());
+        assert!(false_unlikely());
+
+        FALSE_KEY.disable();
+        assert!(!FALSE_KEY.is_enabled());
+        assert!(!false_likely());
+        assert!(!false_unlikely());
+    }
+
+    #[test]
+    fn true_key_direction() {
+        assert!(TRUE_KEY.is_enabled());
+        assert_eq!(TRUE_KEY.count(), 1);
+        assert!(true_likely());
+        assert!(true_unlikely());
+
+        TRUE_KEY.disable();
+        assert!(!TRUE_KEY.is_enabled());
+        assert!(!true_likely());
+        assert!(!true_unlikely());
+
+        TRUE_KEY.enable();
+        assert!(TRUE_KEY.is_enabled());
+        assert!(true_likely());
+        assert!(true_unlikely());
+    }
+
+    #[test]
+    fn site_bytes_follow_key() {
+        // One likely and one unlikely site each; the likely site jumps while the false key is
+        // disabled, the unlikely one while it is enabled.
+        for _ in 0..4 {
+            assert_eq!(check_sites(&FALSE_KEY), (2, 0));
+            assert_eq!(check_sites(&TRUE_KEY), (2, 0));
+            FALSE_KEY.enable();
+            TRUE_KEY.disable();
+            assert_eq!(check_sites(&FALSE_KEY), (2, 0));
+            assert_eq!(check_sites(&TRUE_KEY), (2, 0));
+            FALSE_KEY.disable();
+            TRUE_KEY.enable();
+        }
+
+        let mut kinds = [0usize; 2];
+        let ret = FALSE_KEY.for_each_site(|site| {
+            kinds[usize::from(site.branch())] += 1;
+            if site.decode() == insn::Decoded::Jmp(site.target()) {
+                kinds[0] += 10;
+            }
+        });
+        assert!(ret.is_ok());
+        // One unlikely (branch 0) NOP and one likely (branch 1) site, which is the JMP.
+        assert_eq!(kinds, [11, 1]);
+    }
+
+    #[test]
+    fn false_key_refcount() {
+        assert!(FALSE_KEY.inc().is_ok());
+        assert!(FALSE_KEY.inc().is_ok());
+        assert_eq!(FALSE_KEY.count(), 2);
+        FALSE_KEY.dec();
+        assert!(FALSE_KEY.is_enabled());
+        assert!(false_unlikely());
+        assert_eq!(check_sites(&FALSE_KEY), (2, 0));
+        FALSE_KEY.dec();
+        assert!(!FALSE_KEY.is_enabled());
+        assert!(!false_unlikely());
+        assert_eq!(check_sites(&FALSE_KEY), (2, 0));
+    }
+
+    #[test]
+    fn true_key_refcount() {
+        // A true key starts with one reference: one more keeps it enabled after one drop.
+        assert!(TRUE_KEY.inc().is_ok());
+        assert_eq!(TRUE_KEY.count(), 2);
+        TRUE_KEY.dec();
+        assert!(TRUE_KEY.is_enabled());
+        assert!(true_likely());
+        // Dropping the initial reference disables it.
+        TRUE_KEY.dec();
+        assert!(!TRUE_KEY.is_enabled());
+        assert!(!true_likely());
+        assert_eq!(check_sites(&TRUE_KEY), (2, 0));
+        assert!(TRUE_KEY.inc().is_ok());
+        assert!(TRUE_KEY.is_enabled());
+        assert!(true_unlikely());
+        assert_eq!(check_sites(&TRUE_KEY), (2, 0));
+    }
+
+    #[test]
+    fn dec_below_zero_changes_nothing() {
+        assert_eq!(FALSE_KEY.count(), 0);
+        // Warns once, as C does.
+        FALSE_KEY.dec();
+        assert_eq!(FALSE_KEY.count(), 0);
+        assert!(!false_unlikely());
+        assert_eq!(check_sites(&FALSE_KEY), (2, 0));
+        // The key still counts from zero.
+        assert!(FALSE_KEY.inc().is_ok());
+        assert!(false_unlikely());
+        FALSE_KEY.dec();
+        assert!(!false_unlikely());
+    }
+
+    #[test]
+    fn reference_guard() {
+        {
+            let first = FALSE_KEY.get();
+            assert!(first.is_ok());
+            let second = FALSE_KEY.get();
+            assert!(second.is_ok());
+            assert_eq!(FALSE_KEY.count(), 2);
+            drop(first);
+            assert!(false_likely());
+        }
+        assert_eq!(FALSE_KEY.count(), 0);
+        assert!(!false_likely());
+    }
+
+    #[test]
+    fn c_key_direction() {
+        let (f, t) = (c_false(), c_true());
+        assert!(!f.is_enabled());
+        assert!(t.is_enabled());
+        assert_eq!(c_sites_false(), [false, false]);
+        assert_eq!(c_sites_true(), [true, true]);
+        assert!(!c_false_likely() && !c_false_unlikely());
+        assert!(c_true_likely() && c_true_unlikely());
+
+        f.enable();
+        t.disable();
+        assert_eq!(c_sites_false(), [true, true]);
+        assert_eq!(c_sites_true(), [false, false]);
+        assert!(c_false_likely() && c_false_unlikely());
+        assert!(!c_true_likely() && !c_true_unlikely());
+
+        f.disable();
+        t.enable();
+        assert_eq!(c_sites_false(), [false, false]);
+        assert_eq!(c_sites_true(), [true, true]);
+    }
+
+    #[test]
+    fn c_key_site_bytes() {
+        let (f, t) = (c_false(), c_true());
+        // Two C sites and two Rust sites on each key.
+        for _ in 0..4 {
+            assert_eq!(check_sites(f), (4, 0));
+            assert_eq!(check_sites(t), (4, 0));
+            f.enable();
+            t.disable();
+            assert_eq!(check_sites(f), (4, 0));
+            assert_eq!(check_sites(t), (4, 0));
+            f.disable();
+            t.enable();
+        }
+    }
+
+    #[test]
+    fn c_key_refcount() {
+        let (f, t) = (c_false(), c_true());
+        assert!(f.inc().is_ok());
+        assert!(f.inc().is_ok());
+        f.dec();
+        assert_eq!(c_sites_false(), [true, true]);
+        f.dec();
+        assert_eq!(c_sites_false(), [false, false]);
+        assert_eq!(f.count(), 0);
+
+        assert_eq!(t.count(), 1);
+        t.dec();
+        assert_eq!(c_sites_true(), [false, false]);
+        assert!(t.inc().is_ok());
+        assert_eq!(c_sites_true(), [true, true]);
+        assert_eq!(check_sites(t), (4, 0));
+    }
+}

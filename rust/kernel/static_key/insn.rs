@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The x86 instructions a static-key site holds.
+//!
+//! A site is the 2- or 5-byte instruction at a `__jump_table` entry's code address: a NOP of the
+//! site's size while the site falls through, a JMP to the entry's target while it branches. This
+//! module encodes and decodes those instructions; it uses only `core`, so the host tests build it
+//! as it is.
+//!
+//! C header: [`arch/x86/include/asm/nops.h`](srctree/arch/x86/include/asm/nops.h).
+
+/// The 2-byte NOP x86-64 kernels use (`BYTES_NOP2`).
+pub const NOP2: [u8; 2] = [0x66, 0x90];
+
+/// The 5-byte NOP x86-64 kernels use (`BYTES_NOP5`).
+pub const NOP5: [u8; 5] = [0x0f, 0x1f, 0x44, 0x00, 0x00];
+
+/// Opcode of `jmp rel8`.
+pub const JMP8_OPCODE: u8 = 0xeb;
+
+/// Opcode of `jmp rel32`.
+pub const JMP32_OPCODE: u8 = 0xe9;
+
+/// Opcode of `int3`, the first byte of a site while it is being patched.
+pub const INT3_OPCODE: u8 = 0xcc;
+
+/// The largest site, in bytes.
+pub const MAX_LEN: usize = 5;
+
+/// The `__jump_table` flags of a site on a key that starts `initial`, of the `likely` kind.
+///
+/// Bit 0 is the entry's branch bit, set for likely sites. Bit 1 asks objtool to turn the site's
+/// JMP into a NOP, because the site starts out falling through: that is when the key's initial
+/// value equals the branch bit.
+#[inline]
+pub const fn site_flags(initial: bool, likely: bool) -> i32 {
+    let nop = if initial == likely { 2 } else { 0 };
+    nop | likely as i32
+}
+
+/// Whether a site with branch bit `branch` jumps while its key is `enabled`: `jump_label_type()`.
+#[inline]
+pub const fn site_jumps(enabled: bool, branch: bool) -> bool {
+    enabled != branch
+}
+
+/// One encoded site instruction: 2 or 5 bytes.
+///
+/// # Invariants
+///
+/// `len` is 2 or 5.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct SiteInsn {
+    bytes: [u8; MAX_LEN],
+    len: u8,
+}
+
+impl SiteInsn {
+    /// The NOP of a `len`-byte site, or `None` if `len` is not a site size.
+    #[inline]
+    pub fn nop(len: usize) -> Option<Self> {
+        let mut bytes = [0u8; MAX_LEN];
+        match len {
+            2 => bytes[..2].copy_from_slice(&NOP2),
+            5 => bytes.copy_from_slice(&NOP5),
+            _ => return None,
+        }
+        // INVARIANT: `len` is 2 or 5, checked above.
+        Some(Self { bytes, len: len as u8 })
+    }
+
+    /// The JMP of a `len`-byte site at `code` to `target`, or `None` if `len` is not a site size
+    /// or the displacement does not fit the instruction.
+    #[inline]
+    pub fn jmp(code: usize, target: usize, len: usize) -> Option<Self> {
+        let disp = (target as i64).wrapping_sub(code.wrapping_add(len) as i64);
+        let mut bytes = [0u8; MAX_LEN];
+        match len {
+            2 => {
+                bytes[0] = JMP8_OPCODE;
+                bytes[1] = i8::try_from(disp).ok()? as u8;
+            }
+            5 => {
+                bytes[0] = JMP32_OPCODE;
+                bytes[1..].copy_from_slice(&i32::try_from(disp).ok()?.to_le_bytes());
+            }
+            _ => return None,
+        }
+        // INVARIANT: `len` is 2 or 5, checked above.
+        Some(Self { bytes, len: len as u8 })
+    }
+
+    /// The instruction a site of `len` bytes at `code` holds when it jumps (`jump`) or not.
+    #[inline]
+    pub fn for_site(code: usize, target: usize, len: usize, jump: bool) -> Option<Self> {
+        if jump {
+            Self::jmp(code, target, len)
+        } else {
+            Self::nop(len)
+        }
+    }
+
+    /// The instruction's bytes.
+    #[inline]
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+
+    /// The instruction's length: 2 or 5.
+    #[inline]
+    pub fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+}
+
+/// What a site's bytes are.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Decoded {
+    /// The NOP of the site's size.
+    Nop,
+    /// A JMP of the site's size, to the given address.
+    Jmp(usize),
+    /// An INT3: the site is being patched.
+    Int3,
+    /// Anything else: the site holds an instruction the key did not put there.
+    Other,
+}
+
+/// Decodes the `bytes` of a site at address `code`.
+///
+/// `bytes` holds the site's bytes: its length is the site's size.
+pub fn decode(code: usize, bytes: &[u8]) -> Decoded {
+    match bytes {
+        [0x66, 0x90] | [0x0f, 0x1f, 0x44, 0x00, 0x00] => Decoded::Nop,
+        [JMP8_OPCODE, rel] => Decoded::Jmp(
+            code.wrapping_add(2)
+                .wrapping_add_signed(isize::from(*rel as i8)),
+        ),
+        [JMP32_OPCODE, r0, r1, r2, r3] => {
+            let rel = i32::from_le_bytes([*r0, *r1, *r2, *r3]);
+            Decoded::Jmp(code.wrapping_add(5).wrapping_add_signed(rel as isize))
+        }
+        [INT3_OPCODE, ..] => Decoded::Int3,
+        _ => Decoded::Other,
+    }
+}

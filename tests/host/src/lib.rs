@@ -1,0 +1,6 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The pure parts of the kernel code, built for the host from the overlay's own files.
+
+#[path = "../../../rust/kernel/static_key/insn.rs"]
+pub mod insn;
