@@ -13,7 +13,7 @@ jlrs_base_env
 
 # Kernel paths the overlay may populate; anything else in the checkout is
 # tooling and never enters the kernel tree.
-OVERLAY_DIRS=(Documentation LICENSES arch include init kernel lib mm rust samples tools)
+OVERLAY_DIRS=(Documentation arch include init kernel lib mm rust samples tools)
 
 [ -d "$JLRS_PRISTINE" ] || die "pristine tree $JLRS_PRISTINE missing: run scripts/fetch-base.sh"
 

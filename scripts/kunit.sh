@@ -2,7 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Build the overlay kernel and run the project's KUnit suites through
-# kunit.py in QEMU (single-threaded TCG, 4 vCPUs). Extra arguments go to
+# kunit.py in QEMU (single-threaded TCG, 4 vCPUs). An oops reboots the
+# guest at once (oops=panic panic=-1): a test that crashes while holding a
+# lock would otherwise leave the run hanging until the timeout. Extra
+# arguments go to
 # kunit.py (e.g. --kconfig_add, a suite glob). Writes the parsed results to
 # $JLRS_CACHE/<version>/kunit.json.
 set -euo pipefail
@@ -26,5 +29,6 @@ cd "$JLRS_SRC"
 # kunit.py finds QEMU on PATH: lib.sh put the TCG wrapper first.
 python3 tools/testing/kunit/kunit.py run --arch=x86_64 \
 	--kunitconfig="$KUNITCONFIG" --build_dir="$JLRS_BUILD" \
-	--jobs="$(nproc)" --timeout=900 --qemu_args='-smp 4' \
+	--jobs="$(nproc)" --timeout=300 --qemu_args='-smp 4' \
+	--kernel_args=oops=panic --kernel_args=panic=-1 \
 	"${mkopts[@]}" --json="$json" "${globs[@]}"

@@ -11,7 +11,8 @@ step setup
 
 PKGS=(flex bison bc libelf-dev libssl-dev cpio dwarves python3 xz-utils
       rsync qemu-system-x86 busybox-static clang-22 lld-22 llvm-22
-      libclang-22-dev rustc-web rust-web-src python3-matplotlib)
+      libclang-22-dev rustc-web rust-web-src rust-web-clippy rustfmt-web
+      binutils python3-matplotlib)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -8,7 +8,8 @@
 //! changing it patches live text on every CPU, so keys suit conditions that rarely change.
 //!
 //! [`StaticKeyFalse`] starts disabled and [`StaticKeyTrue`] starts enabled. Sites are placed with
-//! [`static_branch_likely!`] and [`static_branch_unlikely!`], which only steer code layout: both
+//! [`static_branch_likely!`](crate::static_branch_likely) and
+//! [`static_branch_unlikely!`](crate::static_branch_unlikely), which only steer code layout: both
 //! evaluate to whether the key is enabled. A key is changed with [`StaticKey::enable`] and
 //! [`StaticKey::disable`], or with the reference-counted [`StaticKey::inc`] and
 //! [`StaticKey::dec`]. Keys defined in C with `DEFINE_STATIC_KEY_FALSE()` or
@@ -51,8 +52,9 @@ pub mod insn;
 /// The kinds of static key a site can test.
 ///
 /// Implemented by [`StaticKeyFalse`], [`StaticKeyTrue`] and the C types `struct static_key_false`
-/// and `struct static_key_true`, so that [`static_branch_likely!`] and
-/// [`static_branch_unlikely!`] accept keys defined in Rust and in C, and nothing else.
+/// and `struct static_key_true`, so that [`static_branch_likely!`](crate::static_branch_likely)
+/// and [`static_branch_unlikely!`](crate::static_branch_unlikely) accept keys defined in Rust and
+/// in C, and nothing else.
 pub trait KeyType: private::Sealed {
     /// Whether a key of this type starts enabled.
     const INITIAL: bool;
@@ -110,7 +112,6 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
             enabled: bindings::atomic_t {
                 counter: INITIAL as i32,
             },
-            #[cfg(CONFIG_JUMP_LABEL)]
             __bindgen_anon_1: bindings::static_key__bindgen_ty_1 {
                 type_: if INITIAL {
                     bindings::JUMP_TYPE_TRUE as c_ulong
@@ -201,45 +202,15 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
 
     /// Calls `f` on each site of the key, in the order of the jump table (by code address).
     ///
-    /// The sites cannot change while `f` runs: `jump_label_mutex` is held, so `f` must not
-    /// change any static key. Fails with `EOPNOTSUPP` for a key whose sites span the kernel
-    /// image and modules, or live in a module.
+    /// Sites in init text that has been freed are skipped, as the kernel skips them when it
+    /// patches. The sites cannot change while `f` runs: `jump_label_mutex` is held, so `f` must
+    /// not change or inspect any static key. Fails with `ENOTSUPP` for a key whose sites are
+    /// not all in the kernel image (a key used by modules, or defined in one).
+    ///
+    /// Takes `jump_label_mutex`: may sleep.
     pub fn for_each_site(&self, mut f: impl FnMut(&Site)) -> Result {
-        #[cfg(CONFIG_JUMP_LABEL)]
-        {
-            let _lock = JumpLabelLock::new();
-            let key = self.as_raw();
-            // SAFETY: `key` is valid by the type invariant, and the `entries` word is only
-            // written under `jump_label_mutex`, which `_lock` holds.
-            let word = unsafe { (*key).__bindgen_anon_1.type_ };
-            if word & bindings::JUMP_TYPE_LINKED as c_ulong != 0 {
-                return Err(EOPNOTSUPP);
-            }
-            let mut entry = (word & !(bindings::JUMP_TYPE_MASK as c_ulong)) as usize
-                as *mut bindings::jump_entry;
-            if entry.is_null() {
-                return Ok(());
-            }
-            let start = (&raw mut bindings::__start___jump_table).cast::<bindings::jump_entry>();
-            let stop = (&raw mut bindings::__stop___jump_table).cast::<bindings::jump_entry>();
-            if entry < start || entry >= stop {
-                return Err(EOPNOTSUPP);
-            }
-            while entry < stop {
-                // SAFETY: `entry` is in the kernel's jump table, which is sorted by key; the
-                // entries of `key` stay put while `_lock` is held.
-                let site = unsafe { Site::from_entry(entry) };
-                if site.key != key as usize {
-                    break;
-                }
-                f(&site);
-                // SAFETY: `entry < stop`, so the next entry is at most `stop`.
-                entry = unsafe { entry.add(1) };
-            }
-        }
-        #[cfg(not(CONFIG_JUMP_LABEL))]
-        let _ = &mut f;
-        Ok(())
+        might_sleep();
+        walk_sites(self.as_raw(), &mut f)
     }
 
     /// The number of sites of the key (see [`for_each_site`](Self::for_each_site)).
@@ -255,7 +226,8 @@ impl StaticKey<false> {
     ///
     /// # Safety
     ///
-    /// `key` points to a `struct static_key_false` that is never freed.
+    /// `key` points to a `struct static_key_false` that is never freed and is not read-only
+    /// (not defined with `DEFINE_STATIC_KEY_FALSE_RO()`).
     #[inline]
     pub unsafe fn from_c(key: *mut bindings::static_key_false) -> &'static Self {
         // SAFETY: `struct static_key_false` is a `struct static_key`, which `Self` wraps
@@ -270,7 +242,8 @@ impl StaticKey<true> {
     ///
     /// # Safety
     ///
-    /// `key` points to a `struct static_key_true` that is never freed.
+    /// `key` points to a `struct static_key_true` that is never freed and is not read-only
+    /// (not defined with `DEFINE_STATIC_KEY_TRUE_RO()`).
     #[inline]
     pub unsafe fn from_c(key: *mut bindings::static_key_true) -> &'static Self {
         // SAFETY: `struct static_key_true` is a `struct static_key`, which `Self` wraps
@@ -303,25 +276,65 @@ impl<const INITIAL: bool> Drop for StaticKeyRef<INITIAL> {
 }
 
 /// Holds `jump_label_mutex`.
-#[cfg(CONFIG_JUMP_LABEL)]
 struct JumpLabelLock;
 
-#[cfg(CONFIG_JUMP_LABEL)]
 impl JumpLabelLock {
+    /// Takes the mutex. The caller must be allowed to sleep (it called `might_sleep()`).
     fn new() -> Self {
-        // SAFETY: Taking the jump-label mutex has no precondition beyond a sleepable context,
-        // which every caller has.
+        // SAFETY: Taking the jump-label mutex only needs a context that may sleep, which the
+        // caller guarantees.
         unsafe { bindings::jump_label_lock() };
         Self
     }
 }
 
-#[cfg(CONFIG_JUMP_LABEL)]
 impl Drop for JumpLabelLock {
     fn drop(&mut self) {
         // SAFETY: `self` exists only while the mutex is held by this thread.
         unsafe { bindings::jump_label_unlock() };
     }
+}
+
+/// Calls `f` on each site of `key` in the kernel image; see [`StaticKey::for_each_site`].
+///
+/// Not generic, so that modules using static keys need none of the symbols it uses.
+#[inline(never)]
+fn walk_sites(key: *mut bindings::static_key, f: &mut dyn FnMut(&Site)) -> Result {
+    let _lock = JumpLabelLock::new();
+    // SAFETY: `key` is a valid key, and its `entries` word is only written under
+    // `jump_label_mutex`, which `_lock` holds.
+    let entries = unsafe { (*key).__bindgen_anon_1.entries };
+    // SAFETY: As above; `type_` is the same word as `entries`.
+    let flags = unsafe { (*key).__bindgen_anon_1.type_ };
+    if flags & bindings::JUMP_TYPE_LINKED as c_ulong != 0 {
+        return Err(ENOTSUPP);
+    }
+    let mask = bindings::JUMP_TYPE_MASK as c_ulong;
+    let mut entry = entries.map_addr(|a| a & !mask);
+    if entry.is_null() {
+        return Ok(());
+    }
+    let start = (&raw mut bindings::__start___jump_table).cast::<bindings::jump_entry>();
+    let stop = (&raw mut bindings::__stop___jump_table).cast::<bindings::jump_entry>();
+    if entry < start || entry >= stop {
+        return Err(ENOTSUPP);
+    }
+    while entry < stop {
+        // SAFETY: `entry` is in the kernel's jump table, whose entries stay put while `_lock`
+        // is held.
+        let Some(site) = (unsafe { Site::from_entry(entry) }) else {
+            break;
+        };
+        if site.key != key.addr() {
+            break;
+        }
+        if site.size != 0 {
+            f(&site);
+        }
+        // SAFETY: `entry < stop`, so the next entry is at most `stop`.
+        entry = unsafe { entry.add(1) };
+    }
+    Ok(())
 }
 
 /// One site of a static key: a `__jump_table` entry and the instruction it patches.
@@ -332,32 +345,42 @@ pub struct Site {
     target: usize,
     key: usize,
     branch: bool,
-    len: usize,
+    size: usize,
 }
 
 impl Site {
-    /// Reads a jump-table entry.
+    /// Reads a jump-table entry. Returns a site of size 0 for an entry whose code is no longer
+    /// kernel text (freed init text).
     ///
     /// # Safety
     ///
-    /// `entry` is a valid entry of a loaded jump table, and `jump_label_mutex` is held.
-    #[cfg(CONFIG_JUMP_LABEL)]
-    unsafe fn from_entry(entry: *mut bindings::jump_entry) -> Self {
+    /// `entry` is a valid entry of the kernel's jump table, and `jump_label_mutex` is held.
+    unsafe fn from_entry(entry: *mut bindings::jump_entry) -> Option<Self> {
         // SAFETY: The caller guarantees `entry` is valid.
         let e = unsafe { &*entry };
-        let code = (&raw const e.code as usize).wrapping_add_signed(e.code as isize);
-        let target = (&raw const e.target as usize).wrapping_add_signed(e.target as isize);
-        let key = (&raw const e.key as usize).wrapping_add_signed(e.key as isize);
-        // SAFETY: `entry` is valid and its code is a site that cannot be patched while
-        // `jump_label_mutex` is held, so it holds a complete NOP or JMP.
-        let len = unsafe { bindings::arch_jump_entry_size(entry) } as usize;
-        Self {
+        let code = (&raw const e.code)
+            .addr()
+            .wrapping_add_signed(e.code as isize);
+        let target = (&raw const e.target)
+            .addr()
+            .wrapping_add_signed(e.target as isize);
+        let key = (&raw const e.key).addr().wrapping_add_signed(e.key & !3);
+        // SAFETY: `kernel_text_address()` only looks the address up.
+        let size = if unsafe { bindings::kernel_text_address(code) } == 0 {
+            0
+        } else {
+            // SAFETY: `entry` is valid and its code is live kernel text, which cannot be
+            // patched while `jump_label_mutex` is held, so it holds a complete NOP or JMP.
+            let size = unsafe { bindings::arch_jump_entry_size(entry) };
+            usize::try_from(size).ok()?
+        };
+        Some(Self {
             code,
             target,
-            key: key & !3,
-            branch: key & 1 != 0,
-            len,
-        }
+            key,
+            branch: e.key & 1 != 0,
+            size,
+        })
     }
 
     /// The address of the site's instruction.
@@ -380,8 +403,8 @@ impl Site {
 
     /// The size of the site's instruction: 2 or 5 bytes.
     #[inline]
-    pub fn len(&self) -> usize {
-        self.len
+    pub fn size(&self) -> usize {
+        self.size
     }
 
     /// Whether the site jumps when the key is `enabled`: `jump_label_type()`.
@@ -393,16 +416,16 @@ impl Site {
     /// The instruction the site must hold when the key is `enabled`.
     #[inline]
     pub fn expected(&self, enabled: bool) -> Option<insn::SiteInsn> {
-        insn::SiteInsn::for_site(self.code, self.target, self.len, self.jumps_when(enabled))
+        insn::SiteInsn::for_site(self.code, self.target, self.size, self.jumps_when(enabled))
     }
 
-    /// The site's current bytes; the first [`len`](Self::len) are meaningful.
+    /// The site's current bytes; the first [`size`](Self::size) are meaningful.
     pub fn read(&self) -> [u8; insn::MAX_LEN] {
         let mut bytes = [0u8; insn::MAX_LEN];
-        for (i, b) in bytes.iter_mut().enumerate().take(self.len) {
-            // SAFETY: `self.code` is the address of a `self.len`-byte instruction in kernel text,
-            // which stays mapped while `for_each_site` holds `jump_label_mutex`; text is only
-            // written byte-wise by the patcher, so a volatile byte read is sound.
+        for (i, b) in bytes.iter_mut().enumerate().take(self.size) {
+            // SAFETY: `self.code` is the address of a `self.size`-byte instruction in live
+            // kernel text (`walk_sites` skips freed init text), which stays mapped while
+            // `jump_label_mutex` is held; a volatile byte read of mapped text is sound.
             *b = unsafe { core::ptr::read_volatile((self.code + i) as *const u8) };
         }
         bytes
@@ -410,47 +433,44 @@ impl Site {
 
     /// Decodes the site's current instruction.
     pub fn decode(&self) -> insn::Decoded {
-        insn::decode(self.code, &self.read()[..self.len])
+        insn::decode(self.code, &self.read()[..self.size])
     }
 }
 
-/// Places a site on a static key for [`static_branch_likely!`] and [`static_branch_unlikely!`].
+/// Places a site on a static key for [`static_branch_likely!`](crate::static_branch_likely) and
+/// [`static_branch_unlikely!`](crate::static_branch_unlikely).
 ///
 /// Evaluates to whether the key is enabled. `$likely` tells which direction is laid out as the
 /// fall-through.
 #[doc(hidden)]
 #[macro_export]
-#[cfg(CONFIG_JUMP_LABEL)]
 macro_rules! __static_key_branch {
     ($key:path, $likely:literal) => {{
         // The entry's flags: bit 0 is the branch bit, bit 1 asks objtool to turn the site's JMP
         // into a NOP because the site starts out falling through.
         const FLAGS: i32 = $crate::static_key::site_flags(&raw const $key, $likely);
         let jumped: bool = 'site: {
-            $crate::asm!(
-                include!(concat!(env!("OBJTREE"), "/rust/kernel/generated_static_key_asm.rs"));
-                l_yes = label {
-                    break 'site true;
-                },
-                symb = sym $key,
-                flags = const FLAGS,
-            );
+            // SAFETY: The asm is one JMP to `l_yes` (or a NOP of the same size) and a
+            // `__jump_table` entry naming `$key`, a static key (checked by `site_flags`). The
+            // kernel only ever rewrites the instruction between that JMP and that NOP, and both
+            // continue at a label of this block without touching registers or memory.
+            unsafe {
+                $crate::asm!(
+                    include!(concat!(env!("OBJTREE"), "/rust/kernel/generated_static_key_asm.rs"));
+                    l_yes = label {
+                        break 'site true;
+                    },
+                    symb = sym $key,
+                    flags = const FLAGS,
+                )
+            };
             break 'site false;
         };
-        jumped != $likely
-    }};
-}
-
-/// Without jump labels a site is a load of the key's count.
-#[doc(hidden)]
-#[macro_export]
-#[cfg(not(CONFIG_JUMP_LABEL))]
-macro_rules! __static_key_branch {
-    ($key:path, $likely:literal) => {{
-        let _ = $crate::static_key::site_flags(&raw const $key, $likely);
-        // SAFETY: `$key` is a static key (checked by `site_flags`), whose first member is the
-        // `struct static_key`.
-        unsafe { $crate::bindings::static_key_count((&raw const $key).cast_mut().cast()) > 0 }
+        if $likely {
+            !jumped
+        } else {
+            jumped
+        }
     }};
 }
 
@@ -490,7 +510,7 @@ macro_rules! static_branch_likely {
 /// Takes the path of a `static` [`StaticKeyFalse`] or [`StaticKeyTrue`], or of a C key's
 /// binding, and evaluates to whether the key is enabled.
 ///
-/// This is [`crate::jump_label::static_branch_unlikely!`] with one argument.
+/// This is [`static_branch_unlikely!`](crate::static_branch_unlikely) with one argument.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __static_branch_unlikely {
@@ -570,12 +590,22 @@ mod tests {
 
     fn c_sites_false() -> [bool; 2] {
         // SAFETY: The C functions only test a static key.
-        unsafe { [rust_static_key_test_false_likely(), rust_static_key_test_false_unlikely()] }
+        unsafe {
+            [
+                rust_static_key_test_false_likely(),
+                rust_static_key_test_false_unlikely(),
+            ]
+        }
     }
 
     fn c_sites_true() -> [bool; 2] {
         // SAFETY: The C functions only test a static key.
-        unsafe { [rust_static_key_test_true_likely(), rust_static_key_test_true_unlikely()] }
+        unsafe {
+            [
+                rust_static_key_test_true_likely(),
+                rust_static_key_test_true_unlikely(),
+            ]
+        }
     }
 
     /// Checks every site of `key` against the key's value: returns the number of sites and the
@@ -586,7 +616,7 @@ mod tests {
         let ret = key.for_each_site(|site| {
             sites += 1;
             let ok = match site.expected(enabled) {
-                Some(want) => want.as_bytes() == &site.read()[..site.len()],
+                Some(want) => want.as_bytes() == &site.read()[..site.size()],
                 None => false,
             };
             if !ok {

@@ -6,10 +6,12 @@
 //! `/sys/kernel/debug/rust_static_key/` holds:
 //!
 //! - `enabled`: reads `0` or `1`; writing `0` or `1` disables or enables the key, anything else
-//!   fails with `EINVAL` and leaves the key alone;
+//!   fails with `EINVAL` and leaves the key alone, and so does a write while the key is held by
+//!   more than one reference (`EBUSY`);
 //! - `count`: the key's reference count;
 //! - `sites`: the number of sites;
-//! - `site_state`: one line per site: address, size, the instruction's bytes and what it is;
+//! - `site_state`: one line per site: offset from `_stext`, size, the instruction's bytes, what
+//!   it is, and whether it is what the key's value calls for;
 //! - `run`: runs all 64 sites and tells how many took the enabled direction.
 
 use core::fmt;
@@ -88,6 +90,10 @@ impl Reader for KeyControl {
             return Err(EINVAL);
         }
         reader.read_slice(&mut buf[..n])?;
+        if SAMPLE_KEY.count() > 1 {
+            // Switching a counted key would warn: it belongs to whoever holds the references.
+            return Err(EBUSY);
+        }
         match &buf[..n] {
             b"0" | b"0\n" => SAMPLE_KEY.disable(),
             b"1" | b"1\n" => SAMPLE_KEY.enable(),
@@ -110,6 +116,8 @@ fn show_sites(_: &KeyControl, f: &mut fmt::Formatter<'_>) -> fmt::Result {
 
 fn show_site_state(_: &KeyControl, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let enabled = SAMPLE_KEY.is_enabled();
+    // Offsets rather than addresses, not to reveal where the kernel was loaded.
+    let stext = (&raw const kernel::bindings::_stext).addr();
     let mut ret = Ok(());
     let walk = SAMPLE_KEY.for_each_site(|site| {
         if ret.is_err() {
@@ -124,11 +132,16 @@ fn show_site_state(_: &KeyControl, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             Decoded::Other => "unknown",
         };
         let ok = match site.expected(enabled) {
-            Some(want) => want.as_bytes() == &bytes[..site.len()],
+            Some(want) => want.as_bytes() == &bytes[..site.size()],
             None => false,
         };
-        ret = write!(f, "{:#x} {}", site.code(), site.len());
-        for b in &bytes[..site.len()] {
+        ret = write!(
+            f,
+            "_stext+{:#x} {}",
+            site.code().wrapping_sub(stext),
+            site.size()
+        );
+        for b in &bytes[..site.size()] {
             ret = ret.and_then(|()| write!(f, " {b:02x}"));
         }
         ret = ret.and_then(|()| writeln!(f, " {what} {}", if ok { "ok" } else { "WRONG" }));
@@ -181,11 +194,14 @@ mod tests {
             if !site.branch() {
                 unlikely += 1;
             }
-            let bytes = &site.read()[..site.len()];
+            let bytes = &site.read()[..site.size()];
+            // The kernel's NOPs, written out rather than taken from the code under test.
+            let nop: &[u8] = match site.size() {
+                2 => &[0x66, 0x90],
+                _ => &[0x0f, 0x1f, 0x44, 0x00, 0x00],
+            };
             let ok = match (enabled, site.decode()) {
-                (false, Decoded::Nop) => {
-                    bytes == if site.len() == 2 { &[0x66, 0x90][..] } else { &[0x0f, 0x1f, 0x44, 0, 0][..] }
-                }
+                (false, Decoded::Nop) => bytes == nop,
                 (true, Decoded::Jmp(to)) => to == site.target(),
                 _ => false,
             };

@@ -66,7 +66,10 @@ impl SiteInsn {
             _ => return None,
         }
         // INVARIANT: `len` is 2 or 5, checked above.
-        Some(Self { bytes, len: len as u8 })
+        Some(Self {
+            bytes,
+            len: len as u8,
+        })
     }
 
     /// The JMP of a `len`-byte site at `code` to `target`, or `None` if `len` is not a site size
@@ -87,7 +90,10 @@ impl SiteInsn {
             _ => return None,
         }
         // INVARIANT: `len` is 2 or 5, checked above.
-        Some(Self { bytes, len: len as u8 })
+        Some(Self {
+            bytes,
+            len: len as u8,
+        })
     }
 
     /// The instruction a site of `len` bytes at `code` holds when it jumps (`jump`) or not.
@@ -106,9 +112,9 @@ impl SiteInsn {
         &self.bytes[..usize::from(self.len)]
     }
 
-    /// The instruction's length: 2 or 5.
+    /// The instruction's size: 2 or 5.
     #[inline]
-    pub fn len(&self) -> usize {
+    pub fn size(&self) -> usize {
         usize::from(self.len)
     }
 }

@@ -8,7 +8,10 @@ use proptest::prelude::*;
 #[test]
 fn nops_are_the_kernel_nops() {
     assert_eq!(SiteInsn::nop(2).unwrap().as_bytes(), &[0x66, 0x90]);
-    assert_eq!(SiteInsn::nop(5).unwrap().as_bytes(), &[0x0f, 0x1f, 0x44, 0x00, 0x00]);
+    assert_eq!(
+        SiteInsn::nop(5).unwrap().as_bytes(),
+        &[0x0f, 0x1f, 0x44, 0x00, 0x00]
+    );
     for len in [0, 1, 3, 4, 6, 8] {
         assert_eq!(SiteInsn::nop(len), None, "len {len}");
         assert_eq!(SiteInsn::jmp(0x1000, 0x1010, len), None, "len {len}");
@@ -19,10 +22,18 @@ fn nops_are_the_kernel_nops() {
 fn jmp_known_encodings() {
     // `eb 02` at a 2-byte site jumping over two bytes, as seen in a built kernel.
     let code = 0xffff_ffff_8100_0000usize;
-    assert_eq!(SiteInsn::jmp(code, code + 4, 2).unwrap().as_bytes(), &[0xeb, 0x02]);
-    assert_eq!(SiteInsn::jmp(code, code, 2).unwrap().as_bytes(), &[0xeb, 0xfe]);
     assert_eq!(
-        SiteInsn::jmp(code, code + 5 + 0x1234, 5).unwrap().as_bytes(),
+        SiteInsn::jmp(code, code + 4, 2).unwrap().as_bytes(),
+        &[0xeb, 0x02]
+    );
+    assert_eq!(
+        SiteInsn::jmp(code, code, 2).unwrap().as_bytes(),
+        &[0xeb, 0xfe]
+    );
+    assert_eq!(
+        SiteInsn::jmp(code, code + 5 + 0x1234, 5)
+            .unwrap()
+            .as_bytes(),
         &[0xe9, 0x34, 0x12, 0x00, 0x00]
     );
     assert_eq!(
@@ -90,7 +101,7 @@ proptest! {
     fn jmp_round_trips(code in 0x1000usize..usize::MAX / 2, disp in any::<i32>()) {
         let target = (code + 5).wrapping_add_signed(disp as isize);
         let jmp = SiteInsn::jmp(code, target, 5).unwrap();
-        prop_assert_eq!(jmp.len(), 5);
+        prop_assert_eq!(jmp.size(), 5);
         prop_assert_eq!(insn::decode(code, jmp.as_bytes()), Decoded::Jmp(target));
         prop_assert_eq!(SiteInsn::for_site(code, target, 5, false), SiteInsn::nop(5));
     }

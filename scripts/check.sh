@@ -1,0 +1,84 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Lint the project's files in the work tree: rustfmt, a rebuild of the
+# project's objects under clippy (which also shows rustc's and objtool's
+# warnings), and checkpatch --strict on the C files and the hook patches.
+# Prints one "check: NAME: ok|FAILED" line per check; exits non-zero if any
+# failed. Findings in upstream files are not ours and are not reported.
+set -uo pipefail
+. "$(dirname "$0")/lib.sh"
+step check
+jlrs_base_env
+
+logs=$JLRS_CACHE/$JLRS_BASE_VERSION/logs
+mkdir -p "$logs"
+failed=0
+mapfile -t files < "$JLRS_SRC/.jlrs-manifest"
+ours_re=$(printf '%s\n' "${files[@]}" | sed 's/[.[\*^$]/\\&/g' | paste -sd'|')
+
+result() {
+	if [ "$2" = 0 ]; then
+		echo "check: $1: ok"
+	else
+		echo "check: $1: FAILED"
+		failed=1
+	fi
+}
+
+mk=(make -C "$JLRS_SRC" O="$JLRS_BUILD" ARCH=x86_64 -j"$(nproc)")
+while read -r o; do mk+=("$o"); done < <(jlrs_make_opts)
+
+# rustfmt: only our files.
+rs=()
+for f in "${files[@]}"; do
+	case "$f" in *.rs) rs+=("$JLRS_SRC/$f") ;; esac
+done
+rc=0
+if [ ${#rs[@]} -gt 0 ]; then
+	/usr/bin/rustfmt --check --edition 2021 \
+		--config-path "$JLRS_SRC/.rustfmt.toml" "${rs[@]}" > "$logs/rustfmt.log" 2>&1 || rc=1
+	[ "$rc" = 0 ] || cat "$logs/rustfmt.log"
+fi
+result rustfmt $rc
+
+# rustc + clippy + objtool: rebuild our objects and everything built from them.
+for f in "${files[@]}"; do
+	case "$f" in *.rs|*.c|*.S) touch "$JLRS_SRC/$f" ;; esac
+done
+"${mk[@]}" CLIPPY=1 CLIPPY_DRIVER=/usr/bin/clippy-driver > "$logs/clippy.log" 2>&1
+rc=$?
+if [ "$rc" != 0 ]; then
+	tail -n 40 "$logs/clippy.log"
+	result "build with CLIPPY=1" 1
+else
+	# A warning names a project file on its own line or on a following
+	# "--> file:line" line; objtool names the object.
+	warn=$(grep -E -A4 '^(warning|error)' "$logs/clippy.log" | grep -E "($ours_re)" ; \
+	       grep -E 'objtool.*(static_key|jump_label_rs)|(static_key|jump_label_rs)[^ ]*\.o: warning' "$logs/clippy.log")
+	rc=0
+	if [ -n "$warn" ]; then
+		grep -E -B2 -A12 '^(warning|error)' "$logs/clippy.log" | head -n 200
+		rc=1
+	fi
+	result "rustc, clippy and objtool warnings" $rc
+fi
+
+# checkpatch --strict: our C files, then the hook patches.
+rc=0
+for f in "${files[@]}"; do
+	case "$f" in
+	*.c|*.h)
+		out=$("$JLRS_SRC/scripts/checkpatch.pl" --strict --no-tree --terse \
+			--show-types -f "$JLRS_SRC/$f" 2>&1) || { echo "$out"; rc=1; } ;;
+	esac
+done
+result "checkpatch --strict (C files)" $rc
+rc=0
+while read -r p; do
+	case "$p" in ''|'#'*) continue ;; esac
+	out=$("$JLRS_SRC/scripts/checkpatch.pl" --strict --terse --show-types \
+		--root="$JLRS_SRC" "$JLRS_TOP/patches/$p" 2>&1) || { echo "$out"; rc=1; }
+done < "$JLRS_TOP/patches/series"
+result "checkpatch --strict (patches)" $rc
+exit $failed
