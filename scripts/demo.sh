@@ -24,8 +24,10 @@ while read -r o; do mkopts+=("--make_options=$o"); done < <(jlrs_make_opts)
 [ -f "$kernel" ] || die "no kernel image at $kernel after the build"
 
 busybox=/bin/busybox
-file -L "$busybox" 2>/dev/null | grep -q 'statically linked' ||
-	die "$busybox is not a static busybox (package busybox-static)"
+[ -x "$busybox" ] || die "$busybox missing (package busybox-static)"
+if readelf -l "$busybox" 2>/dev/null | grep -q 'program interpreter'; then
+	die "$busybox is dynamically linked: install busybox-static"
+fi
 gen=$JLRS_BUILD/usr/gen_init_cpio
 [ -x "$gen" ] || die "$gen missing: the kernel needs CONFIG_BLK_DEV_INITRD"
 
@@ -40,8 +42,8 @@ dir /sys 0755 0 0
 dir /demo 0755 0 0
 file /bin/busybox $busybox 0755 0 0
 slink /bin/sh busybox 0777 0 0
-file /init $JLRS_TOP/tools/demo/guest-init.sh 0755 0 0
-file /demo/run.sh $JLRS_TOP/tools/demo/sample.sh 0755 0 0
+file /init $JLRS_TOP/scripts/demo/guest-init.sh 0755 0 0
+file /demo/run.sh $JLRS_TOP/scripts/demo/sample.sh 0755 0 0
 LIST
 "$gen" "$work/initramfs.list" > "$work/initramfs.cpio" ||
 	die "gen_init_cpio failed"

@@ -9,4 +9,5 @@ mount -t debugfs debugfs /sys/kernel/debug
 echo "@@ boot ok $(uname -r) cpus=$(grep -c ^processor /proc/cpuinfo)"
 sh /demo/run.sh
 echo "@@ end $?"
-poweroff -f
+# With -no-reboot, QEMU exits when the guest reboots.
+reboot -f
