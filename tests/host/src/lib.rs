@@ -4,3 +4,6 @@
 
 #[path = "../../../rust/kernel/static_key/insn.rs"]
 pub mod insn;
+
+#[path = "../../../kernel/jump_label_rs/poke.rs"]
+pub mod poke;

@@ -1,0 +1,358 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The text-poke batch: pending instruction writes, sorted by address, applied to live text
+//! with the INT3 protocol.
+//!
+//! A batch is a vector of [`PokeLoc`]s in ascending address order. [`apply`] patches them all
+//! at once:
+//!
+//! 1. write INT3 over the first byte of every site, then sync every CPU;
+//! 2. write every site's remaining bytes, then sync if any were written;
+//! 3. write every site's first byte, then sync if any were written.
+//!
+//! Between the first and the last sync a CPU may execute an INT3 at a site; the INT3 handler
+//! finds the site with [`lookup`], a binary search of the vector, and emulates the new
+//! instruction as [`PokeLoc::emulation`] says.
+//!
+//! This module uses only `core`: the host tests build it as it is. Nothing on the INT3 path
+//! ([`lookup`], [`PokeLoc::emulation`]) allocates, calls out or can panic.
+//!
+//! C reference: `smp_text_poke_batch_finish()` in
+//! [`arch/x86/kernel/alternative.c`](srctree/arch/x86/kernel/alternative.c).
+
+/// `int3`.
+pub const INT3: u8 = 0xcc;
+/// `ret`.
+pub const RET: u8 = 0xc3;
+/// `call rel32`.
+pub const CALL: u8 = 0xe8;
+/// `jmp rel32`.
+pub const JMP32: u8 = 0xe9;
+/// `jmp rel8`.
+pub const JMP8: u8 = 0xeb;
+/// The two-byte opcode escape, first byte of `Jcc rel32`.
+pub const ESCAPE: u8 = 0x0f;
+
+/// The longest instruction a batch patches: `Jcc rel32`.
+pub const MAX_INSN: usize = 6;
+
+/// The 2-byte NOP x86-64 kernels use.
+const NOP2: [u8; 2] = [0x66, 0x90];
+/// The 5-byte NOP x86-64 kernels use.
+const NOP5: [u8; 5] = [0x0f, 0x1f, 0x44, 0x00, 0x00];
+
+/// Why an instruction cannot be added to a batch.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PokeError {
+    /// The length is not 1 to [`MAX_INSN`] bytes.
+    BadLength,
+    /// The instruction to emulate is not one the INT3 handler can emulate.
+    Unsupported,
+    /// The instruction is shorter than the write and the rest is not INT3 padding.
+    BadPadding,
+    /// The address is too far from the base to be stored.
+    OutOfRange,
+}
+
+/// One pending write: `smp_text_poke_loc`.
+///
+/// 16 bytes, so that 256 fit a page as in C. A `Jcc rel32` (6 bytes) is stored without its
+/// `0x0f` escape, with its opcode mapped to the matching `Jcc rel8`: `len == 6` tells them apart.
+///
+/// # Invariants
+///
+/// `len` is 1 to [`MAX_INSN`]; `opcode` is one of [`INT3`], [`RET`], [`CALL`], [`JMP32`],
+/// [`JMP8`] or a `Jcc rel8` opcode (`0x70..=0x7f`).
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct PokeLoc {
+    rel_addr: i32,
+    disp: i32,
+    len: u8,
+    opcode: u8,
+    text: [u8; 5],
+    old: u8,
+}
+
+/// What the INT3 handler does for a CPU that hit a site being patched.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Emulation {
+    /// An INT3 was written on purpose: leave it to its owner.
+    Int3,
+    /// Return.
+    Ret,
+    /// Call `target`, returning to `ret`.
+    Call {
+        /// The return address.
+        ret: usize,
+        /// The callee.
+        target: usize,
+    },
+    /// Jump to the address.
+    Jmp(usize),
+    /// Jump to `taken` if condition `cc` holds, else continue at `next`.
+    Jcc {
+        /// The condition code, `0x0..=0xf`.
+        cc: u8,
+        /// The target when the condition holds.
+        taken: usize,
+        /// The next instruction.
+        next: usize,
+    },
+}
+
+/// Reads the little-endian `i32` at `b[at..at + 4]`, or `None` if `b` is too short.
+#[inline(always)]
+fn rel32(b: &[u8], at: usize) -> Option<i32> {
+    match b.get(at..at + 4) {
+        Some(&[b0, b1, b2, b3]) => Some(i32::from_le_bytes([b0, b1, b2, b3])),
+        _ => None,
+    }
+}
+
+impl PokeLoc {
+    /// Describes writing `text` at `addr`, emulated as `emulate` (or as `text` itself) while
+    /// the write is in progress: `__smp_text_poke_batch_add()`.
+    ///
+    /// `base` is the address offsets are stored from (`_stext` in the kernel). Errors instead of
+    /// C's `BUG_ON()` for an instruction the INT3 handler could not emulate.
+    pub fn new(
+        base: usize,
+        addr: usize,
+        text: &[u8],
+        emulate: Option<&[u8]>,
+    ) -> Result<Self, PokeError> {
+        let len = text.len();
+        if len == 0 || len > MAX_INSN {
+            return Err(PokeError::BadLength);
+        }
+        let rel_addr =
+            i32::try_from(addr.wrapping_sub(base) as isize).map_err(|_| PokeError::OutOfRange)?;
+        let emulate = emulate.unwrap_or(text);
+
+        // Decode the instruction to emulate: opcode, length and displacement.
+        let (opcode, insn_len, disp) = match emulate {
+            [INT3, ..] => (INT3, 1, 0),
+            [RET, ..] => (RET, 1, 0),
+            [CALL, ..] => (CALL, 5, rel32(emulate, 1).ok_or(PokeError::BadLength)?),
+            [JMP32, ..] => (JMP32, 5, rel32(emulate, 1).ok_or(PokeError::BadLength)?),
+            [JMP8, d, ..] => (JMP8, 2, i32::from(*d as i8)),
+            [op @ 0x70..=0x7f, d, ..] => (*op, 2, i32::from(*d as i8)),
+            [ESCAPE, op @ 0x80..=0x8f, ..] => (
+                *op - 0x10,
+                6,
+                rel32(emulate, 2).ok_or(PokeError::BadLength)?,
+            ),
+            // A NOP is emulated as a jump to the next instruction.
+            _ if len == 2 && emulate.get(..2) == Some(&NOP2[..]) => (JMP8, 2, 0),
+            _ if len == 5 && emulate.get(..5) == Some(&NOP5[..]) => (JMP32, 5, 0),
+            _ => return Err(PokeError::Unsupported),
+        };
+        match opcode {
+            // Control flow that never falls through may be padded with INT3.
+            RET | JMP32 | JMP8 => {
+                if insn_len > len
+                    || text
+                        .get(insn_len..)
+                        .is_some_and(|p| p.iter().any(|&b| b != INT3))
+                {
+                    return Err(PokeError::BadPadding);
+                }
+            }
+            _ if insn_len != len => return Err(PokeError::BadLength),
+            _ => {}
+        }
+
+        let mut stored = [0u8; 5];
+        let skip = usize::from(len == 6);
+        for (d, s) in stored.iter_mut().zip(text.iter().skip(skip)) {
+            *d = *s;
+        }
+        // INVARIANT: `len` is 1 to `MAX_INSN` and `opcode` is one of the listed ones.
+        Ok(Self {
+            rel_addr,
+            disp,
+            len: len as u8,
+            opcode,
+            text: stored,
+            old: 0,
+        })
+    }
+
+    /// The address of the site.
+    #[inline(always)]
+    pub fn addr(&self, base: usize) -> usize {
+        base.wrapping_add_signed(self.rel_addr as isize)
+    }
+
+    /// The size of the write.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    /// Always false: a poke writes at least one byte. For symmetry with [`len`](Self::len).
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The bytes to write, `len()` of them.
+    pub fn new_bytes(&self) -> ([u8; MAX_INSN], usize) {
+        let mut out = [0u8; MAX_INSN];
+        if self.len == 6 {
+            out[0] = ESCAPE;
+            out[1..].copy_from_slice(&self.text);
+        } else {
+            out[..5].copy_from_slice(&self.text);
+        }
+        (out, self.len())
+    }
+
+    /// The first byte to write.
+    #[inline]
+    pub fn first_byte(&self) -> u8 {
+        if self.len == 6 {
+            ESCAPE
+        } else {
+            self.text[0]
+        }
+    }
+
+    /// The first byte the site held before the batch wrote INT3 over it.
+    #[inline]
+    pub fn old_first_byte(&self) -> u8 {
+        self.old
+    }
+
+    /// What a CPU that hit the INT3 at this site must do.
+    ///
+    /// Never panics and never calls out: it runs in the INT3 handler.
+    #[inline(always)]
+    pub fn emulation(&self, base: usize) -> Emulation {
+        let next = self.addr(base).wrapping_add(usize::from(self.len));
+        let target = next.wrapping_add_signed(self.disp as isize);
+        match self.opcode {
+            INT3 => Emulation::Int3,
+            RET => Emulation::Ret,
+            CALL => Emulation::Call { ret: next, target },
+            JMP32 | JMP8 => Emulation::Jmp(target),
+            op => Emulation::Jcc {
+                cc: op & 0xf,
+                taken: target,
+                next,
+            },
+        }
+    }
+}
+
+/// Finds the site at `ip` in `vec`, sorted by address: the INT3 handler's binary search.
+///
+/// Never panics and never calls out: it runs in the INT3 handler.
+#[inline(always)]
+pub fn lookup(vec: &[PokeLoc], base: usize, ip: usize) -> Option<&PokeLoc> {
+    let rel = ip.wrapping_sub(base) as isize;
+    let (mut lo, mut hi) = (0usize, vec.len());
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        let loc = vec.get(mid)?;
+        let at = loc.rel_addr as isize;
+        if rel < at {
+            hi = mid;
+        } else if rel > at {
+            lo = mid + 1;
+        } else {
+            return Some(loc);
+        }
+    }
+    None
+}
+
+/// Whether a site at `addr` may be appended to `vec` without breaking its order: the batch must
+/// be flushed first otherwise (`text_poke_addr_ordered()`).
+///
+/// Equal addresses are allowed, as in C, although a batch should not write one site twice.
+#[inline]
+pub fn ordered(vec: &[PokeLoc], base: usize, addr: usize) -> bool {
+    match vec.last() {
+        Some(last) => last.addr(base) <= addr,
+        None => true,
+    }
+}
+
+/// The machine a batch is applied to.
+pub trait TextOps {
+    /// Reads `buf.len()` bytes of text at `addr`.
+    fn read(&mut self, addr: usize, buf: &mut [u8]);
+    /// Writes `bytes` to text at `addr`: `text_poke()`.
+    fn write(&mut self, addr: usize, bytes: &[u8]);
+    /// Serialises every CPU's instruction stream: one IPI round.
+    fn sync(&mut self);
+    /// Reports a completed rewrite of `old` into `new` at `addr` (`perf_event_text_poke()`).
+    fn poked(&mut self, _addr: usize, _old: &[u8], _new: &[u8]) {}
+}
+
+/// What [`apply`] did.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub struct ApplyStats {
+    /// Sync rounds: 1 to 3 for a non-empty batch.
+    pub syncs: u32,
+    /// Sites patched.
+    pub sites: u32,
+}
+
+/// Patches every site of `vec` with the INT3 protocol: the body of
+/// `smp_text_poke_batch_finish()` between publishing the vector and retiring it.
+///
+/// The caller publishes `vec` to the INT3 handler before calling and retires it after.
+pub fn apply(vec: &mut [PokeLoc], base: usize, ops: &mut impl TextOps) -> ApplyStats {
+    let mut stats = ApplyStats::default();
+    if vec.is_empty() {
+        return stats;
+    }
+
+    // 1. INT3 at every site.
+    for loc in vec.iter_mut() {
+        let mut old = [0u8; 1];
+        ops.read(loc.addr(base), &mut old);
+        loc.old = old[0];
+        ops.write(loc.addr(base), &[INT3]);
+    }
+    ops.sync();
+    stats.syncs += 1;
+
+    // 2. Every byte but the first.
+    let mut wrote = false;
+    for loc in vec.iter() {
+        let addr = loc.addr(base);
+        let (new, len) = loc.new_bytes();
+        let mut old = [0u8; MAX_INSN];
+        old[0] = loc.old;
+        if len > 1 {
+            ops.read(addr + 1, &mut old[1..len]);
+            ops.write(addr + 1, &new[1..len]);
+            wrote = true;
+        }
+        ops.poked(addr, &old[..len], &new[..len]);
+    }
+    if wrote {
+        ops.sync();
+        stats.syncs += 1;
+    }
+
+    // 3. The first bytes, unless the new first byte is INT3 itself.
+    let mut wrote = false;
+    for loc in vec.iter() {
+        let byte = loc.first_byte();
+        if byte != INT3 {
+            ops.write(loc.addr(base), &[byte]);
+            wrote = true;
+        }
+    }
+    if wrote {
+        ops.sync();
+        stats.syncs += 1;
+    }
+    stats.sites = vec.len() as u32;
+    stats
+}

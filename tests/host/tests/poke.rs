@@ -1,0 +1,314 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The text-poke batch core against reference models: decoding for emulation, the INT3
+//! handler's binary search, batch ordering, and what a CPU executing a site can observe while a
+//! batch is applied.
+
+use jump_label_rs_host::poke::{self, Emulation, PokeError, PokeLoc, TextOps};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+const BASE: usize = 0xffff_ffff_8100_0000;
+const NOP2: [u8; 2] = [0x66, 0x90];
+const NOP5: [u8; 5] = [0x0f, 0x1f, 0x44, 0x00, 0x00];
+
+fn jmp8(from: usize, to: usize) -> Vec<u8> {
+    vec![0xeb, (to as i64 - (from as i64 + 2)) as i8 as u8]
+}
+
+fn jmp32(from: usize, to: usize) -> Vec<u8> {
+    let mut v = vec![0xe9];
+    v.extend_from_slice(&((to as i64 - (from as i64 + 5)) as i32).to_le_bytes());
+    v
+}
+
+#[test]
+fn loc_is_16_bytes() {
+    assert_eq!(std::mem::size_of::<PokeLoc>(), 16);
+}
+
+#[test]
+fn decode_jump_label_sites() {
+    let at = BASE + 0x1000;
+    // NOPs are emulated as jumps to the next instruction.
+    let nop2 = PokeLoc::new(BASE, at, &NOP2, None).unwrap();
+    assert_eq!(nop2.emulation(BASE), Emulation::Jmp(at + 2));
+    let nop5 = PokeLoc::new(BASE, at, &NOP5, None).unwrap();
+    assert_eq!(nop5.emulation(BASE), Emulation::Jmp(at + 5));
+    let j8 = PokeLoc::new(BASE, at, &jmp8(at, at + 9), None).unwrap();
+    assert_eq!(j8.emulation(BASE), Emulation::Jmp(at + 9));
+    let j32 = PokeLoc::new(BASE, at, &jmp32(at, at - 0x400), None).unwrap();
+    assert_eq!(j32.emulation(BASE), Emulation::Jmp(at - 0x400));
+}
+
+#[test]
+fn decode_calls_rets_jcc_int3() {
+    let at = BASE + 0x2000;
+    let mut call = vec![0xe8];
+    call.extend_from_slice(&0x100i32.to_le_bytes());
+    let c = PokeLoc::new(BASE, at, &call, None).unwrap();
+    assert_eq!(
+        c.emulation(BASE),
+        Emulation::Call {
+            ret: at + 5,
+            target: at + 5 + 0x100
+        }
+    );
+
+    // A RET padded with INT3 to the size of the call it replaces (static calls).
+    let ret = PokeLoc::new(BASE, at, &[0xc3, 0xcc, 0xcc, 0xcc, 0xcc], None).unwrap();
+    assert_eq!(ret.emulation(BASE), Emulation::Ret);
+    assert_eq!(
+        PokeLoc::new(BASE, at, &[0xc3, 0x90, 0xcc, 0xcc, 0xcc], None),
+        Err(PokeError::BadPadding)
+    );
+
+    // Jcc rel32 is stored as the matching Jcc rel8 with len 6.
+    let mut jne32 = vec![0x0f, 0x85];
+    jne32.extend_from_slice(&(-0x20i32).to_le_bytes());
+    let j = PokeLoc::new(BASE, at, &jne32, None).unwrap();
+    assert_eq!(j.len(), 6);
+    assert_eq!(j.first_byte(), 0x0f);
+    assert_eq!(j.new_bytes().0, [0x0f, 0x85, 0xe0, 0xff, 0xff, 0xff]);
+    assert_eq!(
+        j.emulation(BASE),
+        Emulation::Jcc {
+            cc: 5,
+            taken: at + 6 - 0x20,
+            next: at + 6
+        }
+    );
+    let je8 = PokeLoc::new(BASE, at, &[0x74, 0x10], None).unwrap();
+    assert_eq!(
+        je8.emulation(BASE),
+        Emulation::Jcc {
+            cc: 4,
+            taken: at + 0x12,
+            next: at + 2
+        }
+    );
+
+    let i = PokeLoc::new(BASE, at, &[0xcc], None).unwrap();
+    assert_eq!(i.emulation(BASE), Emulation::Int3);
+}
+
+#[test]
+fn decode_refuses_what_cannot_be_emulated() {
+    let at = BASE;
+    assert_eq!(PokeLoc::new(BASE, at, &[], None), Err(PokeError::BadLength));
+    assert_eq!(
+        PokeLoc::new(BASE, at, &[0x90; 7], None),
+        Err(PokeError::BadLength)
+    );
+    assert_eq!(
+        PokeLoc::new(BASE, at, &[0x48, 0x89, 0xf8], None),
+        Err(PokeError::Unsupported)
+    );
+    // A 3-byte NOP is not one the handler knows.
+    assert_eq!(
+        PokeLoc::new(BASE, at, &[0x0f, 0x1f, 0x00], None),
+        Err(PokeError::Unsupported)
+    );
+    // CALL with a length that is not its own.
+    assert_eq!(
+        PokeLoc::new(BASE, at, &[0xe8, 0, 0, 0, 0, 0xcc], None),
+        Err(PokeError::BadLength)
+    );
+    assert_eq!(
+        PokeLoc::new(BASE, BASE - (1 << 32), &NOP2, None),
+        Err(PokeError::OutOfRange)
+    );
+    // The instruction to emulate may differ from the one written (ftrace writes a CALL and
+    // emulates it while the NOP is replaced).
+    let mut call = vec![0xe8];
+    call.extend_from_slice(&0i32.to_le_bytes());
+    let l = PokeLoc::new(BASE, at, &NOP5, Some(&call)).unwrap();
+    assert_eq!(
+        l.emulation(BASE),
+        Emulation::Call {
+            ret: at + 5,
+            target: at + 5
+        }
+    );
+}
+
+#[test]
+fn ordering_rule() {
+    let a = PokeLoc::new(BASE, BASE + 0x10, &NOP2, None).unwrap();
+    let vec = [a];
+    assert!(poke::ordered(&[], BASE, BASE));
+    assert!(poke::ordered(&vec, BASE, BASE + 0x10));
+    assert!(poke::ordered(&vec, BASE, BASE + 0x11));
+    assert!(!poke::ordered(&vec, BASE, BASE + 0xf));
+}
+
+proptest! {
+    /// The binary search finds exactly the sites a linear scan finds, and nothing else.
+    #[test]
+    fn lookup_matches_linear_scan(
+        offsets in proptest::collection::btree_set(0usize..1 << 20, 0..600),
+        probes in proptest::collection::vec(0usize..1 << 20, 0..64),
+    ) {
+        let vec: Vec<PokeLoc> = offsets
+            .iter()
+            .map(|&o| PokeLoc::new(BASE, BASE + o, &NOP2, None).unwrap())
+            .collect();
+        for &o in offsets.iter().chain(probes.iter()) {
+            let ip = BASE + o;
+            let linear = vec.iter().find(|l| l.addr(BASE) == ip);
+            prop_assert_eq!(poke::lookup(&vec, BASE, ip), linear);
+        }
+        prop_assert_eq!(poke::lookup(&vec, BASE, BASE.wrapping_sub(1)), None);
+    }
+}
+
+/// Simulated text, and a CPU's view of it between any two writes.
+struct Sim {
+    mem: BTreeMap<usize, u8>,
+    /// Site start -> (old instruction, new instruction).
+    sites: BTreeMap<usize, (Vec<u8>, Vec<u8>)>,
+    vec: Vec<PokeLoc>,
+    syncs: u32,
+    writes: u32,
+    violations: Vec<String>,
+}
+
+impl Sim {
+    fn bytes(&self, at: usize, len: usize) -> Vec<u8> {
+        (at..at + len).map(|a| self.mem[&a]).collect()
+    }
+
+    /// What a CPU executing each site now would do: the old instruction, the new one, or an
+    /// INT3 the handler resolves to the new one. Anything else is a torn instruction.
+    fn observe(&mut self) {
+        for (&at, (old, new)) in &self.sites {
+            let len = old.len().max(new.len());
+            let now = self.bytes(at, len);
+            if now[0] == poke::INT3 {
+                match poke::lookup(&self.vec, BASE, at) {
+                    Some(loc)
+                        if PokeLoc::new(BASE, at, new, None).unwrap().emulation(BASE)
+                            == loc.emulation(BASE) => {}
+                    _ => self
+                        .violations
+                        .push(format!("{at:#x}: INT3 the handler cannot resolve")),
+                }
+            } else if now[..old.len()] != old[..] && now[..new.len()] != new[..] {
+                self.violations
+                    .push(format!("{at:#x}: torn instruction {now:02x?}"));
+            }
+        }
+    }
+}
+
+impl TextOps for Sim {
+    fn read(&mut self, addr: usize, buf: &mut [u8]) {
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = self.mem[&(addr + i)];
+        }
+    }
+
+    fn write(&mut self, addr: usize, bytes: &[u8]) {
+        for (i, b) in bytes.iter().enumerate() {
+            self.mem.insert(addr + i, *b);
+        }
+        self.writes += 1;
+        self.observe();
+    }
+
+    fn sync(&mut self) {
+        self.syncs += 1;
+    }
+}
+
+/// A site of the given kind: (old, new) instructions of the same size.
+fn site_insns(at: usize, kind: u8) -> (Vec<u8>, Vec<u8>) {
+    match kind % 6 {
+        0 => (NOP2.to_vec(), jmp8(at, at + 0x20)),
+        1 => (jmp8(at, at + 0x7f), NOP2.to_vec()),
+        2 => (NOP5.to_vec(), jmp32(at, at + 0x1234)),
+        3 => (jmp32(at, at - 0x800), NOP5.to_vec()),
+        4 => {
+            let mut call = vec![0xe8];
+            call.extend_from_slice(&0x40i32.to_le_bytes());
+            (NOP5.to_vec(), call)
+        }
+        _ => {
+            let mut call = vec![0xe8];
+            call.extend_from_slice(&0x40i32.to_le_bytes());
+            (call, vec![0xc3, 0xcc, 0xcc, 0xcc, 0xcc])
+        }
+    }
+}
+
+proptest! {
+    /// However many sites and whatever they change into, a CPU never sees a torn
+    /// instruction, every INT3 it hits resolves to the new instruction, three syncs are
+    /// enough, and the text ends up new everywhere.
+    #[test]
+    fn apply_is_never_torn(kinds in proptest::collection::vec(any::<u8>(), 1..80)) {
+        let mut sim = Sim {
+            mem: BTreeMap::new(),
+            sites: BTreeMap::new(),
+            vec: Vec::new(),
+            syncs: 0,
+            writes: 0,
+            violations: Vec::new(),
+        };
+        for (i, &k) in kinds.iter().enumerate() {
+            let at = BASE + 0x100 + i * 16;
+            let (old, new) = site_insns(at, k);
+            for (j, b) in old.iter().enumerate() {
+                sim.mem.insert(at + j, *b);
+            }
+            for j in old.len()..16 {
+                sim.mem.insert(at + j, 0xcc);
+            }
+            prop_assert!(poke::ordered(&sim.vec, BASE, at));
+            sim.vec.push(PokeLoc::new(BASE, at, &new, None).unwrap());
+            sim.sites.insert(at, (old, new));
+        }
+        let mut vec = sim.vec.clone();
+        let stats = poke::apply(&mut vec, BASE, &mut sim);
+        prop_assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+        prop_assert_eq!(stats.syncs, 3);
+        prop_assert_eq!(sim.syncs, 3);
+        prop_assert_eq!(stats.sites as usize, kinds.len());
+        for (&at, (old, new)) in &sim.sites {
+            prop_assert_eq!(sim.bytes(at, new.len()), new.clone());
+            let loc = poke::lookup(&vec, BASE, at).unwrap();
+            prop_assert_eq!(loc.old_first_byte(), old[0]);
+        }
+    }
+}
+
+#[test]
+fn apply_skips_syncs_with_nothing_to_do() {
+    struct Count(u32, BTreeMap<usize, u8>);
+    impl TextOps for Count {
+        fn read(&mut self, addr: usize, buf: &mut [u8]) {
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = *self.1.get(&(addr + i)).unwrap_or(&0x90);
+            }
+        }
+        fn write(&mut self, addr: usize, bytes: &[u8]) {
+            for (i, b) in bytes.iter().enumerate() {
+                self.1.insert(addr + i, *b);
+            }
+        }
+        fn sync(&mut self) {
+            self.0 += 1;
+        }
+    }
+    // Empty batch: nothing at all.
+    let mut t = Count(0, BTreeMap::new());
+    assert_eq!(poke::apply(&mut [], BASE, &mut t).syncs, 0);
+    // One-byte writes have no tail: INT3 then first bytes, 2 syncs.
+    let mut v = [PokeLoc::new(BASE, BASE + 1, &[0xc3], None).unwrap()];
+    assert_eq!(poke::apply(&mut v, BASE, &mut t).syncs, 2);
+    // Writing an INT3 on purpose (kprobes): only the first sync is needed.
+    let mut t = Count(0, BTreeMap::new());
+    let mut v = [PokeLoc::new(BASE, BASE + 1, &[0xcc], None).unwrap()];
+    assert_eq!(poke::apply(&mut v, BASE, &mut t).syncs, 1);
+    assert_eq!(t.0, 1);
+}
