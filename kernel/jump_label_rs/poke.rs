@@ -111,6 +111,16 @@ fn rel32(b: &[u8], at: usize) -> Option<i32> {
 }
 
 impl PokeLoc {
+    /// A placeholder for preallocated storage: an INT3 at the base, never applied.
+    pub const EMPTY: Self = Self {
+        rel_addr: 0,
+        disp: 0,
+        len: 1,
+        opcode: INT3,
+        text: [INT3, 0, 0, 0, 0],
+        old: 0,
+    };
+
     /// Describes writing `text` at `addr`, emulated as `emulate` (or as `text` itself) while
     /// the write is in progress: `__smp_text_poke_batch_add()`.
     ///
@@ -253,14 +263,16 @@ impl PokeLoc {
 pub fn lookup(vec: &[PokeLoc], base: usize, ip: usize) -> Option<&PokeLoc> {
     let rel = ip.wrapping_sub(base) as isize;
     let (mut lo, mut hi) = (0usize, vec.len());
+    // Wrapping arithmetic throughout: with overflow checks on, plain `+` and `-` would bring in
+    // a panic path, which the INT3 handler must not have. None of these can overflow.
     while lo < hi {
-        let mid = lo + (hi - lo) / 2;
+        let mid = lo.wrapping_add(hi.wrapping_sub(lo) / 2);
         let loc = vec.get(mid)?;
         let at = loc.rel_addr as isize;
         if rel < at {
             hi = mid;
         } else if rel > at {
-            lo = mid + 1;
+            lo = mid.wrapping_add(1);
         } else {
             return Some(loc);
         }

@@ -1,0 +1,320 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The live batch behind `smp_text_poke_*()`: storage, the entry points C calls, and the
+//! INT3 handler's lookup.
+//!
+//! Every entry point but [`text_poke_rs_lookup`] runs under `text_mutex`, which serialises all
+//! access to the batch. The INT3 handler reads the published vector only between
+//! `text_poke_rs_publish()` and `text_poke_rs_retire()`, which bracket [`poke::apply`].
+
+use core::{cell::UnsafeCell, ffi::c_void, ptr};
+
+use kernel::{
+    bindings,
+    prelude::*, //
+};
+
+use crate::poke::{self, Emulation, PokeError, PokeLoc, TextOps};
+
+/// Sites a batch holds without allocating: a page of [`PokeLoc`]s, as in C.
+const FIXED: usize = 256;
+
+/// The batch being built.
+///
+/// # Invariants
+///
+/// - `nr <= FIXED` while `grown` is empty, and the live sites are `fixed[..nr]`;
+/// - otherwise the live sites are `grown[..nr]`, with `nr == grown.len()`;
+/// - the live sites are in ascending address order.
+struct Batch {
+    fixed: [PokeLoc; FIXED],
+    grown: KVec<PokeLoc>,
+    nr: usize,
+}
+
+impl Batch {
+    fn sites(&mut self) -> &mut [PokeLoc] {
+        if self.grown.is_empty() {
+            &mut self.fixed[..self.nr]
+        } else {
+            &mut self.grown[..]
+        }
+    }
+
+    /// Makes room for one more site, growing past the fixed page if needed. Returns false if
+    /// the batch is full and could not grow: the caller applies it first.
+    fn reserve_one(&mut self) -> bool {
+        if self.grown.is_empty() {
+            if self.nr < FIXED {
+                return true;
+            }
+            // Move to a vector of twice the page. GFP_NOWAIT: callers hold text_mutex, and
+            // some hold other locks too; failing only costs an early flush.
+            let mut v = KVec::new();
+            if v.reserve(2 * FIXED, GFP_NOWAIT | __GFP_NOWARN).is_err() {
+                return false;
+            }
+            if v.extend_from_slice(&self.fixed, GFP_NOWAIT | __GFP_NOWARN)
+                .is_err()
+            {
+                return false;
+            }
+            // INVARIANT: the live sites move, in order, to `grown`; `nr == grown.len()`.
+            self.grown = v;
+            return true;
+        }
+        if self.grown.len() < self.grown.capacity() {
+            return true;
+        }
+        let more = self.grown.len();
+        self.grown.reserve(more, GFP_NOWAIT | __GFP_NOWARN).is_ok()
+    }
+
+    fn push(&mut self, loc: PokeLoc) {
+        if self.grown.is_empty() {
+            let Some(slot) = self.fixed.get_mut(self.nr) else {
+                // `reserve_one()` made room; nothing to do if it did not.
+                return;
+            };
+            *slot = loc;
+        } else if self.grown.push(loc, GFP_NOWAIT | __GFP_NOWARN).is_err() {
+            // `reserve_one()` made room; nothing to do if it did not.
+            return;
+        }
+        self.nr += 1;
+    }
+
+    /// Empties the batch; keeps a grown vector's memory for the next large batch.
+    fn clear(&mut self) {
+        self.grown.clear();
+        self.nr = 0;
+    }
+}
+
+/// The batch and what the INT3 handler sees of it.
+struct State {
+    batch: UnsafeCell<Batch>,
+    /// The published vector: pointer and length, valid while published.
+    published: UnsafeCell<(*const PokeLoc, usize)>,
+}
+
+// SAFETY: `batch` is only touched under `text_mutex`; `published` is written under it and read
+// by the INT3 handler only while the per-CPU references say the vector is live.
+unsafe impl Sync for State {}
+
+static STATE: State = State {
+    batch: UnsafeCell::new(Batch {
+        fixed: [PokeLoc::EMPTY; FIXED],
+        grown: KVec::new(),
+        nr: 0,
+    }),
+    published: UnsafeCell::new((ptr::null(), 0)),
+};
+
+/// The address offsets are stored from.
+#[inline(always)]
+fn base() -> usize {
+    (&raw const bindings::_stext).addr()
+}
+
+/// The batch, for code running under `text_mutex`.
+///
+/// # Safety
+///
+/// The caller holds `text_mutex` and does not keep the reference past releasing it.
+unsafe fn batch() -> &'static mut Batch {
+    // SAFETY: `text_mutex` serialises every user of the batch, as the caller guarantees.
+    unsafe { &mut *STATE.batch.get() }
+}
+
+/// Kernel text, patched with `text_poke()` and synchronised with an IPI round.
+struct KernelText;
+
+impl TextOps for KernelText {
+    fn read(&mut self, addr: usize, buf: &mut [u8]) {
+        // SAFETY: `addr` is a site in live kernel text being patched under `text_mutex`, so
+        // its bytes are mapped and only this thread writes them.
+        unsafe { ptr::copy_nonoverlapping(addr as *const u8, buf.as_mut_ptr(), buf.len()) };
+    }
+
+    fn write(&mut self, addr: usize, bytes: &[u8]) {
+        // SAFETY: `text_poke()` rewrites live text through a temporary mapping; the caller holds
+        // `text_mutex` as it requires.
+        unsafe { bindings::text_poke(addr as *mut c_void, bytes.as_ptr().cast(), bytes.len()) };
+    }
+
+    fn sync(&mut self) {
+        // SAFETY: An IPI round; may be called from any context that may sleep.
+        unsafe { bindings::smp_text_poke_sync_each_cpu() };
+    }
+
+    fn poked(&mut self, addr: usize, old: &[u8], new: &[u8]) {
+        // SAFETY: Both buffers hold `old.len() == new.len()` bytes.
+        unsafe {
+            bindings::text_poke_rs_poked(
+                addr as *const c_void,
+                old.as_ptr().cast(),
+                new.as_ptr().cast(),
+                old.len(),
+            )
+        };
+    }
+}
+
+fn serial() -> bool {
+    // SAFETY: `text_poke_rs_mode` is `__ro_after_init`: only written by the boot parameter.
+    let mode = unsafe { bindings::text_poke_rs_mode };
+    mode == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_SERIAL as i32
+}
+
+/// `smp_text_poke_batch_add()`: queues a write, applying the batch first if the write would
+/// break its address order or it is full and cannot grow.
+///
+/// # Safety
+///
+/// Called with `text_mutex` held; `opcode` and `emulate` (if not null) point to `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn text_poke_rs_batch_add(
+    addr: *mut c_void,
+    opcode: *const c_void,
+    len: usize,
+    emulate: *const c_void,
+) {
+    if len == 0 || len > poke::MAX_INSN {
+        pr_warn!("text_poke: {len}-byte write refused\n");
+        return;
+    }
+    // SAFETY: The caller guarantees `opcode` points to `len` bytes.
+    let text = unsafe { core::slice::from_raw_parts(opcode.cast::<u8>(), len) };
+    let emulate = if emulate.is_null() {
+        None
+    } else {
+        // SAFETY: The caller guarantees `emulate` points to `len` bytes.
+        Some(unsafe { core::slice::from_raw_parts(emulate.cast::<u8>(), len) })
+    };
+    let loc = match PokeLoc::new(base(), addr.addr(), text, emulate) {
+        Ok(loc) => loc,
+        Err(e) => {
+            pr_err!("text_poke: cannot patch {:p}: {:?}\n", addr, e);
+            kernel::warn_on!(matches!(
+                e,
+                PokeError::Unsupported | PokeError::BadPadding | PokeError::BadLength
+            ));
+            return;
+        }
+    };
+
+    // SAFETY: The caller holds `text_mutex`.
+    let b = unsafe { batch() };
+    if !poke::ordered(b.sites(), base(), addr.addr()) || !b.reserve_one() {
+        // SAFETY: The caller holds `text_mutex`.
+        unsafe { text_poke_rs_batch_finish() };
+    }
+    // SAFETY: The caller holds `text_mutex`.
+    let b = unsafe { batch() };
+    b.push(loc);
+    if serial() {
+        // SAFETY: The caller holds `text_mutex`.
+        unsafe { text_poke_rs_batch_finish() };
+    }
+}
+
+/// `smp_text_poke_batch_finish()`: applies the batch with the INT3 protocol.
+///
+/// # Safety
+///
+/// Called with `text_mutex` held.
+#[no_mangle]
+pub unsafe extern "C" fn text_poke_rs_batch_finish() {
+    // SAFETY: The caller holds `text_mutex`.
+    let b = unsafe { batch() };
+    let sites = b.sites();
+    if sites.is_empty() {
+        return;
+    }
+    // SAFETY: `published` is only written under `text_mutex`, and no handler reads it before
+    // `text_poke_rs_publish()` below.
+    unsafe { *STATE.published.get() = (sites.as_ptr(), sites.len()) };
+    // SAFETY: Sets every CPU's reference count before any INT3 is written.
+    unsafe { bindings::text_poke_rs_publish() };
+    // SAFETY: Counts the batch for the statistics.
+    unsafe { bindings::text_poke_rs_note_batch(sites.len() as u32) };
+
+    poke::apply(sites, base(), &mut KernelText);
+
+    // SAFETY: The last sync is done: no CPU can hit our INT3s any more; wait for handlers.
+    unsafe { bindings::text_poke_rs_retire() };
+    // SAFETY: No handler holds a reference any more.
+    unsafe { *STATE.published.get() = (ptr::null(), 0) };
+    b.clear();
+}
+
+/// Finds the site at `ip` in the published vector and tells the INT3 handler what to emulate.
+///
+/// Called from `noinstr` code with a reference on the vector held: it lives in `.noinstr.text`,
+/// and everything it uses is inlined; nothing panics or calls out.
+///
+/// # Safety
+///
+/// The caller holds a reference taken with `raw_atomic_inc_not_zero()` on this CPU's count, and
+/// `emul` is valid for writes.
+#[no_mangle]
+#[link_section = ".noinstr.text"]
+pub unsafe extern "C" fn text_poke_rs_lookup(
+    ip: usize,
+    emul: *mut bindings::text_poke_rs_emul,
+) -> bool {
+    // SAFETY: With a reference held, the vector published before the reference count was set
+    // stays valid and unchanged (ordered by the handler's `smp_rmb()` and the count's acquire).
+    let (vec, len) = unsafe { ptr::read_volatile(STATE.published.get()) };
+    if vec.is_null() {
+        return false;
+    }
+    // SAFETY: As above: `vec` points to `len` live sites.
+    let sites = unsafe { core::slice::from_raw_parts(vec, len) };
+    let Some(loc) = poke::lookup(sites, base(), ip) else {
+        return false;
+    };
+    let (kind, target, next, cc) = match loc.emulation(base()) {
+        Emulation::Int3 => (
+            bindings::text_poke_rs_emul_kind_TEXT_POKE_RS_EMUL_INT3,
+            0,
+            0,
+            0,
+        ),
+        Emulation::Ret => (
+            bindings::text_poke_rs_emul_kind_TEXT_POKE_RS_EMUL_RET,
+            0,
+            0,
+            0,
+        ),
+        Emulation::Call { ret, target } => (
+            bindings::text_poke_rs_emul_kind_TEXT_POKE_RS_EMUL_CALL,
+            target,
+            ret,
+            0,
+        ),
+        Emulation::Jmp(target) => (
+            bindings::text_poke_rs_emul_kind_TEXT_POKE_RS_EMUL_JMP,
+            target,
+            0,
+            0,
+        ),
+        Emulation::Jcc { cc, taken, next } => (
+            bindings::text_poke_rs_emul_kind_TEXT_POKE_RS_EMUL_JCC,
+            taken,
+            next,
+            cc,
+        ),
+    };
+    // SAFETY: The caller guarantees `emul` is valid for writes.
+    unsafe {
+        emul.write(bindings::text_poke_rs_emul {
+            target,
+            next,
+            kind: kind as u8,
+            cc,
+        })
+    };
+    true
+}

@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! jump_label_rs: the x86 text-poke batch in Rust.
+//!
+//! With `CONFIG_TEXT_POKE_RS`, `smp_text_poke_batch_add()`, `smp_text_poke_batch_finish()`,
+//! `smp_text_poke_single()` and the INT3 handler of every x86 user (jump labels, static calls,
+//! ftrace, kprobes, alternatives) go through [`batch`] unless the kernel was booted with
+//! `text_poke=c`. `text_poke=serial` applies every site as a batch of its own.
+//!
+//! C header: [`arch/x86/include/asm/text_poke_rs.h`](srctree/arch/x86/include/asm/text_poke_rs.h).
+
+pub mod batch;
+pub mod poke;
+
+/// The prefix of this crate's messages.
+const __LOG_PREFIX: &[u8] = b"text_poke\0";
+
+#[cfg(CONFIG_TEXT_POKE_RS_KUNIT_TEST)]
+mod kunit;
