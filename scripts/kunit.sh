@@ -7,7 +7,7 @@
 # lock would otherwise leave the run hanging until the timeout. Extra
 # arguments go to
 # kunit.py (e.g. --kconfig_add, a suite glob). Writes the parsed results to
-# $JLRS_CACHE/<version>/kunit.json.
+# $JLRS_KUNIT_JSON (default $JLRS_CACHE/<version>/kunit.json).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 step kunit
@@ -17,13 +17,13 @@ KUNITCONFIG=$JLRS_SRC/kernel/jump_label_rs/.kunitconfig
 [ -f "$KUNITCONFIG" ] || die "$KUNITCONFIG missing: run scripts/apply-overlay.sh"
 [ -x "$JLRS_BINDGEN" ] || die "bindgen missing: run scripts/setup-host.sh"
 
-json=$JLRS_CACHE/$JLRS_BASE_VERSION/kunit.json
+json=${JLRS_KUNIT_JSON:-$JLRS_CACHE/$JLRS_BASE_VERSION/kunit.json}
 rm -f "$json"
 mkopts=()
 while read -r o; do mkopts+=("--make_options=$o"); done < <(jlrs_make_opts)
 
 globs=("$@")
-[ ${#globs[@]} -gt 0 ] || globs=('rust_static_key*')
+
 
 cd "$JLRS_SRC"
 # kunit.py finds QEMU on PATH: lib.sh put the TCG wrapper first.

@@ -2,7 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0
 """Count host and KUnit results and print the closing line of `make test`.
 
-Usage: summarize.py --cargo LOG --kunit JSON --suite NAME [--suite NAME ...]
+Usage: summarize.py --cargo LOG --kunit JSON [--kunit JSON ...]
+                    --suite NAME [--suite NAME ...]
+
+Every --kunit file is one boot of the kernel; each must have run every suite.
 
 Exits non-zero on any failure, on an expected suite that did not run, or on
 missing results (a build that failed, a guest that crashed or timed out).
@@ -38,7 +41,7 @@ def kunit_cases(group, prefix=""):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cargo", required=True)
-    ap.add_argument("--kunit", required=True)
+    ap.add_argument("--kunit", action="append", required=True)
     ap.add_argument("--suite", action="append", default=[])
     args = ap.parse_args()
     problems = []
@@ -52,25 +55,27 @@ def main():
         problems.append(f"host tests: {e}")
 
     kp = kf = ks = 0
-    try:
-        with open(args.kunit, encoding="utf-8") as f:
-            tree = json.load(f)
+    for path in args.kunit:
+        try:
+            with open(path, encoding="utf-8") as f:
+                tree = json.load(f)
+        except (OSError, ValueError) as e:
+            problems.append(f"KUnit: no results in {path} ({e}): "
+                            "the build failed or the guest crashed")
+            continue
         seen = {}
         for suite, case, status in kunit_cases(tree):
-            seen.setdefault(suite, 0)
-            seen[suite] += 1
+            seen[suite] = seen.get(suite, 0) + 1
             if status == "PASS":
                 kp += 1
             elif status == "SKIP":
                 ks += 1
             else:
                 kf += 1
-                print(f"KUnit: {suite}.{case}: {status}")
+                print(f"KUnit ({path}): {suite}.{case}: {status}")
         for suite in args.suite:
             if not seen.get(suite):
-                problems.append(f"KUnit suite {suite} did not run")
-    except (OSError, ValueError) as e:
-        problems.append(f"KUnit: no results ({e}): the build failed or the guest crashed")
+                problems.append(f"KUnit suite {suite} did not run ({path})")
 
     for p in problems:
         print(f"error: {p}")

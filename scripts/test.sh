@@ -10,7 +10,8 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 step test
 
-SUITES=(rust_static_key rust_static_key_sample)
+SUITES=(rust_static_key rust_static_key_sample text_poke_rs)
+MODES=(rust c serial)
 
 start=$(date +%s)
 "$JLRS_TOP/scripts/setup-host.sh"
@@ -27,17 +28,28 @@ host_rc=0
 grep -E '^test |test result:|^error|panicked' "$logs/host.log" || true
 [ "$host_rc" = 0 ] || msg "host tests failed (log: $logs/host.log)"
 
-msg "kernel build and KUnit (build dir $JLRS_BUILD)"
+# The same image, booted once per text-poke implementation.
 kunit_rc=0
-"$JLRS_TOP/scripts/kunit.sh" 'rust_static_key*' 2>&1 | tee "$logs/kunit.log" || kunit_rc=$?
-[ "$kunit_rc" = 0 ] || msg "kunit.py failed (exit $kunit_rc, log: $logs/kunit.log)"
+jsons=()
+for mode in "${MODES[@]}"; do
+	msg "kernel build and KUnit, text_poke=$mode (build dir $JLRS_BUILD)"
+	json=$JLRS_CACHE/$JLRS_BASE_VERSION/kunit-$mode.json
+	jsons+=(--kunit "$json")
+	rc=0
+	JLRS_KUNIT_JSON=$json "$JLRS_TOP/scripts/kunit.sh" \
+		--kernel_args="text_poke=$mode" 2>&1 | tee "$logs/kunit-$mode.log" || rc=$?
+	if [ "$rc" != 0 ]; then
+		msg "kunit.py failed with text_poke=$mode (exit $rc, log: $logs/kunit-$mode.log)"
+		kunit_rc=$rc
+	fi
+done
 
 msg "Linux $JLRS_BASE_VERSION (Debian linux-source-7.2 $JLRS_BASE_DEB_VERSION), $(($(date +%s) - start)) s"
 sargs=()
 for s in "${SUITES[@]}"; do sargs+=(--suite "$s"); done
 summary_rc=0
 python3 "$JLRS_TOP/scripts/summarize.py" --cargo "$logs/host.log" \
-	--kunit "$JLRS_CACHE/$JLRS_BASE_VERSION/kunit.json" "${sargs[@]}" || summary_rc=$?
+	"${jsons[@]}" "${sargs[@]}" || summary_rc=$?
 if [ "$host_rc" != 0 ] || [ "$kunit_rc" != 0 ] || [ "$summary_rc" != 0 ]; then
 	exit 1
 fi
