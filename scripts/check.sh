@@ -64,7 +64,9 @@ else
 	result "rustc, clippy and objtool warnings" $rc
 fi
 
-# checkpatch --strict: our C files, then the hook patches.
+# checkpatch --strict: our C files, then the hook patches. It leaves a cache
+# file in the current directory: run it from the logs directory.
+cd "$logs" || exit 1
 rc=0
 for f in "${files[@]}"; do
 	case "$f" in

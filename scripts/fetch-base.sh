@@ -12,6 +12,17 @@ step fetch-base
 PKG=linux-source-7.2
 APT=$JLRS_CACHE/apt
 
+# A complete base already in the cache is used as it is: no network. Set
+# JLRS_REFRESH_BASE=1 to look for a newer 7.2.y.
+if [ -z "${JLRS_REFRESH_BASE:-}" ] && [ -r "$JLRS_CACHE/base.env" ]; then
+	# shellcheck disable=SC1091
+	. "$JLRS_CACHE/base.env"
+	if [ -f "${JLRS_PRISTINE:-/nonexistent}/.jlrs-complete" ]; then
+		msg "base: Linux $JLRS_BASE_VERSION (Debian $PKG $JLRS_BASE_DEB_VERSION, cached)"
+		exit 0
+	fi
+fi
+
 # The Debian mirror the machine already uses, read from its apt configuration
 # (deb822 .sources stanzas or one-line sources.list entries).
 debian_mirror() {

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Install what building and testing the overlay needs and is missing: Debian
-# packages from the machine's own sources, bindgen from crates.io, and a QEMU
+# packages from the machine's own sources, bindgen from the Rust crate registry, and a QEMU
 # wrapper that forces single-threaded TCG. Idempotent: a second run installs
 # nothing.
 set -euo pipefail
@@ -44,10 +44,10 @@ fi
 BINDGEN_VERSION=0.73.2
 if ! "$JLRS_BINDGEN" --version 2>/dev/null | grep -q "$BINDGEN_VERSION"; then
 	command -v cargo >/dev/null || die "cargo not found: cannot build bindgen"
-	msg "building bindgen-cli $BINDGEN_VERSION from crates.io (about 3 minutes)"
+	msg "building bindgen-cli $BINDGEN_VERSION with cargo install (about 3 minutes)"
 	cargo install --quiet --locked --root "$JLRS_TOOLS" \
 		--version "$BINDGEN_VERSION" bindgen-cli ||
-		die "cargo install bindgen-cli failed (is crates.io reachable?)"
+		die "cargo install bindgen-cli failed (is the crate registry reachable?)"
 fi
 
 # QEMU: kunit.py asks for KVM first, and nested KVM hangs on these machines;

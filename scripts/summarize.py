@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 """Count host and KUnit results and print the closing line of `make test`.
 
-Usage: summarize.py --cargo LOG --kunit JSON [--kunit JSON ...]
+Usage: summarize.py --cargo LOG [--checks LOG] --kunit JSON [--kunit JSON ...]
                     --suite NAME [--suite NAME ...]
 
 Every --kunit file is one boot of the kernel; each must have run every suite.
@@ -42,6 +42,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cargo", required=True)
     ap.add_argument("--kunit", action="append", required=True)
+    ap.add_argument("--checks")
     ap.add_argument("--suite", action="append", default=[])
     args = ap.parse_args()
     problems = []
@@ -53,6 +54,22 @@ def main():
     except OSError as e:
         hp = hf = hs = 0
         problems.append(f"host tests: {e}")
+
+    # Lint checks: one "check: NAME: ok|FAILED" line each.
+    cp = cf = 0
+    if args.checks:
+        try:
+            with open(args.checks, encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    if line.startswith("check:"):
+                        if line.rstrip().endswith(": ok"):
+                            cp += 1
+                        else:
+                            cf += 1
+            if cp + cf == 0:
+                problems.append("lint: no check ran")
+        except OSError as e:
+            problems.append(f"lint: {e}")
 
     kp = kf = ks = 0
     for path in args.kunit:
@@ -79,10 +96,10 @@ def main():
 
     for p in problems:
         print(f"error: {p}")
-    print(f"host: {hp} passed, {hf} failed, {hs} skipped; "
+    print(f"host: {hp} passed, {hf} failed, {hs} skipped; lint: {cp} passed, {cf} failed; "
           f"KUnit: {kp} passed, {kf} failed, {ks} skipped")
-    failed = hf + kf + len(problems)
-    print(f"{hp + kp} passed, {failed} failed, {hs + ks} skipped")
+    failed = hf + cf + kf + len(problems)
+    print(f"{hp + cp + kp} passed, {failed} failed, {hs + ks} skipped")
     return 1 if failed else 0
 
 

@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # make test: set up what is missing, fetch the base, apply the overlay, run
-# the host tests, build the kernel and run the project's KUnit suites in
-# QEMU. Ends with one line "N passed, N failed, N skipped" counting host and
+# the host tests and the lint checks, build the kernel and run the
+# project's KUnit suites in QEMU, once per text_poke= mode. Ends with one line "N passed, N failed, N skipped" counting host and
 # KUnit cases together; exits non-zero on any failure, on a suite that did
 # not run and on a guest that crashed or timed out.
 set -euo pipefail
@@ -28,6 +28,11 @@ host_rc=0
 grep -E '^test |test result:|^error|panicked' "$logs/host.log" || true
 [ "$host_rc" = 0 ] || msg "host tests failed (log: $logs/host.log)"
 
+msg "lint: rustfmt, rustc/clippy/objtool warnings, checkpatch --strict"
+"$JLRS_TOP/scripts/check.sh" > "$logs/check.log" 2>&1 || true
+grep '^check:' "$logs/check.log" || echo "check: lint: FAILED (no result, log: $logs/check.log)" |
+	tee -a "$logs/check.log"
+
 # The same image, booted once per text-poke implementation.
 kunit_rc=0
 jsons=()
@@ -48,7 +53,7 @@ msg "Linux $JLRS_BASE_VERSION (Debian linux-source-7.2 $JLRS_BASE_DEB_VERSION), 
 sargs=()
 for s in "${SUITES[@]}"; do sargs+=(--suite "$s"); done
 summary_rc=0
-python3 "$JLRS_TOP/scripts/summarize.py" --cargo "$logs/host.log" \
+python3 "$JLRS_TOP/scripts/summarize.py" --cargo "$logs/host.log" --checks "$logs/check.log" \
 	"${jsons[@]}" "${sargs[@]}" || summary_rc=$?
 if [ "$host_rc" != 0 ] || [ "$kunit_rc" != 0 ] || [ "$summary_rc" != 0 ]; then
 	exit 1

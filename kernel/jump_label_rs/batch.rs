@@ -25,11 +25,14 @@ const FIXED: usize = 256;
 ///
 /// - `nr <= FIXED` while `grown` is empty, and the live sites are `fixed[..nr]`;
 /// - otherwise the live sites are `grown[..nr]`, with `nr == grown.len()`;
-/// - the live sites are in ascending address order.
+/// - the live sites are in ascending address order unless `unsorted`, which only a transaction
+///   sets, and never hold one address twice.
 struct Batch {
     fixed: [PokeLoc; FIXED],
     grown: KVec<PokeLoc>,
     nr: usize,
+    /// Sites were added out of address order (in a transaction): sort before applying.
+    unsorted: bool,
 }
 
 impl Batch {
@@ -88,6 +91,7 @@ impl Batch {
     fn clear(&mut self) {
         self.grown.clear();
         self.nr = 0;
+        self.unsorted = false;
     }
 }
 
@@ -107,6 +111,7 @@ static STATE: State = State {
         fixed: [PokeLoc::EMPTY; FIXED],
         grown: KVec::new(),
         nr: 0,
+        unsorted: false,
     }),
     published: UnsafeCell::new((ptr::null(), 0)),
 };
@@ -161,6 +166,13 @@ impl TextOps for KernelText {
     }
 }
 
+/// Whether the current task has a transaction open: its finishes wait for the commit.
+fn in_transaction() -> bool {
+    // SAFETY: `text_poke_rs_txn_owner` is only written under `text_mutex`, which the caller
+    // holds; `get_current()` has no preconditions.
+    unsafe { bindings::text_poke_rs_txn_owner == bindings::get_current() }
+}
+
 fn serial() -> bool {
     // SAFETY: `text_poke_rs_mode` is `__ro_after_init`: only written by the boot parameter.
     let mode = unsafe { bindings::text_poke_rs_mode };
@@ -206,16 +218,24 @@ pub unsafe extern "C" fn text_poke_rs_batch_add(
 
     // SAFETY: The caller holds `text_mutex`.
     let b = unsafe { batch() };
-    if !poke::ordered(b.sites(), base(), addr.addr()) || !b.reserve_one() {
-        // SAFETY: The caller holds `text_mutex`.
-        unsafe { text_poke_rs_batch_finish() };
+    let txn = in_transaction();
+    let ordered = poke::ordered(b.sites(), base(), addr.addr());
+    // Out of order: flush, as the binary search needs a sorted vector; in a transaction the
+    // batch is sorted before it is applied instead. A site already queued is flushed first.
+    let flush = (!ordered && (!txn || b.sites().iter().any(|l| l.addr(base()) == addr.addr())))
+        || !b.reserve_one();
+    if flush {
+        apply_batch();
     }
     // SAFETY: The caller holds `text_mutex`.
     let b = unsafe { batch() };
+    if !poke::ordered(b.sites(), base(), addr.addr()) {
+        // INVARIANT: only a transaction adds out of order, and `apply_batch()` sorts.
+        b.unsorted = true;
+    }
     b.push(loc);
     if serial() {
-        // SAFETY: The caller holds `text_mutex`.
-        unsafe { text_poke_rs_batch_finish() };
+        apply_batch();
     }
 }
 
@@ -226,11 +246,24 @@ pub unsafe extern "C" fn text_poke_rs_batch_add(
 /// Called with `text_mutex` held.
 #[no_mangle]
 pub unsafe extern "C" fn text_poke_rs_batch_finish() {
-    // SAFETY: The caller holds `text_mutex`.
+    // A transaction's own finishes wait for its commit.
+    if !in_transaction() {
+        apply_batch();
+    }
+}
+
+/// Applies the batch. Called with `text_mutex` held.
+fn apply_batch() {
+    // SAFETY: Every caller holds `text_mutex`.
     let b = unsafe { batch() };
+    let unsorted = b.unsorted;
     let sites = b.sites();
     if sites.is_empty() {
         return;
+    }
+    if unsorted {
+        // The INT3 handler's binary search needs the vector sorted; addresses are unique.
+        sites.sort_unstable_by_key(|l| l.addr(base()));
     }
     // SAFETY: `published` is only written under `text_mutex`, and no handler reads it before
     // `text_poke_rs_publish()` below.
@@ -247,6 +280,8 @@ pub unsafe extern "C" fn text_poke_rs_batch_finish() {
     // SAFETY: No handler holds a reference any more.
     unsafe { *STATE.published.get() = (ptr::null(), 0) };
     b.clear();
+    // SAFETY: Ends the batch counted by `text_poke_rs_note_batch()` above.
+    unsafe { bindings::text_poke_rs_note_batch_done() };
 }
 
 /// Finds the site at `ip` in the published vector and tells the INT3 handler what to emulate.

@@ -9,13 +9,25 @@
 
 use kernel::{
     bindings,
-    static_key::StaticKeyFalse, //
+    static_key::{
+        StaticKeyFalse,
+        Transaction, //
+    },
 };
 
 static KEY_1: StaticKeyFalse = StaticKeyFalse::new();
 static KEY_64: StaticKeyFalse = StaticKeyFalse::new();
 static KEY_256: StaticKeyFalse = StaticKeyFalse::new();
 static KEY_1024: StaticKeyFalse = StaticKeyFalse::new();
+static KEY_STRESS: StaticKeyFalse = StaticKeyFalse::new();
+static TXN_0: StaticKeyFalse = StaticKeyFalse::new();
+static TXN_1: StaticKeyFalse = StaticKeyFalse::new();
+static TXN_2: StaticKeyFalse = StaticKeyFalse::new();
+static TXN_3: StaticKeyFalse = StaticKeyFalse::new();
+static TXN_4: StaticKeyFalse = StaticKeyFalse::new();
+static TXN_5: StaticKeyFalse = StaticKeyFalse::new();
+static TXN_6: StaticKeyFalse = StaticKeyFalse::new();
+static TXN_7: StaticKeyFalse = StaticKeyFalse::new();
 
 /// Defines `$f::<A, B>`: one site on `$key` per instance. Each instance's body differs (it
 /// adds its own constant), or identical functions would be merged into one.
@@ -36,6 +48,45 @@ sites_of!(site_1, KEY_1);
 sites_of!(site_64, KEY_64);
 sites_of!(site_256, KEY_256);
 sites_of!(site_1024, KEY_1024);
+sites_of!(site_stress, KEY_STRESS);
+sites_of!(site_txn_0, TXN_0);
+sites_of!(site_txn_1, TXN_1);
+sites_of!(site_txn_2, TXN_2);
+sites_of!(site_txn_3, TXN_3);
+sites_of!(site_txn_4, TXN_4);
+sites_of!(site_txn_5, TXN_5);
+sites_of!(site_txn_6, TXN_6);
+sites_of!(site_txn_7, TXN_7);
+
+/// The sites of [`KEY_STRESS`].
+const STRESS_SITES: [fn(u32) -> u32; 4] = [
+    site_stress::<0, 0>,
+    site_stress::<0, 1>,
+    site_stress::<0, 2>,
+    site_stress::<0, 3>,
+];
+
+/// Flips of [`KEY_STRESS`] in the stress test.
+const STRESS_FLIPS: u64 = 10_000;
+
+// Executor threads, in kernel/jump_label_rs/text_poke_stress.c.
+extern "C" {
+    fn text_poke_stress_start(pass: extern "C" fn() -> core::ffi::c_ulong, max: u32) -> i32;
+    fn text_poke_stress_stop(passes: *mut core::ffi::c_ulong, wrong: *mut core::ffi::c_ulong);
+}
+
+/// One executor pass: runs every stress site once and counts results that are neither the
+/// disabled direction (`0`) nor the enabled one (`B + 1`).
+extern "C" fn stress_pass() -> core::ffi::c_ulong {
+    let mut wrong = 0;
+    for (b, site) in (1u32..).zip(STRESS_SITES.iter()) {
+        let r = site(0);
+        if r != 0 && r != b {
+            wrong += 1;
+        }
+    }
+    wrong
+}
 
 /// Runs row `$a` of `$f`'s sites, 32 of them; evaluates to how many were taken.
 macro_rules! row {
@@ -63,6 +114,27 @@ fn run_all() -> [u32; 4] {
         rows!(site_256; 0 1 2 3 4 5 6 7),
         rows!(site_1024; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26
               27 28 29 30 31),
+    ]
+}
+
+/// The eight keys of the transaction test, 64 sites each.
+fn txn_keys() -> [&'static StaticKeyFalse; 8] {
+    [
+        &TXN_0, &TXN_1, &TXN_2, &TXN_3, &TXN_4, &TXN_5, &TXN_6, &TXN_7,
+    ]
+}
+
+/// Runs every site of the transaction keys; returns how many were taken, per key.
+fn run_txn() -> [u32; 8] {
+    [
+        rows!(site_txn_0; 0 1),
+        rows!(site_txn_1; 0 1),
+        rows!(site_txn_2; 0 1),
+        rows!(site_txn_3; 0 1),
+        rows!(site_txn_4; 0 1),
+        rows!(site_txn_5; 0 1),
+        rows!(site_txn_6; 0 1),
+        rows!(site_txn_7; 0 1),
     ]
 }
 
@@ -162,6 +234,97 @@ mod tests {
             after.ipis - before.ipis,
             (after.syncs - before.syncs) * others
         );
+        assert!(after.batches > before.batches);
+        assert!(after.batch_ns > before.batch_ns);
         assert!(after.max_batch >= if mode() == 0 { 1024 } else { 1 });
+    }
+
+    #[test]
+    fn transaction_of_eight_keys() {
+        let keys = txn_keys();
+        // One by one: every key its own batch.
+        let before = stats();
+        for key in keys {
+            key.enable();
+        }
+        let after = stats();
+        assert_eq!(after.syncs - before.syncs, 8 * expected_rounds(64));
+        for key in keys {
+            key.disable();
+        }
+
+        // As one transaction: one batch of 512 sites, sorted across the keys.
+        for enable in [true, false] {
+            let before = stats();
+            let mut txn = Transaction::begin();
+            for key in keys {
+                let ret = if enable {
+                    txn.enable(key)
+                } else {
+                    txn.disable(key)
+                };
+                assert!(ret.is_ok());
+            }
+            // A key changes once per transaction.
+            assert!(txn.enable(keys[0]).is_err());
+            txn.commit();
+            let after = stats();
+            let rounds = match mode() {
+                bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_RUST => 3,
+                _ => 8 * expected_rounds(64),
+            };
+            assert_eq!(after.syncs - before.syncs, rounds);
+            assert_eq!(after.entries - before.entries, 512);
+            for key in keys {
+                assert_eq!(check_sites(key), (64, 0));
+            }
+            assert_eq!(run_txn(), [if enable { 64 } else { 0 }; 8]);
+        }
+    }
+
+    #[test]
+    fn flips_under_concurrent_execution() {
+        // SAFETY: `stress_pass` may run on any CPU at any time; nothing else runs executors.
+        let started = unsafe { text_poke_stress_start(stress_pass, 3) };
+        assert!(started >= 3);
+        let before = stats();
+        // Every flip must land: each one is checked site by site before the next.
+        let mut lost = 0;
+        for _ in 0..STRESS_FLIPS / 2 {
+            KEY_STRESS.enable();
+            if check_sites(&KEY_STRESS) != (4, 0) {
+                lost += 1;
+            }
+            KEY_STRESS.disable();
+            if check_sites(&KEY_STRESS) != (4, 0) {
+                lost += 1;
+            }
+        }
+        let after = stats();
+        let (mut passes, mut wrong) = (0, 0);
+        // SAFETY: Both pointers are valid for writes.
+        unsafe { text_poke_stress_stop(&mut passes, &mut wrong) };
+
+        // Every executed site took the old or the new direction.
+        assert_eq!(wrong, 0);
+        assert!(passes > 0);
+        // Executors ran into sites being patched, and the handler emulated them.
+        assert!(after.int3_hits > before.int3_hits);
+        kernel::pr_info!(
+            "text_poke_rs stress: {} flips, {} executor passes, {} INT3s emulated, {} syncs\n",
+            STRESS_FLIPS,
+            passes,
+            after.int3_hits - before.int3_hits,
+            after.syncs - before.syncs
+        );
+        // No flip was lost, each took at least its rounds (other text patching in the kernel
+        // may add some), and the key ends as it started.
+        assert_eq!(lost, 0);
+        assert!(
+            after.syncs - before.syncs >= STRESS_FLIPS * expected_rounds(STRESS_SITES.len() as u64)
+        );
+        assert!(!KEY_STRESS.is_enabled());
+        assert_eq!(check_sites(&KEY_STRESS), (4, 0));
+        assert_eq!(stress_pass(), 0);
     }
 }

@@ -259,6 +259,90 @@ impl<const INITIAL: bool> Default for StaticKey<INITIAL> {
     }
 }
 
+/// Changes to several keys whose sites are patched as one batch.
+///
+/// With `CONFIG_TEXT_POKE_RS` and `text_poke=rust`, every site of every key changed in the
+/// transaction is patched when it is committed, in one batch: three sync rounds in all, where
+/// changing the keys one by one takes three each. The keys' values change at once, their sites
+/// at the commit. Transactions are serialised, a key may be changed once per transaction, and a
+/// transaction belongs to the task that began it. With `text_poke=c` or `serial` a transaction
+/// only groups the changes.
+///
+/// # Examples
+///
+/// ```
+/// use kernel::static_key::{StaticKeyFalse, Transaction};
+///
+/// static A: StaticKeyFalse = StaticKeyFalse::new();
+/// static B: StaticKeyFalse = StaticKeyFalse::new();
+///
+/// let mut txn = Transaction::begin();
+/// txn.enable(&A)?;
+/// txn.enable(&B)?;
+/// txn.commit();
+/// assert!(A.is_enabled() && B.is_enabled());
+/// # A.disable();
+/// # B.disable();
+/// # Ok::<(), Error>(())
+/// ```
+#[cfg(CONFIG_TEXT_POKE_RS)]
+pub struct Transaction {
+    keys: crate::alloc::KVec<usize>,
+    _not_send: core::marker::PhantomData<*mut ()>,
+}
+
+#[cfg(CONFIG_TEXT_POKE_RS)]
+impl Transaction {
+    /// Begins a transaction, waiting for any other to end.
+    ///
+    /// Takes a mutex: may sleep.
+    pub fn begin() -> Self {
+        might_sleep();
+        // SAFETY: The caller may sleep; the transaction is committed when `Self` is dropped.
+        unsafe { bindings::text_poke_rs_txn_begin() };
+        Self {
+            keys: crate::alloc::KVec::new(),
+            _not_send: core::marker::PhantomData,
+        }
+    }
+
+    /// Records that `key` is changed in this transaction; fails with `EBUSY` if it already was.
+    fn claim(&mut self, key: *mut bindings::static_key) -> Result {
+        if self.keys.contains(&key.addr()) {
+            return Err(EBUSY);
+        }
+        self.keys
+            .push(key.addr(), crate::alloc::flags::GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Enables `key`; its sites are patched at the commit.
+    pub fn enable<const INITIAL: bool>(&mut self, key: &StaticKey<INITIAL>) -> Result {
+        self.claim(key.as_raw())?;
+        key.enable();
+        Ok(())
+    }
+
+    /// Disables `key`; its sites are patched at the commit.
+    pub fn disable<const INITIAL: bool>(&mut self, key: &StaticKey<INITIAL>) -> Result {
+        self.claim(key.as_raw())?;
+        key.disable();
+        Ok(())
+    }
+
+    /// Patches the sites of every key changed and ends the transaction; dropping it does the
+    /// same.
+    pub fn commit(self) {}
+}
+
+#[cfg(CONFIG_TEXT_POKE_RS)]
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        // SAFETY: `self` was begun with `text_poke_rs_txn_begin()` by this task.
+        unsafe { bindings::text_poke_rs_txn_commit() };
+    }
+}
+
 /// A reference on a static key, dropped with the guard.
 ///
 /// # Invariants

@@ -12,10 +12,15 @@
 
 #include <linux/atomic.h>
 #include <linux/cpumask.h>
+#include <linux/debugfs.h>
 #include <linux/init.h>
+#include <linux/memory.h>
+#include <linux/mutex.h>
 #include <linux/perf_event.h>
 #include <linux/percpu.h>
 #include <linux/printk.h>
+#include <linux/sched/clock.h>
+#include <linux/seq_file.h>
 #include <linux/string.h>
 
 #include <asm/ptrace.h>
@@ -23,6 +28,9 @@
 #include <asm/text_poke_rs.h>
 
 int text_poke_rs_mode __ro_after_init = TEXT_POKE_RS_MODE_RUST;
+/* The task whose batch finishes are deferred to its transaction's commit. */
+struct task_struct *text_poke_rs_txn_owner;
+static DEFINE_MUTEX(text_poke_rs_txn_mutex);
 DEFINE_PER_CPU(unsigned long, text_poke_rs_int3_hits);
 
 static DEFINE_PER_CPU(atomic_t, text_poke_rs_refs);
@@ -31,6 +39,9 @@ static atomic64_t text_poke_rs_entries;
 static atomic64_t text_poke_rs_syncs;
 static atomic64_t text_poke_rs_ipis;
 static atomic64_t text_poke_rs_max_batch;
+static atomic64_t text_poke_rs_batch_ns;
+/* Start of the batch being applied; batches are serialised by text_mutex. */
+static u64 text_poke_rs_batch_start;
 
 static int __init text_poke_rs_setup(char *str)
 {
@@ -61,11 +72,42 @@ void text_poke_rs_note_batch(unsigned int entries)
 {
 	s64 max = atomic64_read(&text_poke_rs_max_batch);
 
+	text_poke_rs_batch_start = local_clock();
 	atomic64_inc(&text_poke_rs_batches);
 	atomic64_add(entries, &text_poke_rs_entries);
 	while (entries > max &&
 	       !atomic64_try_cmpxchg(&text_poke_rs_max_batch, &max, entries))
 		;
+}
+
+void text_poke_rs_note_batch_done(void)
+{
+	atomic64_add(local_clock() - text_poke_rs_batch_start,
+		     &text_poke_rs_batch_ns);
+}
+
+/*
+ * A transaction groups the text pokes of several calls (several static key
+ * flips) into one batch, applied at commit. Transactions are serialised;
+ * other tasks' pokes go on and may apply the pending sites earlier, which
+ * is harmless. Without the Rust batch a transaction only groups the calls.
+ */
+void text_poke_rs_txn_begin(void)
+{
+	mutex_lock(&text_poke_rs_txn_mutex);
+	mutex_lock(&text_mutex);
+	WRITE_ONCE(text_poke_rs_txn_owner, current);
+	mutex_unlock(&text_mutex);
+}
+
+void text_poke_rs_txn_commit(void)
+{
+	mutex_lock(&text_mutex);
+	WRITE_ONCE(text_poke_rs_txn_owner, NULL);
+	if (text_poke_rs_active())
+		text_poke_rs_batch_finish();
+	mutex_unlock(&text_mutex);
+	mutex_unlock(&text_poke_rs_txn_mutex);
 }
 
 void text_poke_rs_read_stats(struct text_poke_rs_stats *stats)
@@ -77,6 +119,7 @@ void text_poke_rs_read_stats(struct text_poke_rs_stats *stats)
 	stats->syncs = atomic64_read(&text_poke_rs_syncs);
 	stats->ipis = atomic64_read(&text_poke_rs_ipis);
 	stats->max_batch = atomic64_read(&text_poke_rs_max_batch);
+	stats->batch_ns = atomic64_read(&text_poke_rs_batch_ns);
 	stats->int3_hits = 0;
 	for_each_possible_cpu(cpu)
 		stats->int3_hits += per_cpu(text_poke_rs_int3_hits, cpu);
@@ -164,3 +207,36 @@ void text_poke_rs_poked(const void *addr, const void *old, const void *new,
 {
 	perf_event_text_poke(addr, old, len, new, len);
 }
+
+static const char * const text_poke_rs_mode_names[] = {
+	[TEXT_POKE_RS_MODE_RUST] = "rust",
+	[TEXT_POKE_RS_MODE_C] = "c",
+	[TEXT_POKE_RS_MODE_SERIAL] = "serial",
+};
+
+static int text_poke_rs_stats_show(struct seq_file *m, void *v)
+{
+	struct text_poke_rs_stats s;
+
+	text_poke_rs_read_stats(&s);
+	seq_printf(m, "mode %s\n", text_poke_rs_mode_names[text_poke_rs_mode]);
+	seq_printf(m, "batches %llu\n", s.batches);
+	seq_printf(m, "entries %llu\n", s.entries);
+	seq_printf(m, "syncs %llu\n", s.syncs);
+	seq_printf(m, "ipis %llu\n", s.ipis);
+	seq_printf(m, "int3_hits %llu\n", s.int3_hits);
+	seq_printf(m, "max_batch %llu\n", s.max_batch);
+	seq_printf(m, "batch_ns %llu\n", s.batch_ns);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(text_poke_rs_stats);
+
+/* /sys/kernel/debug/text_poke/stats: the counters, one "name value" a line. */
+static int __init text_poke_rs_debugfs_init(void)
+{
+	struct dentry *dir = debugfs_create_dir("text_poke", NULL);
+
+	debugfs_create_file("stats", 0444, dir, NULL, &text_poke_rs_stats_fops);
+	return 0;
+}
+late_initcall(text_poke_rs_debugfs_init);

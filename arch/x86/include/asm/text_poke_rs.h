@@ -10,6 +10,7 @@
 #include <linux/types.h>
 
 struct pt_regs;
+struct task_struct;
 
 /* Which implementation serves smp_text_poke_*(): "text_poke=" at boot. */
 enum text_poke_rs_mode {
@@ -50,6 +51,7 @@ struct text_poke_rs_emul {
  * @ipis: IPIs sent by sync rounds
  * @int3_hits: INT3s at sites being patched, emulated by the handler
  * @max_batch: the largest batch, in sites
+ * @batch_ns: time spent applying batches
  */
 struct text_poke_rs_stats {
 	u64 batches;
@@ -58,11 +60,13 @@ struct text_poke_rs_stats {
 	u64 ipis;
 	u64 int3_hits;
 	u64 max_batch;
+	u64 batch_ns;
 };
 
 #ifdef CONFIG_TEXT_POKE_RS
 
 extern int text_poke_rs_mode;
+extern struct task_struct *text_poke_rs_txn_owner;
 DECLARE_PER_CPU(unsigned long, text_poke_rs_int3_hits);
 
 static __always_inline bool text_poke_rs_active(void)
@@ -78,10 +82,15 @@ static __always_inline void text_poke_rs_note_int3(void)
 
 void text_poke_rs_note_sync(void);
 void text_poke_rs_note_batch(unsigned int entries);
+void text_poke_rs_note_batch_done(void);
 void text_poke_rs_read_stats(struct text_poke_rs_stats *stats);
 int text_poke_rs_int3_handler(struct pt_regs *regs);
 void text_poke_rs_poked(const void *addr, const void *old, const void *new,
 			size_t len);
+
+/* Transactions: the batches of several calls applied as one. */
+void text_poke_rs_txn_begin(void);
+void text_poke_rs_txn_commit(void);
 
 /* The per-CPU reference handshake with the INT3 handler. */
 void text_poke_rs_publish(void);
@@ -109,6 +118,10 @@ static inline void text_poke_rs_note_sync(void)
 }
 
 static inline void text_poke_rs_note_batch(unsigned int entries)
+{
+}
+
+static inline void text_poke_rs_note_batch_done(void)
 {
 }
 
