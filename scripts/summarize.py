@@ -3,9 +3,13 @@
 """Count host and KUnit results and print the closing line of `make test`.
 
 Usage: summarize.py --cargo LOG [--checks LOG] --kunit JSON [--kunit JSON ...]
+                    [--guest LOG ...]
                     --suite NAME [--suite NAME ...]
 
 Every --kunit file is one boot of the kernel; each must have run every suite.
+Every --guest file is a boot's kernel log: each ftrace startup self-test
+("Testing ...: PASSED") counts as a case; an oops, BUG, panic, or a warning
+other than the one the static key suite triggers on purpose fails the run.
 
 Exits non-zero on any failure, on an expected suite that did not run, or on
 missing results (a build that failed, a guest that crashed or timed out).
@@ -43,6 +47,7 @@ def main():
     ap.add_argument("--cargo", required=True)
     ap.add_argument("--kunit", action="append", required=True)
     ap.add_argument("--checks")
+    ap.add_argument("--guest", action="append", default=[])
     ap.add_argument("--suite", action="append", default=[])
     args = ap.parse_args()
     problems = []
@@ -94,12 +99,34 @@ def main():
             if not seen.get(suite):
                 problems.append(f"KUnit suite {suite} did not run ({path})")
 
+    # Boot-time self-tests and kernel complaints, from the guest logs.
+    gp = gf = 0
+    expected_warning = re.compile(r"WARNING: kernel/jump_label\.c:\d+ at __static_key_slow_dec")
+    for path in args.guest:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                lines = f.read().splitlines()
+        except OSError as e:
+            problems.append(f"guest log: {e}")
+            continue
+        for line in lines:
+            if re.search(r"Testing [^:]*: PASSED", line):
+                gp += 1
+            elif re.search(r"Testing [^:]*:.*FAILED", line):
+                gf += 1
+                print(f"self-test ({path}): {line.strip()}")
+            elif re.search(r"Oops|BUG:|Kernel panic|WARNING:", line) and \
+                    not expected_warning.search(line):
+                gf += 1
+                print(f"guest ({path}): {line.strip()}")
+
     for p in problems:
         print(f"error: {p}")
     print(f"host: {hp} passed, {hf} failed, {hs} skipped; lint: {cp} passed, {cf} failed; "
-          f"KUnit: {kp} passed, {kf} failed, {ks} skipped")
-    failed = hf + cf + kf + len(problems)
-    print(f"{hp + cp + kp} passed, {failed} failed, {hs + ks} skipped")
+          f"KUnit: {kp} passed, {kf} failed, {ks} skipped; "
+          f"boot self-tests: {gp} passed, {gf} failed")
+    failed = hf + cf + kf + gf + len(problems)
+    print(f"{hp + cp + kp + gp} passed, {failed} failed, {hs + ks} skipped")
     return 1 if failed else 0
 
 

@@ -40,6 +40,10 @@ static atomic64_t text_poke_rs_syncs;
 static atomic64_t text_poke_rs_ipis;
 static atomic64_t text_poke_rs_max_batch;
 static atomic64_t text_poke_rs_batch_ns;
+/* What the tracked task (text_poke_rs_track()) did itself. */
+static struct task_struct *text_poke_rs_tracked;
+static atomic64_t text_poke_rs_own_syncs;
+static atomic64_t text_poke_rs_own_entries;
 /* Start of the batch being applied; batches are serialised by text_mutex. */
 static u64 text_poke_rs_batch_start;
 
@@ -62,8 +66,20 @@ static int __init text_poke_rs_setup(char *str)
 }
 early_param("text_poke", text_poke_rs_setup);
 
+/*
+ * Count what the calling task does from now on (or stop, with @on false),
+ * apart from the rest of the kernel's text patching: tests need exact
+ * figures while ftrace or anything else may patch text at the same time.
+ */
+void text_poke_rs_track(bool on)
+{
+	WRITE_ONCE(text_poke_rs_tracked, on ? current : NULL);
+}
+
 void text_poke_rs_note_sync(void)
 {
+	if (READ_ONCE(text_poke_rs_tracked) == current)
+		atomic64_inc(&text_poke_rs_own_syncs);
 	atomic64_inc(&text_poke_rs_syncs);
 	atomic64_add(num_online_cpus() - 1, &text_poke_rs_ipis);
 }
@@ -73,6 +89,8 @@ void text_poke_rs_note_batch(unsigned int entries)
 	s64 max = atomic64_read(&text_poke_rs_max_batch);
 
 	text_poke_rs_batch_start = local_clock();
+	if (READ_ONCE(text_poke_rs_tracked) == current)
+		atomic64_add(entries, &text_poke_rs_own_entries);
 	atomic64_inc(&text_poke_rs_batches);
 	atomic64_add(entries, &text_poke_rs_entries);
 	while (entries > max &&
@@ -120,6 +138,8 @@ void text_poke_rs_read_stats(struct text_poke_rs_stats *stats)
 	stats->ipis = atomic64_read(&text_poke_rs_ipis);
 	stats->max_batch = atomic64_read(&text_poke_rs_max_batch);
 	stats->batch_ns = atomic64_read(&text_poke_rs_batch_ns);
+	stats->own_syncs = atomic64_read(&text_poke_rs_own_syncs);
+	stats->own_entries = atomic64_read(&text_poke_rs_own_entries);
 	stats->int3_hits = 0;
 	for_each_possible_cpu(cpu)
 		stats->int3_hits += per_cpu(text_poke_rs_int3_hits, cpu);

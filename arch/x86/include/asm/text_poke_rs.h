@@ -52,6 +52,8 @@ struct text_poke_rs_emul {
  * @int3_hits: INT3s at sites being patched, emulated by the handler
  * @max_batch: the largest batch, in sites
  * @batch_ns: time spent applying batches
+ * @own_syncs: sync rounds made by the task text_poke_rs_track() follows
+ * @own_entries: sites patched by that task
  */
 struct text_poke_rs_stats {
 	u64 batches;
@@ -61,6 +63,8 @@ struct text_poke_rs_stats {
 	u64 int3_hits;
 	u64 max_batch;
 	u64 batch_ns;
+	u64 own_syncs;
+	u64 own_entries;
 };
 
 #ifdef CONFIG_TEXT_POKE_RS
@@ -84,6 +88,7 @@ void text_poke_rs_note_sync(void);
 void text_poke_rs_note_batch(unsigned int entries);
 void text_poke_rs_note_batch_done(void);
 void text_poke_rs_read_stats(struct text_poke_rs_stats *stats);
+void text_poke_rs_track(bool on);
 int text_poke_rs_int3_handler(struct pt_regs *regs);
 void text_poke_rs_poked(const void *addr, const void *old, const void *new,
 			size_t len);
