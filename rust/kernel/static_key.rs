@@ -213,6 +213,24 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
         walk_sites(self.as_raw(), &mut f)
     }
 
+    /// Checks every site against the key's value (see [`for_each_site`](Self::for_each_site)):
+    /// returns the number of sites and how many of them do not hold the instruction the value
+    /// calls for.
+    pub fn check_sites(&self) -> Result<(usize, usize)> {
+        let enabled = self.is_enabled();
+        let (mut sites, mut wrong) = (0, 0);
+        self.for_each_site(|site| {
+            sites += 1;
+            let ok = site
+                .expected(enabled)
+                .is_some_and(|want| want.as_bytes() == &site.read()[..site.size()]);
+            if !ok {
+                wrong += 1;
+            }
+        })?;
+        Ok((sites, wrong))
+    }
+
     /// The number of sites of the key (see [`for_each_site`](Self::for_each_site)).
     pub fn site_count(&self) -> Result<usize> {
         let mut n = 0;
@@ -692,25 +710,10 @@ mod tests {
         }
     }
 
-    /// Checks every site of `key` against the key's value: returns the number of sites and the
-    /// number whose bytes are not the instruction the value calls for.
+    /// Checks every site of `key` against the key's value: (sites, wrong sites); a failed walk
+    /// counts as a wrong site.
     fn check_sites<const I: bool>(key: &StaticKey<I>) -> (usize, usize) {
-        let enabled = key.is_enabled();
-        let (mut sites, mut wrong) = (0, 0);
-        let ret = key.for_each_site(|site| {
-            sites += 1;
-            let ok = match site.expected(enabled) {
-                Some(want) => want.as_bytes() == &site.read()[..site.size()],
-                None => false,
-            };
-            if !ok {
-                wrong += 1;
-            }
-        });
-        if ret.is_err() {
-            wrong += 1;
-        }
-        (sites, wrong)
+        key.check_sites().unwrap_or((0, 1))
     }
 
     #[test]
