@@ -22,13 +22,10 @@ rm -f "$json"
 mkopts=()
 while read -r o; do mkopts+=("--make_options=$o"); done < <(jlrs_make_opts)
 
-globs=("$@")
-
-
 cd "$JLRS_SRC"
 # kunit.py finds QEMU on PATH: lib.sh put the TCG wrapper first.
 python3 tools/testing/kunit/kunit.py run --arch=x86_64 \
 	--kunitconfig="$KUNITCONFIG" --build_dir="$JLRS_BUILD" \
 	--jobs="$(nproc)" --timeout=600 --qemu_args='-smp 4' \
 	--kernel_args=oops=panic --kernel_args=panic=-1 \
-	"${mkopts[@]}" --json="$json" "${globs[@]}"
+	"${mkopts[@]}" --json="$json" "$@"
