@@ -173,10 +173,63 @@ fn in_transaction() -> bool {
     unsafe { bindings::text_poke_rs_txn_owner == bindings::get_current() }
 }
 
+/// The implementation in use: `text_poke_rs_mode`.
+///
+/// It only changes with `text_mutex` and `jump_label_mutex` held and nothing queued, so it
+/// stays put for as long as a caller holds either.
+pub(crate) fn mode() -> u32 {
+    // SAFETY: `text_poke_rs_mode` is a valid `int`; a volatile read is `READ_ONCE()`.
+    let mode = unsafe { ptr::read_volatile(&raw const bindings::text_poke_rs_mode) };
+    mode as u32
+}
+
 fn serial() -> bool {
-    // SAFETY: `text_poke_rs_mode` is `__ro_after_init`: only written by the boot parameter.
-    let mode = unsafe { bindings::text_poke_rs_mode };
-    mode == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_SERIAL as i32
+    mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_SERIAL
+}
+
+/// Proof that the current task holds `text_mutex`, which serialises every access to the batch.
+pub(crate) struct TextMutex {
+    _not_send: core::marker::PhantomData<*mut ()>,
+}
+
+impl TextMutex {
+    /// # Safety
+    ///
+    /// The caller holds `text_mutex` for as long as the token lives.
+    unsafe fn assume_held() -> Self {
+        Self {
+            _not_send: core::marker::PhantomData,
+        }
+    }
+}
+
+/// Holds `text_mutex`.
+pub(crate) struct TextMutexGuard(TextMutex);
+
+impl TextMutexGuard {
+    /// Takes `text_mutex`. May sleep.
+    pub(crate) fn lock() -> Self {
+        // SAFETY: Taking `text_mutex` needs a context that may sleep, which every caller of the
+        // generic jump-label update is.
+        unsafe { bindings::text_poke_rs_text_lock() };
+        // SAFETY: The mutex was taken just above and is released when the guard is dropped.
+        Self(unsafe { TextMutex::assume_held() })
+    }
+}
+
+impl core::ops::Deref for TextMutexGuard {
+    type Target = TextMutex;
+
+    fn deref(&self) -> &TextMutex {
+        &self.0
+    }
+}
+
+impl Drop for TextMutexGuard {
+    fn drop(&mut self) {
+        // SAFETY: The guard holds `text_mutex`, taken in `lock()` by this task.
+        unsafe { bindings::text_poke_rs_text_unlock() };
+    }
 }
 
 /// `smp_text_poke_batch_add()`: queues a write, applying the batch first if the write would
@@ -208,28 +261,38 @@ pub unsafe extern "C" fn text_poke_rs_batch_add(
         Ok(loc) => loc,
         Err(e) => {
             pr_err!("text_poke: cannot patch {:p}: {:?}\n", addr, e);
-            kernel::warn_on!(matches!(
-                e,
-                PokeError::Unsupported | PokeError::BadPadding | PokeError::BadLength
-            ));
+            kernel::warn_on!(true);
             return;
         }
     };
-
     // SAFETY: The caller holds `text_mutex`.
+    queue(&unsafe { TextMutex::assume_held() }, loc);
+}
+
+/// A site's write, checked and encoded: see [`queue`].
+pub(crate) fn poke_loc(addr: usize, text: &[u8]) -> Result<PokeLoc, PokeError> {
+    PokeLoc::new(base(), addr, text, None)
+}
+
+/// Queues `loc`, applying the batch first if `loc` would break its address order (outside a
+/// transaction), is already queued, or the batch is full and cannot grow. In `serial` mode the
+/// batch is applied at once.
+pub(crate) fn queue(_text: &TextMutex, loc: PokeLoc) {
+    let addr = loc.addr(base());
+    // SAFETY: `_text` says the caller holds `text_mutex`.
     let b = unsafe { batch() };
     let txn = in_transaction();
-    let ordered = poke::ordered(b.sites(), base(), addr.addr());
+    let ordered = poke::ordered(b.sites(), base(), addr);
     // Out of order: flush, as the binary search needs a sorted vector; in a transaction the
     // batch is sorted before it is applied instead. A site already queued is flushed first.
-    let flush = (!ordered && (!txn || b.sites().iter().any(|l| l.addr(base()) == addr.addr())))
+    let flush = (!ordered && (!txn || b.sites().iter().any(|l| l.addr(base()) == addr)))
         || !b.reserve_one();
     if flush {
         apply_batch();
     }
-    // SAFETY: The caller holds `text_mutex`.
+    // SAFETY: As above.
     let b = unsafe { batch() };
-    if !poke::ordered(b.sites(), base(), addr.addr()) {
+    if !poke::ordered(b.sites(), base(), addr) {
         // INVARIANT: only a transaction adds out of order, and `apply_batch()` sorts.
         b.unsorted = true;
     }
@@ -239,6 +302,49 @@ pub unsafe extern "C" fn text_poke_rs_batch_add(
     }
 }
 
+/// The bytes queued for `addr`, if a pending write covers exactly that site.
+pub(crate) fn pending(_text: &TextMutex, addr: usize) -> Option<([u8; poke::MAX_INSN], usize)> {
+    // SAFETY: `_text` says the caller holds `text_mutex`.
+    let b = unsafe { batch() };
+    let unsorted = b.unsorted;
+    let sites = b.sites();
+    let loc = if unsorted {
+        sites.iter().find(|l| l.addr(base()) == addr)
+    } else {
+        poke::lookup(sites, base(), addr)
+    };
+    loc.map(PokeLoc::new_bytes)
+}
+
+/// `smp_text_poke_batch_finish()` for Rust callers: applies the batch unless the current task
+/// has a transaction open.
+pub(crate) fn finish(_text: &TextMutex) {
+    if !in_transaction() {
+        apply_batch();
+    }
+}
+
+/// Applies whatever is queued, transaction or not: for text about to go away.
+///
+/// # Safety
+///
+/// Called with `text_mutex` held.
+#[no_mangle]
+pub unsafe extern "C" fn text_poke_rs_flush() {
+    apply_batch();
+}
+
+/// The number of sites queued and not yet applied.
+///
+/// # Safety
+///
+/// Called with `text_mutex` held.
+#[no_mangle]
+pub unsafe extern "C" fn text_poke_rs_pending() -> usize {
+    // SAFETY: The caller holds `text_mutex`.
+    unsafe { batch() }.nr
+}
+
 /// `smp_text_poke_batch_finish()`: applies the batch with the INT3 protocol.
 ///
 /// # Safety
@@ -246,10 +352,8 @@ pub unsafe extern "C" fn text_poke_rs_batch_add(
 /// Called with `text_mutex` held.
 #[no_mangle]
 pub unsafe extern "C" fn text_poke_rs_batch_finish() {
-    // A transaction's own finishes wait for its commit.
-    if !in_transaction() {
-        apply_batch();
-    }
+    // SAFETY: The caller holds `text_mutex`.
+    finish(&unsafe { TextMutex::assume_held() });
 }
 
 /// Applies the batch. Called with `text_mutex` held.
@@ -284,7 +388,11 @@ fn apply_batch() {
     unsafe { bindings::text_poke_rs_note_batch_done() };
 }
 
-/// Finds the site at `ip` in the published vector and tells the INT3 handler what to emulate.
+/// The INT3 handler's work: finds the site the INT3 at `regs->ip - 1` belongs to in the
+/// published vector, by binary search, and emulates the instruction being written there, as
+/// if it had run: a CALL, JMP, RET or Jcc, or a NOP as a JMP to the next instruction. Returns
+/// false, changing nothing, for an address that is not in the vector and for an INT3 written
+/// on purpose, which are someone else's to handle.
 ///
 /// Called from `noinstr` code with a reference on the vector held: it lives in `.noinstr.text`,
 /// and everything it uses is inlined; nothing panics or calls out.
@@ -292,13 +400,11 @@ fn apply_batch() {
 /// # Safety
 ///
 /// The caller holds a reference taken with `raw_atomic_inc_not_zero()` on this CPU's count, and
-/// `emul` is valid for writes.
+/// `regs` are the registers of a kernel-mode INT3 trap, saved by the entry code with the gap
+/// below the interrupted stack that lets a CALL be emulated (see `int3_emulate_push()`).
 #[no_mangle]
 #[link_section = ".noinstr.text"]
-pub unsafe extern "C" fn text_poke_rs_lookup(
-    ip: usize,
-    emul: *mut bindings::text_poke_rs_emul,
-) -> bool {
+pub unsafe extern "C" fn text_poke_rs_emulate(regs: *mut bindings::pt_regs) -> bool {
     // SAFETY: With a reference held, the vector published before the reference count was set
     // stays valid and unchanged (ordered by the handler's `smp_rmb()` and the count's acquire).
     let (vec, len) = unsafe { ptr::read_volatile(STATE.published.get()) };
@@ -307,49 +413,37 @@ pub unsafe extern "C" fn text_poke_rs_lookup(
     }
     // SAFETY: As above: `vec` points to `len` live sites.
     let sites = unsafe { core::slice::from_raw_parts(vec, len) };
+    // SAFETY: The caller guarantees `regs` are valid and ours to change until we return.
+    let regs = unsafe { &mut *regs };
+    let ip = regs.ip.wrapping_sub(1);
     let Some(loc) = poke::lookup(sites, base(), ip) else {
         return false;
     };
-    let (kind, target, next, cc) = match loc.emulation(base()) {
-        Emulation::Int3 => (
-            bindings::text_poke_rs_emul_kind_TEXT_POKE_RS_EMUL_INT3,
-            0,
-            0,
-            0,
-        ),
-        Emulation::Ret => (
-            bindings::text_poke_rs_emul_kind_TEXT_POKE_RS_EMUL_RET,
-            0,
-            0,
-            0,
-        ),
-        Emulation::Call { ret, target } => (
-            bindings::text_poke_rs_emul_kind_TEXT_POKE_RS_EMUL_CALL,
-            target,
-            ret,
-            0,
-        ),
-        Emulation::Jmp(target) => (
-            bindings::text_poke_rs_emul_kind_TEXT_POKE_RS_EMUL_JMP,
-            target,
-            0,
-            0,
-        ),
-        Emulation::Jcc { cc, taken, next } => (
-            bindings::text_poke_rs_emul_kind_TEXT_POKE_RS_EMUL_JCC,
-            taken,
-            next,
-            cc,
-        ),
-    };
-    // SAFETY: The caller guarantees `emul` is valid for writes.
-    unsafe {
-        emul.write(bindings::text_poke_rs_emul {
-            target,
-            next,
-            kind: kind as u8,
-            cc,
-        })
-    };
+    match loc.emulation(base()) {
+        Emulation::Int3 => return false,
+        Emulation::Ret => {
+            let sp = regs.sp;
+            // SAFETY: A RET was about to run: the return address is at the top of the
+            // interrupted kernel stack.
+            regs.ip = unsafe { ptr::read(sp as *const usize) };
+            regs.sp = sp.wrapping_add(8);
+        }
+        Emulation::Call { ret, target } => {
+            let sp = regs.sp.wrapping_sub(8);
+            // SAFETY: The INT3 entry leaves a gap below the interrupted stack, which the caller
+            // guarantees, so the word below it is free for the return address.
+            unsafe { ptr::write(sp as *mut usize, ret) };
+            regs.sp = sp;
+            regs.ip = target;
+        }
+        Emulation::Jmp(target) => regs.ip = target,
+        Emulation::Jcc { cc, taken, next } => {
+            regs.ip = if poke::condition(regs.flags, cc) {
+                taken
+            } else {
+                next
+            };
+        }
+    }
     true
 }

@@ -5,11 +5,14 @@
 //! With `CONFIG_TEXT_POKE_RS`, `smp_text_poke_batch_add()`, `smp_text_poke_batch_finish()`,
 //! `smp_text_poke_single()` and the INT3 handler of every x86 user (jump labels, static calls,
 //! ftrace, kprobes, alternatives) go through [`batch`] unless the kernel was booted with
-//! `text_poke=c`. `text_poke=serial` applies every site as a batch of its own.
+//! `text_poke=c`. `text_poke=serial` applies every site as a batch of its own. The generic
+//! jump-label update of a key goes through [`jump_label`], which checks every site before it
+//! queues any.
 //!
 //! C header: [`arch/x86/include/asm/text_poke_rs.h`](srctree/arch/x86/include/asm/text_poke_rs.h).
 
 pub mod batch;
+pub mod jump_label;
 pub mod poke;
 
 /// The prefix of this crate's messages.

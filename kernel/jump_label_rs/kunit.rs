@@ -9,7 +9,10 @@
 
 use kernel::{
     bindings,
+    prelude::*,
     static_key::{
+        insn,
+        ExpectedWarnings,
         StaticKeyFalse,
         Transaction, //
     },
@@ -28,6 +31,9 @@ static TXN_4: StaticKeyFalse = StaticKeyFalse::new();
 static TXN_5: StaticKeyFalse = StaticKeyFalse::new();
 static TXN_6: StaticKeyFalse = StaticKeyFalse::new();
 static TXN_7: StaticKeyFalse = StaticKeyFalse::new();
+static KEY_CORRUPT: StaticKeyFalse = StaticKeyFalse::new();
+static KEY_RACE: StaticKeyFalse = StaticKeyFalse::new();
+static KEY_GOING: StaticKeyFalse = StaticKeyFalse::new();
 
 /// Defines `$f::<A, B>`: one site on `$key` per instance. Each instance's body differs (it
 /// adds its own constant), or identical functions would be merged into one.
@@ -57,6 +63,9 @@ sites_of!(site_txn_4, TXN_4);
 sites_of!(site_txn_5, TXN_5);
 sites_of!(site_txn_6, TXN_6);
 sites_of!(site_txn_7, TXN_7);
+sites_of!(site_corrupt, KEY_CORRUPT);
+sites_of!(site_race, KEY_RACE);
+sites_of!(site_going, KEY_GOING);
 
 /// The sites of [`KEY_STRESS`].
 const STRESS_SITES: [fn(u32) -> u32; 4] = [
@@ -165,8 +174,7 @@ impl Drop for Track {
 }
 
 fn mode() -> u32 {
-    // SAFETY: `text_poke_rs_mode` is `__ro_after_init`.
-    (unsafe { bindings::text_poke_rs_mode }) as u32
+    crate::batch::mode()
 }
 
 /// The sync rounds a flip of a key with `sites` sites takes in the booted mode.
@@ -182,6 +190,72 @@ fn expected_rounds(sites: u64) -> u64 {
 fn check_sites(key: &StaticKeyFalse) -> (u64, u64) {
     let (sites, wrong) = key.check_sites().unwrap_or((0, 1));
     (sites as u64, wrong as u64)
+}
+
+/// Flips of [`KEY_RACE`] by the test's own task while the executors flip it too.
+const RACE_FLIPS: u32 = 500;
+
+/// One racing pass: takes a reference on [`KEY_RACE`], checks that every one of its sites now
+/// branches, and drops the reference. Returns the sites that did not branch, plus one if a
+/// reference could not be taken.
+extern "C" fn race_pass() -> core::ffi::c_ulong {
+    if KEY_RACE.inc().is_err() {
+        return 1;
+    }
+    let taken = row!(site_race, 0);
+    KEY_RACE.dec();
+    core::ffi::c_ulong::from(32 - taken)
+}
+
+/// The addresses and bytes of every site of `key`, 32 at most.
+fn snapshot(key: &StaticKeyFalse) -> [(usize, [u8; insn::MAX_LEN]); 32] {
+    let mut sites = [(0, [0; insn::MAX_LEN]); 32];
+    let mut i = 0;
+    let ret = key.for_each_site(|site| {
+        if let Some(slot) = sites.get_mut(i) {
+            *slot = (site.code(), site.read());
+        }
+        i += 1;
+    });
+    assert!(ret.is_ok());
+    assert_eq!(i, 32);
+    sites
+}
+
+/// Rewrites the `len`-byte site at `code` with the INT3 protocol, as any other text poke.
+fn poke_site(code: usize, bytes: &[u8]) {
+    // SAFETY: `code` is a site of a test key, kernel text whose instruction is `bytes.len()`
+    // long; `bytes` holds a whole instruction. `text_mutex` is held around the poke.
+    unsafe {
+        bindings::text_poke_rs_text_lock();
+        bindings::smp_text_poke_single(
+            code as *mut core::ffi::c_void,
+            bytes.as_ptr().cast(),
+            bytes.len(),
+            core::ptr::null(),
+        );
+        bindings::text_poke_rs_text_unlock();
+    }
+}
+
+/// Switches the implementation; the one booted is restored when the guard is dropped.
+struct ModeGuard(u32);
+
+impl ModeGuard {
+    fn new() -> Self {
+        Self(mode())
+    }
+
+    fn set(&self, mode: u32) -> i32 {
+        // SAFETY: This task may sleep and holds none of the locks the switch takes.
+        unsafe { bindings::text_poke_rs_set_mode(mode as i32) }
+    }
+}
+
+impl Drop for ModeGuard {
+    fn drop(&mut self) {
+        self.set(self.0);
+    }
 }
 
 #[kernel::prelude::kunit_tests(text_poke_rs)]
@@ -210,9 +284,9 @@ mod tests {
             for enable in [true, false] {
                 let before = stats();
                 if enable {
-                    key.enable();
+                    assert_eq!(key.enable(), Ok(()));
                 } else {
-                    key.disable();
+                    assert_eq!(key.disable(), Ok(()));
                 }
                 let after = stats();
                 assert_eq!(after.own_syncs - before.own_syncs, expected_rounds(*sites));
@@ -227,8 +301,8 @@ mod tests {
     #[test]
     fn ipis_follow_rounds() {
         let before = stats();
-        KEY_64.enable();
-        KEY_64.disable();
+        assert_eq!(KEY_64.enable(), Ok(()));
+        assert_eq!(KEY_64.disable(), Ok(()));
         let after = stats();
         // SAFETY: `__num_online_cpus` is a valid `atomic_t`; a volatile read of its counter is
         // `num_online_cpus()`, which is inline in C.
@@ -251,12 +325,12 @@ mod tests {
         // One by one: every key its own batch.
         let before = stats();
         for key in keys {
-            key.enable();
+            assert_eq!(key.enable(), Ok(()));
         }
         let after = stats();
         assert_eq!(after.own_syncs - before.own_syncs, 8 * expected_rounds(64));
         for key in keys {
-            key.disable();
+            assert_eq!(key.disable(), Ok(()));
         }
 
         // As one transaction: one batch of 512 sites, sorted across the keys.
@@ -298,11 +372,11 @@ mod tests {
         // Every flip must land: each one is checked site by site before the next.
         let mut lost = 0;
         for _ in 0..STRESS_FLIPS / 2 {
-            KEY_STRESS.enable();
+            assert_eq!(KEY_STRESS.enable(), Ok(()));
             if check_sites(&KEY_STRESS) != (4, 0) {
                 lost += 1;
             }
-            KEY_STRESS.disable();
+            assert_eq!(KEY_STRESS.disable(), Ok(()));
             if check_sites(&KEY_STRESS) != (4, 0) {
                 lost += 1;
             }
@@ -334,5 +408,168 @@ mod tests {
         assert!(!KEY_STRESS.is_enabled());
         assert_eq!(check_sites(&KEY_STRESS), (4, 0));
         assert_eq!(stress_pass(), 0);
+    }
+
+    #[test]
+    fn corrupt_site_refuses_flip() {
+        let _track = Track::new();
+        assert_eq!(check_sites(&KEY_CORRUPT), (32, 0));
+        let good = snapshot(&KEY_CORRUPT);
+        // A JMP to the next instruction: harmless to run, but not what the key put there.
+        let (code, bytes) = good[5];
+        let len = if bytes[..2] == insn::NOP2 { 2 } else { 5 };
+        let mut bad = [0u8; insn::MAX_LEN];
+        bad[0] = if len == 2 {
+            insn::JMP8_OPCODE
+        } else {
+            insn::JMP32_OPCODE
+        };
+        poke_site(code, &bad[..len]);
+        let mut corrupt = good;
+        corrupt[5].1[..len].copy_from_slice(&bad[..len]);
+        assert_eq!(snapshot(&KEY_CORRUPT), corrupt);
+        assert_eq!(check_sites(&KEY_CORRUPT), (32, 1));
+
+        let warnings = ExpectedWarnings::new();
+        let count = || warnings.as_ref().map(ExpectedWarnings::count);
+        // The Rust API refuses before it changes the key.
+        let before = stats();
+        assert_eq!(KEY_CORRUPT.enable(), Err(EINVAL));
+        assert_eq!(count(), Some(1));
+        assert!(!KEY_CORRUPT.is_enabled());
+        assert_eq!(snapshot(&KEY_CORRUPT), corrupt);
+        assert_eq!(KEY_CORRUPT.inc(), Err(EINVAL));
+        assert_eq!(count(), Some(2));
+        assert_eq!(KEY_CORRUPT.count(), 0);
+        assert_eq!(snapshot(&KEY_CORRUPT), corrupt);
+
+        // C callers cannot be told: the update refuses the flip, warns and writes nothing.
+        // Upstream's C update would BUG() instead, so only the Rust update is tried.
+        if mode() != bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_C {
+            // SAFETY: `KEY_CORRUPT` is a valid key; this task may sleep.
+            unsafe { bindings::static_key_enable(KEY_CORRUPT.as_raw()) };
+            assert_eq!(count(), Some(3));
+            assert_eq!(snapshot(&KEY_CORRUPT), corrupt);
+            // The key says enabled while its sites still fall through: disabling is refused
+            // in turn (every site now differs from the JMP it expects), and writes nothing.
+            // SAFETY: As above.
+            unsafe { bindings::static_key_disable(KEY_CORRUPT.as_raw()) };
+            assert_eq!(count(), Some(4));
+            assert_eq!(snapshot(&KEY_CORRUPT), corrupt);
+            assert_eq!(stats().refused - before.refused, 2);
+        }
+        let after = stats();
+        assert_eq!(after.own_entries, before.own_entries);
+        assert_eq!(after.own_syncs, before.own_syncs);
+        drop(warnings);
+
+        // Repaired, the key flips again.
+        poke_site(code, &bytes[..len]);
+        assert_eq!(snapshot(&KEY_CORRUPT), good);
+        assert_eq!(KEY_CORRUPT.enable(), Ok(()));
+        assert_eq!(check_sites(&KEY_CORRUPT), (32, 0));
+        assert_eq!(row!(site_corrupt, 0), 32);
+        assert_eq!(KEY_CORRUPT.disable(), Ok(()));
+        assert_eq!(snapshot(&KEY_CORRUPT), good);
+        assert_eq!(row!(site_corrupt, 0), 0);
+    }
+
+    #[test]
+    fn flips_race_from_many_cpus() {
+        // Executors on the other CPUs and this task all take and drop references: the key is
+        // flipped whenever its count goes between 0 and 1, from whichever CPU does it.
+        // SAFETY: `race_pass` may run on any CPU at any time; nothing else runs executors.
+        let started = unsafe { text_poke_stress_start(race_pass, 3) };
+        assert!(started >= 3);
+        let mut wrong = 0;
+        for _ in 0..RACE_FLIPS {
+            wrong += race_pass();
+        }
+        let (mut passes, mut executor_wrong) = (0, 0);
+        // SAFETY: Both pointers are valid for writes.
+        unsafe { text_poke_stress_stop(&mut passes, &mut executor_wrong) };
+        kernel::pr_info!(
+            "text_poke_rs race: {} + {} passes from {} CPUs\n",
+            RACE_FLIPS,
+            passes,
+            started + 1
+        );
+        // Whoever held a reference saw every site branch, and the key ends as it started.
+        assert_eq!(wrong + executor_wrong, 0);
+        assert!(passes > 0);
+        assert_eq!(KEY_RACE.count(), 0);
+        assert_eq!(check_sites(&KEY_RACE), (32, 0));
+        assert_eq!(row!(site_race, 0), 0);
+    }
+
+    #[test]
+    fn module_going_applies_pending_sites() {
+        let _track = Track::new();
+        let before = stats();
+        let mut txn = Transaction::begin();
+        assert_eq!(txn.enable(&KEY_GOING), Ok(()));
+        let queued = mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_RUST;
+        // Queued until the commit in `rust` mode; the others patch at once.
+        assert_eq!(row!(site_going, 0), if queued { 0 } else { 32 });
+        // A module going away applies what is queued, while its text is still there.
+        // SAFETY: Takes `text_mutex`; this task may sleep and does not hold it.
+        unsafe { bindings::text_poke_rs_module_going() };
+        assert_eq!(row!(site_going, 0), 32);
+        assert_eq!(check_sites(&KEY_GOING), (32, 0));
+        txn.commit();
+        let after = stats();
+        assert_eq!(after.own_entries - before.own_entries, 32);
+        assert_eq!(after.own_syncs - before.own_syncs, expected_rounds(32));
+        assert_eq!(KEY_GOING.disable(), Ok(()));
+        assert_eq!(row!(site_going, 0), 0);
+    }
+
+    #[test]
+    fn mode_switches_at_run_time() {
+        let _track = Track::new();
+        let guard = ModeGuard::new();
+        for m in [
+            bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_RUST,
+            bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_C,
+            bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_SERIAL,
+        ] {
+            assert_eq!(guard.set(m), 0);
+            assert_eq!(mode(), m);
+            for enable in [true, false] {
+                let before = stats();
+                assert_eq!(
+                    if enable {
+                        KEY_64.enable()
+                    } else {
+                        KEY_64.disable()
+                    },
+                    Ok(())
+                );
+                let after = stats();
+                assert_eq!(after.own_syncs - before.own_syncs, expected_rounds(64));
+                assert_eq!(check_sites(&KEY_64), (64, 0));
+                assert_eq!(run_all()[1], if enable { 64 } else { 0 });
+            }
+        }
+        assert_eq!(guard.set(3), -(bindings::EINVAL as i32));
+
+        // Sites a transaction keeps queued pin the implementation until the commit.
+        assert_eq!(
+            guard.set(bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_RUST),
+            0
+        );
+        let mut txn = Transaction::begin();
+        assert_eq!(txn.enable(&KEY_64), Ok(()));
+        assert_eq!(
+            guard.set(bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_C),
+            -(bindings::EBUSY as i32)
+        );
+        txn.commit();
+        assert_eq!(run_all()[1], 64);
+        assert_eq!(KEY_64.disable(), Ok(()));
+        assert_eq!(
+            guard.set(bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_C),
+            0
+        );
     }
 }

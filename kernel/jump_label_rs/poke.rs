@@ -262,12 +262,17 @@ impl PokeLoc {
 #[inline(always)]
 pub fn lookup(vec: &[PokeLoc], base: usize, ip: usize) -> Option<&PokeLoc> {
     let rel = ip.wrapping_sub(base) as isize;
+    // A batch of one, as `smp_text_poke_single()` makes: no search.
+    if let [only] = vec {
+        return (only.rel_addr as isize == rel).then_some(only);
+    }
     let (mut lo, mut hi) = (0usize, vec.len());
     // Wrapping arithmetic throughout: with overflow checks on, plain `+` and `-` would bring in
     // a panic path, which the INT3 handler must not have. None of these can overflow.
     while lo < hi {
         let mid = lo.wrapping_add(hi.wrapping_sub(lo) / 2);
-        let loc = vec.get(mid)?;
+        // SAFETY: `lo <= mid < hi <= vec.len()`: the index is in bounds.
+        let loc = unsafe { vec.get_unchecked(mid) };
         let at = loc.rel_addr as isize;
         if rel < at {
             hi = mid;
@@ -278,6 +283,33 @@ pub fn lookup(vec: &[PokeLoc], base: usize, ip: usize) -> Option<&PokeLoc> {
         }
     }
     None
+}
+
+/// EFLAGS bits a condition code tests.
+const CF: usize = 1 << 0;
+const PF: usize = 1 << 2;
+const ZF: usize = 1 << 6;
+const SF: usize = 1 << 7;
+const OF: usize = 1 << 11;
+
+/// Whether condition code `cc` (`0x0..=0xf`, the low nibble of a `Jcc` opcode) holds for
+/// `flags`: O, B, E, BE, S, P, L and LE for even codes, their negations for odd ones.
+///
+/// Never panics and never calls out: it runs in the INT3 handler.
+#[inline(always)]
+pub fn condition(flags: usize, cc: u8) -> bool {
+    let holds = match cc >> 1 {
+        0 => flags & OF != 0,
+        1 => flags & CF != 0,
+        2 => flags & ZF != 0,
+        3 => flags & (CF | ZF) != 0,
+        4 => flags & SF != 0,
+        5 => flags & PF != 0,
+        // L: SF != OF; LE: also ZF.
+        6 => (flags & SF != 0) != (flags & OF != 0),
+        _ => (flags & SF != 0) != (flags & OF != 0) || flags & ZF != 0,
+    };
+    holds != (cc & 1 != 0)
 }
 
 /// Whether a site at `addr` may be appended to `vec` without breaking its order: the batch must

@@ -34,9 +34,10 @@
 //! }
 //!
 //! assert!(!VERBOSE.is_enabled());
-//! VERBOSE.enable();
+//! VERBOSE.enable()?;
 //! assert_eq!(hot_path(1), 2);
-//! VERBOSE.disable();
+//! VERBOSE.disable()?;
+//! # Ok::<(), Error>(())
 //! ```
 
 use crate::{
@@ -149,30 +150,70 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
     /// counted with [`inc`](Self::inc) and [`dec`](Self::dec), not both: enabling a key whose
     /// count is above one leaves it unchanged with a warning, as in C.
     ///
+    /// Fails with `EINVAL`, with a warning and nothing written, if a site of the key does not
+    /// hold the instruction the key's value put there (see [`check_sites`](Self::check_sites)).
+    ///
     /// Takes `cpus_read_lock()` and `jump_label_mutex`: may sleep.
-    pub fn enable(&self) {
+    pub fn enable(&self) -> Result {
         might_sleep();
+        if !self.is_enabled() {
+            self.refuse_if_corrupt()?;
+        }
         // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep.
-        unsafe { bindings::static_key_enable(self.as_raw()) }
+        unsafe { bindings::static_key_enable(self.as_raw()) };
+        Ok(())
     }
 
     /// Disables the key, patching its sites to their disabled direction.
     ///
+    /// Fails as [`enable`](Self::enable) does.
+    ///
     /// Takes `cpus_read_lock()` and `jump_label_mutex`: may sleep.
-    pub fn disable(&self) {
+    pub fn disable(&self) -> Result {
         might_sleep();
+        if self.is_enabled() {
+            self.refuse_if_corrupt()?;
+        }
         // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep.
-        unsafe { bindings::static_key_disable(self.as_raw()) }
+        unsafe { bindings::static_key_disable(self.as_raw()) };
+        Ok(())
+    }
+
+    /// Fails with `EINVAL`, and warns, if a site does not hold what the key's value put there.
+    ///
+    /// Sites of a key outside the kernel image are checked by the update itself, which refuses
+    /// the flip the same way but cannot report it to the caller.
+    fn refuse_if_corrupt(&self) -> Result {
+        match self.check_sites() {
+            Ok((_, 0)) => Ok(()),
+            Err(e) if e == ENOTSUPP => Ok(()),
+            Err(e) => Err(e),
+            Ok((sites, wrong)) => {
+                // An offset, not to reveal where the kernel was loaded.
+                let stext = (&raw const bindings::_stext).addr();
+                crate::pr_err!(
+                    "static_key: {wrong} of {sites} sites of key _stext+{:#x} corrupted: not \
+                     flipped\n",
+                    self.as_raw().addr().wrapping_sub(stext)
+                );
+                crate::warn_on!(true);
+                Err(EINVAL)
+            }
+        }
     }
 
     /// Takes a reference on the key: `static_key_slow_inc()`.
     ///
     /// The first reference enables the key. A key that starts enabled starts with one reference.
-    /// Fails with `EOVERFLOW`, and changes nothing, if the count would overflow.
+    /// Fails with `EOVERFLOW`, and changes nothing, if the count would overflow, and as
+    /// [`enable`](Self::enable) does if the first reference finds a site corrupted.
     ///
     /// Takes `cpus_read_lock()` and `jump_label_mutex`: may sleep.
     pub fn inc(&self) -> Result {
         might_sleep();
+        if self.count() == 0 {
+            self.refuse_if_corrupt()?;
+        }
         // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep.
         if unsafe { bindings::static_key_slow_inc(self.as_raw()) } {
             Ok(())
@@ -217,9 +258,11 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
     /// returns the number of sites and how many of them do not hold the instruction the value
     /// calls for.
     pub fn check_sites(&self) -> Result<(usize, usize)> {
-        let enabled = self.is_enabled();
         let (mut sites, mut wrong) = (0, 0);
+        let mut enabled = None;
         self.for_each_site(|site| {
+            // Read under `jump_label_mutex`, with the sites: the two cannot disagree there.
+            let enabled = *enabled.get_or_insert_with(|| self.is_enabled());
             sites += 1;
             let ok = site
                 .expected(enabled)
@@ -299,8 +342,8 @@ impl<const INITIAL: bool> Default for StaticKey<INITIAL> {
 /// txn.enable(&B)?;
 /// txn.commit();
 /// assert!(A.is_enabled() && B.is_enabled());
-/// # A.disable();
-/// # B.disable();
+/// # A.disable()?;
+/// # B.disable()?;
 /// # Ok::<(), Error>(())
 /// ```
 #[cfg(CONFIG_TEXT_POKE_RS)]
@@ -337,15 +380,13 @@ impl Transaction {
     /// Enables `key`; its sites are patched at the commit.
     pub fn enable<const INITIAL: bool>(&mut self, key: &StaticKey<INITIAL>) -> Result {
         self.claim(key.as_raw())?;
-        key.enable();
-        Ok(())
+        key.enable()
     }
 
     /// Disables `key`; its sites are patched at the commit.
     pub fn disable<const INITIAL: bool>(&mut self, key: &StaticKey<INITIAL>) -> Result {
         self.claim(key.as_raw())?;
-        key.disable();
-        Ok(())
+        key.disable()
     }
 
     /// Patches the sites of every key changed and ends the transaction; dropping it does the
@@ -358,6 +399,48 @@ impl Drop for Transaction {
     fn drop(&mut self) {
         // SAFETY: `self` was begun with `text_poke_rs_txn_begin()` by this task.
         unsafe { bindings::text_poke_rs_txn_commit() };
+    }
+}
+
+/// Counts the warnings the current KUnit test triggers on purpose, and keeps them out of the
+/// log, until it is dropped: for the tests of static keys and of the text-poke batch.
+#[cfg(CONFIG_KUNIT)]
+#[doc(hidden)]
+pub struct ExpectedWarnings {
+    test: *mut bindings::kunit,
+    handle: *mut bindings::kunit_suppressed_warning,
+}
+
+#[cfg(CONFIG_KUNIT)]
+impl ExpectedWarnings {
+    /// Starts counting; `None` outside a KUnit test or if counting could not start (the test is
+    /// then marked failed).
+    pub fn new() -> Option<Self> {
+        // SAFETY: Only reads the current task's test, if any.
+        let test = unsafe { bindings::kunit_get_current_test() };
+        if test.is_null() {
+            return None;
+        }
+        // SAFETY: `test` is the running test of the current task.
+        let handle = unsafe { bindings::kunit_start_suppress_warning(test) };
+        if handle.is_null() {
+            return None;
+        }
+        Some(Self { test, handle })
+    }
+
+    /// The warnings counted so far.
+    pub fn count(&self) -> i32 {
+        // SAFETY: `handle` is live until `self` is dropped.
+        unsafe { bindings::kunit_suppressed_warning_count(self.handle) }
+    }
+}
+
+#[cfg(CONFIG_KUNIT)]
+impl Drop for ExpectedWarnings {
+    fn drop(&mut self) {
+        // SAFETY: `handle` was started for `test` by `new()` and is ended only here.
+        unsafe { bindings::kunit_end_suppress_warning(self.test, self.handle) };
     }
 }
 
@@ -723,12 +806,12 @@ mod tests {
         assert!(!false_likely());
         assert!(!false_unlikely());
 
-        FALSE_KEY.enable();
+        assert_eq!(FALSE_KEY.enable(), Ok(()));
         assert!(FALSE_KEY.is_enabled());
         assert!(false_likely());
         assert!(false_unlikely());
 
-        FALSE_KEY.disable();
+        assert_eq!(FALSE_KEY.disable(), Ok(()));
         assert!(!FALSE_KEY.is_enabled());
         assert!(!false_likely());
         assert!(!false_unlikely());
@@ -741,12 +824,12 @@ mod tests {
         assert!(true_likely());
         assert!(true_unlikely());
 
-        TRUE_KEY.disable();
+        assert_eq!(TRUE_KEY.disable(), Ok(()));
         assert!(!TRUE_KEY.is_enabled());
         assert!(!true_likely());
         assert!(!true_unlikely());
 
-        TRUE_KEY.enable();
+        assert_eq!(TRUE_KEY.enable(), Ok(()));
         assert!(TRUE_KEY.is_enabled());
         assert!(true_likely());
         assert!(true_unlikely());
@@ -759,12 +842,12 @@ mod tests {
         for _ in 0..4 {
             assert_eq!(check_sites(&FALSE_KEY), (2, 0));
             assert_eq!(check_sites(&TRUE_KEY), (2, 0));
-            FALSE_KEY.enable();
-            TRUE_KEY.disable();
+            assert_eq!(FALSE_KEY.enable(), Ok(()));
+            assert_eq!(TRUE_KEY.disable(), Ok(()));
             assert_eq!(check_sites(&FALSE_KEY), (2, 0));
             assert_eq!(check_sites(&TRUE_KEY), (2, 0));
-            FALSE_KEY.disable();
-            TRUE_KEY.enable();
+            assert_eq!(FALSE_KEY.disable(), Ok(()));
+            assert_eq!(TRUE_KEY.enable(), Ok(()));
         }
 
         let mut kinds = [0usize; 2];
@@ -816,8 +899,11 @@ mod tests {
     #[test]
     fn dec_below_zero_changes_nothing() {
         assert_eq!(FALSE_KEY.count(), 0);
-        // Warns once, as C does.
+        // Warns, as C does.
+        let warnings = ExpectedWarnings::new();
         FALSE_KEY.dec();
+        assert_eq!(warnings.as_ref().map(ExpectedWarnings::count), Some(1));
+        drop(warnings);
         assert_eq!(FALSE_KEY.count(), 0);
         assert!(!false_unlikely());
         assert_eq!(check_sites(&FALSE_KEY), (2, 0));
@@ -853,15 +939,15 @@ mod tests {
         assert!(!c_false_likely() && !c_false_unlikely());
         assert!(c_true_likely() && c_true_unlikely());
 
-        f.enable();
-        t.disable();
+        assert_eq!(f.enable(), Ok(()));
+        assert_eq!(t.disable(), Ok(()));
         assert_eq!(c_sites_false(), [true, true]);
         assert_eq!(c_sites_true(), [false, false]);
         assert!(c_false_likely() && c_false_unlikely());
         assert!(!c_true_likely() && !c_true_unlikely());
 
-        f.disable();
-        t.enable();
+        assert_eq!(f.disable(), Ok(()));
+        assert_eq!(t.enable(), Ok(()));
         assert_eq!(c_sites_false(), [false, false]);
         assert_eq!(c_sites_true(), [true, true]);
     }
@@ -873,12 +959,12 @@ mod tests {
         for _ in 0..4 {
             assert_eq!(check_sites(f), (4, 0));
             assert_eq!(check_sites(t), (4, 0));
-            f.enable();
-            t.disable();
+            assert_eq!(f.enable(), Ok(()));
+            assert_eq!(t.disable(), Ok(()));
             assert_eq!(check_sites(f), (4, 0));
             assert_eq!(check_sites(t), (4, 0));
-            f.disable();
-            t.enable();
+            assert_eq!(f.disable(), Ok(()));
+            assert_eq!(t.enable(), Ok(()));
         }
     }
 

@@ -95,8 +95,8 @@ impl Reader for KeyControl {
             return Err(EBUSY);
         }
         match &buf[..n] {
-            b"0" | b"0\n" => SAMPLE_KEY.disable(),
-            b"1" | b"1\n" => SAMPLE_KEY.enable(),
+            b"0" | b"0\n" => SAMPLE_KEY.disable()?,
+            b"1" | b"1\n" => SAMPLE_KEY.enable()?,
             _ => return Err(EINVAL),
         }
         Ok(())
@@ -221,10 +221,10 @@ mod tests {
         assert_eq!(check_all_sites(), (64, 64, 0));
         assert_eq!(run_sites(), 0);
         for _ in 0..8 {
-            SAMPLE_KEY.enable();
+            assert_eq!(SAMPLE_KEY.enable(), Ok(()));
             assert_eq!(check_all_sites(), (64, 64, 0));
             assert_eq!(run_sites(), 64);
-            SAMPLE_KEY.disable();
+            assert_eq!(SAMPLE_KEY.disable(), Ok(()));
             assert_eq!(check_all_sites(), (64, 64, 0));
             assert_eq!(run_sites(), 0);
         }

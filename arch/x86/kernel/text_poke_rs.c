@@ -11,10 +11,13 @@
  */
 
 #include <linux/atomic.h>
+#include <linux/cpu.h>
 #include <linux/cpumask.h>
 #include <linux/debugfs.h>
 #include <linux/init.h>
+#include <linux/jump_label.h>
 #include <linux/memory.h>
+#include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/perf_event.h>
 #include <linux/percpu.h>
@@ -22,24 +25,24 @@
 #include <linux/sched/clock.h>
 #include <linux/seq_file.h>
 #include <linux/string.h>
+#include <linux/uaccess.h>
 
-#include <asm/ptrace.h>
-#include <asm/text-patching.h>
 #include <asm/text_poke_rs.h>
 
-int text_poke_rs_mode __ro_after_init = TEXT_POKE_RS_MODE_RUST;
+int text_poke_rs_mode = TEXT_POKE_RS_MODE_RUST;
 /* The task whose batch finishes are deferred to its transaction's commit. */
 struct task_struct *text_poke_rs_txn_owner;
 static DEFINE_MUTEX(text_poke_rs_txn_mutex);
 DEFINE_PER_CPU(unsigned long, text_poke_rs_int3_hits);
 
-static DEFINE_PER_CPU(atomic_t, text_poke_rs_refs);
+DEFINE_PER_CPU(atomic_t, text_poke_rs_refs);
 static atomic64_t text_poke_rs_batches;
 static atomic64_t text_poke_rs_entries;
 static atomic64_t text_poke_rs_syncs;
 static atomic64_t text_poke_rs_ipis;
 static atomic64_t text_poke_rs_max_batch;
 static atomic64_t text_poke_rs_batch_ns;
+static atomic64_t text_poke_rs_refused;
 /* What the tracked task (text_poke_rs_track()) did itself. */
 static struct task_struct *text_poke_rs_tracked;
 static atomic64_t text_poke_rs_own_syncs;
@@ -47,24 +50,54 @@ static atomic64_t text_poke_rs_own_entries;
 /* Start of the batch being applied; batches are serialised by text_mutex. */
 static u64 text_poke_rs_batch_start;
 
+static const char * const text_poke_rs_mode_names[] = {
+	[TEXT_POKE_RS_MODE_RUST] = "rust",
+	[TEXT_POKE_RS_MODE_C] = "c",
+	[TEXT_POKE_RS_MODE_SERIAL] = "serial",
+};
+
 static int __init text_poke_rs_setup(char *str)
 {
-	if (!str)
-		return -EINVAL;
-	if (!strcmp(str, "rust")) {
-		text_poke_rs_mode = TEXT_POKE_RS_MODE_RUST;
-	} else if (!strcmp(str, "c")) {
-		text_poke_rs_mode = TEXT_POKE_RS_MODE_C;
-	} else if (!strcmp(str, "serial")) {
-		text_poke_rs_mode = TEXT_POKE_RS_MODE_SERIAL;
-	} else {
+	int mode = str ? match_string(text_poke_rs_mode_names,
+				      ARRAY_SIZE(text_poke_rs_mode_names),
+				      str) : -EINVAL;
+
+	if (mode < 0) {
 		pr_warn("text_poke=%s: expected rust, c or serial; keeping rust\n",
-			str);
+			str ?: "");
 		return -EINVAL;
 	}
+	text_poke_rs_mode = mode;
 	return 0;
 }
 early_param("text_poke", text_poke_rs_setup);
+
+/*
+ * Switch the implementation at run time, so that one boot can measure all
+ * three side by side. Nothing may be in flight: text_mutex covers every
+ * batch, jump_label_mutex also covers upstream's jump-label queue (filled
+ * with text_mutex dropped between sites), and sites a transaction keeps
+ * queued make the switch fail with -EBUSY.
+ */
+int text_poke_rs_set_mode(int mode)
+{
+	int ret = 0;
+
+	if (mode < 0 || mode >= ARRAY_SIZE(text_poke_rs_mode_names))
+		return -EINVAL;
+
+	cpus_read_lock();
+	jump_label_lock();
+	mutex_lock(&text_mutex);
+	if (READ_ONCE(text_poke_rs_txn_owner) || text_poke_rs_pending())
+		ret = -EBUSY;
+	else
+		WRITE_ONCE(text_poke_rs_mode, mode);
+	mutex_unlock(&text_mutex);
+	jump_label_unlock();
+	cpus_read_unlock();
+	return ret;
+}
 
 /*
  * Count what the calling task does from now on (or stop, with @on false),
@@ -96,6 +129,21 @@ void text_poke_rs_note_batch(unsigned int entries)
 	while (entries > max &&
 	       !atomic64_try_cmpxchg(&text_poke_rs_max_batch, &max, entries))
 		;
+}
+
+void text_poke_rs_note_refused(void)
+{
+	atomic64_inc(&text_poke_rs_refused);
+}
+
+void text_poke_rs_text_lock(void)
+{
+	mutex_lock(&text_mutex);
+}
+
+void text_poke_rs_text_unlock(void)
+{
+	mutex_unlock(&text_mutex);
 }
 
 void text_poke_rs_note_batch_done(void)
@@ -140,6 +188,7 @@ void text_poke_rs_read_stats(struct text_poke_rs_stats *stats)
 	stats->batch_ns = atomic64_read(&text_poke_rs_batch_ns);
 	stats->own_syncs = atomic64_read(&text_poke_rs_own_syncs);
 	stats->own_entries = atomic64_read(&text_poke_rs_own_entries);
+	stats->refused = atomic64_read(&text_poke_rs_refused);
 	stats->int3_hits = 0;
 	for_each_possible_cpu(cpu)
 		stats->int3_hits += per_cpu(text_poke_rs_int3_hits, cpu);
@@ -175,51 +224,42 @@ void text_poke_rs_retire(void)
 	}
 }
 
-noinstr int text_poke_rs_int3_handler(struct pt_regs *regs)
+#ifdef CONFIG_MODULES
+/*
+ * A transaction keeps sites queued across several key flips, with
+ * jump_label_mutex dropped in between: a module going away then may have
+ * sites in the batch. Apply them while the module's text is still there,
+ * before jump_label's own notifier forgets its entries.
+ */
+void text_poke_rs_module_going(void)
 {
-	struct text_poke_rs_emul emul;
-	atomic_t *refs;
-	int ret = 0;
-
-	if (user_mode(regs))
-		return 0;
-
-	/* Pairs with the smp_wmb() in text_poke_rs_publish(). */
-	smp_rmb();
-	refs = this_cpu_ptr(&text_poke_rs_refs);
-	if (!raw_atomic_inc_not_zero(refs))
-		return 0;
-
-	if (!text_poke_rs_lookup(regs->ip - INT3_INSN_SIZE, &emul))
-		goto out_put;
-
-	switch (emul.kind) {
-	case TEXT_POKE_RS_EMUL_RET:
-		int3_emulate_ret(regs);
-		break;
-	case TEXT_POKE_RS_EMUL_CALL:
-		int3_emulate_call(regs, emul.next, emul.target);
-		break;
-	case TEXT_POKE_RS_EMUL_JMP:
-		int3_emulate_jmp(regs, emul.target);
-		break;
-	case TEXT_POKE_RS_EMUL_JCC:
-		int3_emulate_jcc(regs, emul.cc, emul.next,
-				 emul.target - emul.next);
-		break;
-	default:
-		/* An INT3 poked on purpose is its owner's to handle. */
-		goto out_put;
-	}
-	text_poke_rs_note_int3();
-	ret = 1;
-
-out_put:
-	/* The lookup is done before the reference is dropped. */
-	smp_mb__before_atomic();
-	raw_atomic_dec(refs);
-	return ret;
+	mutex_lock(&text_mutex);
+	text_poke_rs_flush();
+	mutex_unlock(&text_mutex);
 }
+
+static int text_poke_rs_module_notify(struct notifier_block *nb,
+				      unsigned long val, void *data)
+{
+	if (val != MODULE_STATE_GOING || !text_poke_rs_active())
+		return NOTIFY_DONE;
+
+	text_poke_rs_module_going();
+	return NOTIFY_OK;
+}
+
+static struct notifier_block text_poke_rs_module_nb = {
+	.notifier_call = text_poke_rs_module_notify,
+	/* Before jump_label_module_nb (priority 1). */
+	.priority = 2,
+};
+
+static int __init text_poke_rs_module_init(void)
+{
+	return register_module_notifier(&text_poke_rs_module_nb);
+}
+early_initcall(text_poke_rs_module_init);
+#endif
 
 /* perf's record of a rewrite, for decoders that walk the text (Intel PT). */
 void text_poke_rs_poked(const void *addr, const void *old, const void *new,
@@ -228,18 +268,13 @@ void text_poke_rs_poked(const void *addr, const void *old, const void *new,
 	perf_event_text_poke(addr, old, len, new, len);
 }
 
-static const char * const text_poke_rs_mode_names[] = {
-	[TEXT_POKE_RS_MODE_RUST] = "rust",
-	[TEXT_POKE_RS_MODE_C] = "c",
-	[TEXT_POKE_RS_MODE_SERIAL] = "serial",
-};
-
 static int text_poke_rs_stats_show(struct seq_file *m, void *v)
 {
 	struct text_poke_rs_stats s;
 
 	text_poke_rs_read_stats(&s);
-	seq_printf(m, "mode %s\n", text_poke_rs_mode_names[text_poke_rs_mode]);
+	seq_printf(m, "mode %s\n",
+		   text_poke_rs_mode_names[READ_ONCE(text_poke_rs_mode)]);
 	seq_printf(m, "batches %llu\n", s.batches);
 	seq_printf(m, "entries %llu\n", s.entries);
 	seq_printf(m, "syncs %llu\n", s.syncs);
@@ -247,16 +282,61 @@ static int text_poke_rs_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "int3_hits %llu\n", s.int3_hits);
 	seq_printf(m, "max_batch %llu\n", s.max_batch);
 	seq_printf(m, "batch_ns %llu\n", s.batch_ns);
+	seq_printf(m, "refused %llu\n", s.refused);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(text_poke_rs_stats);
 
-/* /sys/kernel/debug/text_poke/stats: the counters, one "name value" a line. */
+static int text_poke_rs_mode_show(struct seq_file *m, void *v)
+{
+	seq_printf(m, "%s\n", text_poke_rs_mode_names[READ_ONCE(text_poke_rs_mode)]);
+	return 0;
+}
+
+static int text_poke_rs_mode_open(struct inode *inode, struct file *file)
+{
+	return single_open(file, text_poke_rs_mode_show, NULL);
+}
+
+static ssize_t text_poke_rs_mode_write(struct file *file,
+				       const char __user *ubuf, size_t count,
+				       loff_t *ppos)
+{
+	char buf[8];
+	int mode, ret;
+
+	if (count >= sizeof(buf))
+		return -EINVAL;
+	if (copy_from_user(buf, ubuf, count))
+		return -EFAULT;
+	buf[count] = '\0';
+	mode = sysfs_match_string(text_poke_rs_mode_names, buf);
+	if (mode < 0)
+		return mode;
+	ret = text_poke_rs_set_mode(mode);
+	return ret ?: count;
+}
+
+static const struct file_operations text_poke_rs_mode_fops = {
+	.owner		= THIS_MODULE,
+	.open		= text_poke_rs_mode_open,
+	.read		= seq_read,
+	.llseek		= seq_lseek,
+	.release	= single_release,
+	.write		= text_poke_rs_mode_write,
+};
+
+/*
+ * /sys/kernel/debug/text_poke/: "stats", the counters, one "name value" a
+ * line; "mode", the implementation in use, which a write of rust, c or
+ * serial switches.
+ */
 static int __init text_poke_rs_debugfs_init(void)
 {
 	struct dentry *dir = debugfs_create_dir("text_poke", NULL);
 
 	debugfs_create_file("stats", 0444, dir, NULL, &text_poke_rs_stats_fops);
+	debugfs_create_file("mode", 0644, dir, NULL, &text_poke_rs_mode_fops);
 	return 0;
 }
 late_initcall(text_poke_rs_debugfs_init);

@@ -312,3 +312,54 @@ fn apply_skips_syncs_with_nothing_to_do() {
     assert_eq!(poke::apply(&mut v, BASE, &mut t).syncs, 1);
     assert_eq!(t.0, 1);
 }
+
+/// Every condition code against every combination of the flags it can test, from the SDM's
+/// table of `Jcc` conditions.
+#[test]
+fn jcc_conditions_follow_the_sdm() {
+    const CF: usize = 1 << 0;
+    const PF: usize = 1 << 2;
+    const ZF: usize = 1 << 6;
+    const SF: usize = 1 << 7;
+    const OF: usize = 1 << 11;
+    let all = [CF, PF, ZF, SF, OF];
+    for combo in 0u32..32 {
+        let flags = all
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| combo & (1 << i) != 0)
+            .fold(0x2, |f, (_, bit)| f | bit);
+        let (cf, pf, zf, sf, of) = (
+            flags & CF != 0,
+            flags & PF != 0,
+            flags & ZF != 0,
+            flags & SF != 0,
+            flags & OF != 0,
+        );
+        let want = [
+            of,              // 70 JO
+            !of,             // 71 JNO
+            cf,              // 72 JB
+            !cf,             // 73 JAE
+            zf,              // 74 JE
+            !zf,             // 75 JNE
+            cf || zf,        // 76 JBE
+            !cf && !zf,      // 77 JA
+            sf,              // 78 JS
+            !sf,             // 79 JNS
+            pf,              // 7a JP
+            !pf,             // 7b JNP
+            sf != of,        // 7c JL
+            sf == of,        // 7d JGE
+            zf || sf != of,  // 7e JLE
+            !zf && sf == of, // 7f JG
+        ];
+        for (cc, want) in want.iter().enumerate() {
+            assert_eq!(
+                poke::condition(flags, cc as u8),
+                *want,
+                "cc {cc:#x} flags {flags:#x}"
+            );
+        }
+    }
+}

@@ -6,10 +6,15 @@
 #ifndef _ASM_X86_TEXT_POKE_RS_H
 #define _ASM_X86_TEXT_POKE_RS_H
 
+#include <linux/atomic.h>
+#include <linux/compiler.h>
 #include <linux/percpu.h>
 #include <linux/types.h>
 
-struct pt_regs;
+#include <asm/ptrace.h>
+
+struct jump_entry;
+struct static_key;
 struct task_struct;
 
 /* Which implementation serves smp_text_poke_*(): "text_poke=" at boot. */
@@ -17,30 +22,6 @@ enum text_poke_rs_mode {
 	TEXT_POKE_RS_MODE_RUST,
 	TEXT_POKE_RS_MODE_C,
 	TEXT_POKE_RS_MODE_SERIAL,
-};
-
-/* What the INT3 handler does for a CPU that hit a site being patched. */
-enum text_poke_rs_emul_kind {
-	TEXT_POKE_RS_EMUL_NONE,
-	TEXT_POKE_RS_EMUL_INT3,
-	TEXT_POKE_RS_EMUL_RET,
-	TEXT_POKE_RS_EMUL_CALL,
-	TEXT_POKE_RS_EMUL_JMP,
-	TEXT_POKE_RS_EMUL_JCC,
-};
-
-/**
- * struct text_poke_rs_emul - an instruction for the INT3 handler to emulate
- * @target: where a CALL, JMP or taken Jcc goes
- * @next: the address of the next instruction (CALL's return address)
- * @kind: enum text_poke_rs_emul_kind
- * @cc: a Jcc's condition code
- */
-struct text_poke_rs_emul {
-	unsigned long target;
-	unsigned long next;
-	u8 kind;
-	u8 cc;
 };
 
 /**
@@ -54,6 +35,7 @@ struct text_poke_rs_emul {
  * @batch_ns: time spent applying batches
  * @own_syncs: sync rounds made by the task text_poke_rs_track() follows
  * @own_entries: sites patched by that task
+ * @refused: key flips refused because a site held the wrong bytes
  */
 struct text_poke_rs_stats {
 	u64 batches;
@@ -65,6 +47,7 @@ struct text_poke_rs_stats {
 	u64 batch_ns;
 	u64 own_syncs;
 	u64 own_entries;
+	u64 refused;
 };
 
 #ifdef CONFIG_TEXT_POKE_RS
@@ -72,10 +55,15 @@ struct text_poke_rs_stats {
 extern int text_poke_rs_mode;
 extern struct task_struct *text_poke_rs_txn_owner;
 DECLARE_PER_CPU(unsigned long, text_poke_rs_int3_hits);
+DECLARE_PER_CPU(atomic_t, text_poke_rs_refs);
 
+/*
+ * The mode only changes (text_poke_rs_set_mode()) with jump_label_mutex and
+ * text_mutex held and no batch in flight.
+ */
 static __always_inline bool text_poke_rs_active(void)
 {
-	return text_poke_rs_mode != TEXT_POKE_RS_MODE_C;
+	return READ_ONCE(text_poke_rs_mode) != TEXT_POKE_RS_MODE_C;
 }
 
 /* Counts an emulated INT3; called from noinstr code. */
@@ -87,15 +75,22 @@ static __always_inline void text_poke_rs_note_int3(void)
 void text_poke_rs_note_sync(void);
 void text_poke_rs_note_batch(unsigned int entries);
 void text_poke_rs_note_batch_done(void);
+void text_poke_rs_note_refused(void);
 void text_poke_rs_read_stats(struct text_poke_rs_stats *stats);
 void text_poke_rs_track(bool on);
-int text_poke_rs_int3_handler(struct pt_regs *regs);
+int text_poke_rs_set_mode(int mode);
 void text_poke_rs_poked(const void *addr, const void *old, const void *new,
 			size_t len);
+
+/* text_mutex, for the Rust jump-label update. */
+void text_poke_rs_text_lock(void);
+void text_poke_rs_text_unlock(void);
 
 /* Transactions: the batches of several calls applied as one. */
 void text_poke_rs_txn_begin(void);
 void text_poke_rs_txn_commit(void);
+/* A module is going away: apply what a transaction has queued. */
+void text_poke_rs_module_going(void);
 
 /* The per-CPU reference handshake with the INT3 handler. */
 void text_poke_rs_publish(void);
@@ -105,7 +100,40 @@ void text_poke_rs_retire(void);
 void text_poke_rs_batch_add(void *addr, const void *opcode, size_t len,
 			    const void *emulate);
 void text_poke_rs_batch_finish(void);
-bool text_poke_rs_lookup(unsigned long ip, struct text_poke_rs_emul *emul);
+void text_poke_rs_flush(void);
+size_t text_poke_rs_pending(void);
+bool jump_label_rs_update(struct static_key *key, struct jump_entry *entry,
+			  struct jump_entry *stop, bool init);
+bool text_poke_rs_emulate(struct pt_regs *regs);
+
+/*
+ * The INT3 handler, inlined into smp_text_poke_int3_handler(): while a
+ * batch is published (this CPU's count is not zero), text_poke_rs_emulate()
+ * finds the site and emulates the instruction being written there.
+ */
+static __always_inline int text_poke_rs_int3_handler(struct pt_regs *regs)
+{
+	atomic_t *refs;
+	int ret;
+
+	if (user_mode(regs))
+		return 0;
+
+	/* Pairs with the smp_wmb() in text_poke_rs_publish(). */
+	smp_rmb();
+	refs = this_cpu_ptr(&text_poke_rs_refs);
+	if (!raw_atomic_inc_not_zero(refs))
+		return 0;
+
+	ret = text_poke_rs_emulate(regs);
+	if (ret)
+		text_poke_rs_note_int3();
+
+	/* The vector is not read after the reference is dropped. */
+	smp_mb__before_atomic();
+	raw_atomic_dec(refs);
+	return ret;
+}
 
 #else /* !CONFIG_TEXT_POKE_RS */
 
