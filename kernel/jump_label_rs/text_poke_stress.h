@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Executors for the text_poke_rs KUnit stress test (kernel/jump_label_rs/
- * kunit.rs): kthreads that run a callback in a loop on other CPUs while
- * the test flips a static key.
+ * kunit.rs) and the text_poke_bench benchmark: kthreads that run a
+ * callback in a loop on other CPUs while the caller flips a static key.
  */
 #ifndef _KERNEL_JUMP_LABEL_RS_TEXT_POKE_STRESS_H
 #define _KERNEL_JUMP_LABEL_RS_TEXT_POKE_STRESS_H
+
+#include <linux/types.h>
 
 /*
  * Pins the caller to its CPU and starts one executor on each of up to @max
@@ -20,5 +22,29 @@ int text_poke_stress_start(unsigned long (*pass)(void), unsigned int max);
  * and the wrong results they saw.
  */
 void text_poke_stress_stop(unsigned long *passes, unsigned long *wrong);
+
+/**
+ * struct text_poke_timed - runs of a site by the timed executor
+ * @hits: runs that hit an INT3 the text-poke handler emulated
+ * @hit_ns: their total time
+ * @plain: runs that did not
+ * @plain_ns: their total time
+ */
+struct text_poke_timed {
+	u64 hits;
+	u64 hit_ns;
+	u64 plain;
+	u64 plain_ns;
+};
+
+/*
+ * Pins the caller to its CPU and starts one executor on another online
+ * CPU, calling @site in a loop with interrupts off around each call and
+ * timing it. Returns 0 or a negative errno.
+ */
+int text_poke_timed_start(unsigned long (*site)(void));
+
+/* Stops the executor, unpins the caller and reports the runs. */
+void text_poke_timed_stop(struct text_poke_timed *timed);
 
 #endif /* _KERNEL_JUMP_LABEL_RS_TEXT_POKE_STRESS_H */

@@ -1,0 +1,381 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Benchmarks of static key flips and of the INT3 handler, for each text-poke implementation.
+//!
+//! Five keys with 1, 8, 56, 256 and 1024 sites. `/sys/kernel/debug/text_poke_bench/run` takes
+//! a command and, once it is done, reads back its figures, one `name value` a line:
+//!
+//! - `flip SITES FLIPS`: flips the key with SITES sites FLIPS times (enable, disable, ...)
+//!   through `static_key_enable()` and `static_key_disable()`, as C callers do, and reports the
+//!   sync rounds, IPIs and sites patched, and the time taken per flip (the monotonic clock, which
+//!   counts guest instructions when QEMU runs with `-icount shift=0`). Every flip is checked
+//!   by running all the sites: `wrong` counts sites that took the wrong direction.
+//! - `lookup SITES FLIPS`: the same flips while one other CPU runs the key's last site in a
+//!   loop, timing each run with interrupts off. Runs that hit an INT3 (the handler's count for
+//!   that CPU moved) are counted apart: `hit_ns / hits - plain_ns / plain` is the cost of the
+//!   INT3 path, trap, lookup and emulation, for a batch of SITES sites.
+//!
+//! The implementation measured is the one in use: `/sys/kernel/debug/text_poke/mode` switches
+//! it, so all three are measured on one boot.
+
+use core::{
+    ffi::c_ulong,
+    fmt,
+    sync::atomic::{
+        AtomicBool,
+        AtomicU64,
+        Ordering, //
+    },
+};
+use kernel::{
+    bindings,
+    debugfs::Scope,
+    prelude::*,
+    static_key::StaticKeyFalse,
+    uaccess::UserSliceReader, //
+};
+
+module! {
+    type: TextPokeBench,
+    name: "text_poke_bench",
+    authors: ["The jump_label_rs authors"],
+    description: "Static key flip and INT3 handler benchmarks",
+    license: "GPL",
+}
+
+/// Defines a key and its sites: `$site::<A, B>` is one site per instance, returning
+/// `A * 32 + B + 1` when the key is enabled and 0 when not. Each instance's body differs, or
+/// identical functions would be merged into one.
+macro_rules! bench_key {
+    ($key:ident, $site:ident) => {
+        static $key: StaticKeyFalse = StaticKeyFalse::new();
+
+        #[inline(never)]
+        fn $site<const A: u32, const B: u32>() -> u32 {
+            if kernel::static_branch_unlikely!($key) {
+                A * 32 + B + 1
+            } else {
+                0
+            }
+        }
+    };
+}
+
+bench_key!(KEY_1, site_1);
+bench_key!(KEY_8, site_8);
+bench_key!(KEY_56, site_56);
+bench_key!(KEY_256, site_256);
+bench_key!(KEY_1024, site_1024);
+
+/// Runs sites `$a, $b...` of `$f`; evaluates to how many branched.
+macro_rules! run {
+    ($f:ident, $a:literal; $($b:literal)*) => {
+        $( u32::from($f::<$a, $b>() != 0) + )* 0
+    };
+}
+
+/// Runs row `$a` of `$f`, 32 sites.
+macro_rules! row {
+    ($f:ident, $a:literal) => {
+        run!($f, $a; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28
+             29 30 31)
+    };
+}
+
+/// Runs rows `$a...` of `$f`.
+macro_rules! rows {
+    ($f:ident; $($a:literal)*) => {
+        $( row!($f, $a) + )* 0
+    };
+}
+
+fn run_1() -> u32 {
+    run!(site_1, 0; 0)
+}
+
+fn run_8() -> u32 {
+    run!(site_8, 0; 0 1 2 3 4 5 6 7)
+}
+
+fn run_56() -> u32 {
+    row!(site_56, 0)
+        + run!(site_56, 1; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23)
+}
+
+fn run_256() -> u32 {
+    rows!(site_256; 0 1 2 3 4 5 6 7)
+}
+
+fn run_1024() -> u32 {
+    rows!(site_1024; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28
+          29 30 31)
+}
+
+// The last site of each key, for the executor of the lookup benchmark.
+extern "C" fn last_1() -> c_ulong {
+    site_1::<0, 0>().into()
+}
+
+extern "C" fn last_8() -> c_ulong {
+    site_8::<0, 7>().into()
+}
+
+extern "C" fn last_56() -> c_ulong {
+    site_56::<1, 23>().into()
+}
+
+extern "C" fn last_256() -> c_ulong {
+    site_256::<7, 31>().into()
+}
+
+extern "C" fn last_1024() -> c_ulong {
+    site_1024::<31, 31>().into()
+}
+
+/// A benchmark key.
+struct BenchKey {
+    sites: u32,
+    key: &'static StaticKeyFalse,
+    run: fn() -> u32,
+    last: extern "C" fn() -> c_ulong,
+}
+
+static KEYS: [BenchKey; 5] = [
+    BenchKey {
+        sites: 1,
+        key: &KEY_1,
+        run: run_1,
+        last: last_1,
+    },
+    BenchKey {
+        sites: 8,
+        key: &KEY_8,
+        run: run_8,
+        last: last_8,
+    },
+    BenchKey {
+        sites: 56,
+        key: &KEY_56,
+        run: run_56,
+        last: last_56,
+    },
+    BenchKey {
+        sites: 256,
+        key: &KEY_256,
+        run: run_256,
+        last: last_256,
+    },
+    BenchKey {
+        sites: 1024,
+        key: &KEY_1024,
+        run: run_1024,
+        last: last_1024,
+    },
+];
+
+/// The timed executor, in kernel/jump_label_rs/text_poke_stress.c.
+#[repr(C)]
+#[derive(Default)]
+struct Timed {
+    hits: u64,
+    hit_ns: u64,
+    plain: u64,
+    plain_ns: u64,
+}
+
+extern "C" {
+    fn text_poke_timed_start(site: extern "C" fn() -> c_ulong) -> i32;
+    fn text_poke_timed_stop(timed: *mut Timed);
+}
+
+/// The figures of the last run, in the order they are printed.
+const FIELDS: [&str; 14] = [
+    "sites", "flips", "syncs", "ipis", "entries", "batches", "ns", "ns_min", "ns_max", "wrong",
+    "hits", "hit_ns", "plain", "plain_ns",
+];
+
+/// The benchmark's debugfs state: the last run's figures.
+struct Bench {
+    /// A run is going on.
+    busy: AtomicBool,
+    /// What the last run was: 0 none, 1 flip, 2 lookup.
+    kind: AtomicU64,
+    /// The implementation it measured.
+    mode: AtomicU64,
+    figures: [AtomicU64; FIELDS.len()],
+}
+
+fn stats() -> bindings::text_poke_rs_stats {
+    let mut s = bindings::text_poke_rs_stats::default();
+    // SAFETY: `s` is valid for writes.
+    unsafe { bindings::text_poke_rs_read_stats(&mut s) };
+    s
+}
+
+fn mode() -> u64 {
+    // SAFETY: `text_poke_rs_mode` is a valid `int`; a volatile read is `READ_ONCE()`.
+    let mode = unsafe { core::ptr::read_volatile(&raw const bindings::text_poke_rs_mode) };
+    mode as u64
+}
+
+fn now() -> u64 {
+    // SAFETY: `ktime_get_mono_fast_ns()` has no preconditions.
+    unsafe { bindings::ktime_get_mono_fast_ns() }
+}
+
+impl Bench {
+    /// Flips `k` `flips` times; with `lookup`, while an executor runs its last site.
+    fn run(&self, k: &BenchKey, flips: u64, lookup: bool) -> Result {
+        if k.key.is_enabled() {
+            return Err(EBUSY);
+        }
+        if lookup {
+            // SAFETY: `k.last` may run on any CPU at any time.
+            let started = unsafe { text_poke_timed_start(k.last) };
+            if started < 0 {
+                return Err(Error::from_errno(started));
+            }
+        }
+        let before = stats();
+        let (mut total, mut min, mut max, mut wrong) = (0u64, u64::MAX, 0u64, 0u64);
+        for i in 0..flips {
+            let enable = i % 2 == 0;
+            let t0 = now();
+            // SAFETY: `k.key` is a valid key, and this task may sleep.
+            unsafe {
+                if enable {
+                    bindings::static_key_enable(k.key.as_raw());
+                } else {
+                    bindings::static_key_disable(k.key.as_raw());
+                }
+            }
+            let ns = now().wrapping_sub(t0);
+            total = total.wrapping_add(ns);
+            min = min.min(ns);
+            max = max.max(ns);
+            let taken = (k.run)();
+            wrong += u64::from(if enable {
+                k.sites.saturating_sub(taken)
+            } else {
+                taken
+            });
+        }
+        let after = stats();
+        let mut timed = Timed::default();
+        if lookup {
+            // SAFETY: `timed` is valid for writes; the executor was started above.
+            unsafe { text_poke_timed_stop(&mut timed) };
+        }
+        if k.key.is_enabled() {
+            // SAFETY: As above.
+            unsafe { bindings::static_key_disable(k.key.as_raw()) };
+        }
+        let values = [
+            u64::from(k.sites),
+            flips,
+            after.syncs - before.syncs,
+            after.ipis - before.ipis,
+            after.entries - before.entries,
+            after.batches - before.batches,
+            total,
+            if flips == 0 { 0 } else { min },
+            max,
+            wrong,
+            timed.hits,
+            timed.hit_ns,
+            timed.plain,
+            timed.plain_ns,
+        ];
+        for (slot, v) in self.figures.iter().zip(values) {
+            slot.store(v, Ordering::Relaxed);
+        }
+        self.mode.store(mode(), Ordering::Relaxed);
+        self.kind
+            .store(if lookup { 2 } else { 1 }, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Parses `flip SITES FLIPS` or `lookup SITES FLIPS`.
+fn parse(cmd: &[u8]) -> Result<(bool, &'static BenchKey, u64)> {
+    let text = core::str::from_utf8(cmd).map_err(|_| EINVAL)?;
+    let mut words = text.split_ascii_whitespace();
+    let lookup = match words.next() {
+        Some("flip") => false,
+        Some("lookup") => true,
+        _ => return Err(EINVAL),
+    };
+    let sites: u32 = words.next().ok_or(EINVAL)?.parse().map_err(|_| EINVAL)?;
+    let flips: u64 = words.next().ok_or(EINVAL)?.parse().map_err(|_| EINVAL)?;
+    if words.next().is_some() || flips == 0 || flips > 1_000_000 {
+        return Err(EINVAL);
+    }
+    let key = KEYS.iter().find(|k| k.sites == sites).ok_or(EINVAL)?;
+    Ok((lookup, key, flips))
+}
+
+fn write_run(bench: &Bench, reader: &mut UserSliceReader) -> Result {
+    let mut buf = [0u8; 32];
+    let n = reader.len();
+    if n == 0 || n > buf.len() {
+        return Err(EINVAL);
+    }
+    reader.read_slice(&mut buf[..n])?;
+    let (lookup, key, flips) = parse(&buf[..n])?;
+    if bench.busy.swap(true, Ordering::Acquire) {
+        return Err(EBUSY);
+    }
+    let ret = bench.run(key, flips, lookup);
+    bench.busy.store(false, Ordering::Release);
+    ret
+}
+
+fn show_run(bench: &Bench, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let kind = match bench.kind.load(Ordering::Relaxed) {
+        1 => "flip",
+        2 => "lookup",
+        _ => return writeln!(f, "none"),
+    };
+    let mode = match bench.mode.load(Ordering::Relaxed) as u32 {
+        bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_RUST => "rust",
+        bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_C => "c",
+        _ => "serial",
+    };
+    writeln!(f, "kind {kind}")?;
+    writeln!(f, "mode {mode}")?;
+    for (name, v) in FIELDS.iter().zip(bench.figures.iter()) {
+        writeln!(f, "{name} {}", v.load(Ordering::Relaxed))?;
+    }
+    Ok(())
+}
+
+fn show_keys(_: &Bench, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    for k in &KEYS {
+        let sites = k.key.site_count().unwrap_or(0);
+        writeln!(f, "{} {sites}", k.sites)?;
+    }
+    Ok(())
+}
+
+struct TextPokeBench {
+    _debugfs: Pin<KBox<Scope<Bench>>>,
+}
+
+impl kernel::Module for TextPokeBench {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        let bench = Bench {
+            busy: AtomicBool::new(false),
+            kind: AtomicU64::new(0),
+            mode: AtomicU64::new(0),
+            figures: [const { AtomicU64::new(0) }; FIELDS.len()],
+        };
+        let debugfs = KBox::pin_init(
+            Scope::dir(bench, c"text_poke_bench", |bench, dir| {
+                dir.read_write_callback_file(c"run", bench, &show_run, &write_run);
+                dir.read_callback_file(c"keys", bench, &show_keys);
+            }),
+            GFP_KERNEL,
+        )?;
+        Ok(Self { _debugfs: debugfs })
+    }
+}
