@@ -2,11 +2,24 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # make demo: build the overlay kernel if needed, boot it in QEMU
-# (single-threaded TCG, 4 vCPUs) with a busybox initramfs, and run the demo
-# scenarios inside the guest.
+# (single-threaded TCG, 4 vCPUs, -icount shift=0) with a busybox initramfs,
+# run the demo scenarios inside the guest and write results/demo.json,
+# results/REPORT.md and plots.
+#
+# Usage: demo.sh [SCENARIO...]   (default: all of them)
+#   sample  flip the Rust sample key through debugfs
+#   flip    IPI rounds, IPIs and cost per flip, 1 to 1024 sites, per mode
+#   lookup  cost of an INT3 hit during a flip, 1 to 1024 sites, c and rust
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 step demo
+
+ALL=(sample flip lookup)
+scenarios=("$@")
+[ ${#scenarios[@]} -gt 0 ] || scenarios=("${ALL[@]}")
+for s in "${scenarios[@]}"; do
+	[[ " ${ALL[*]} " == *" $s "* ]] || die "unknown scenario '$s' (known: ${ALL[*]})"
+done
 
 "$JLRS_TOP/scripts/setup-host.sh"
 "$JLRS_TOP/scripts/fetch-base.sh"
@@ -43,25 +56,52 @@ dir /demo 0755 0 0
 file /bin/busybox $busybox 0755 0 0
 slink /bin/sh busybox 0777 0 0
 file /init $JLRS_TOP/scripts/demo/guest-init.sh 0755 0 0
-file /demo/run.sh $JLRS_TOP/scripts/demo/sample.sh 0755 0 0
+file /demo/sample.sh $JLRS_TOP/scripts/demo/sample.sh 0755 0 0
+file /demo/bench.sh $JLRS_TOP/scripts/demo/bench.sh 0755 0 0
 LIST
 "$gen" "$work/initramfs.list" > "$work/initramfs.cpio" ||
 	die "gen_init_cpio failed"
 
+cpus=4
 log=$work/guest.log
-msg "booting Linux $JLRS_BASE_VERSION in QEMU (TCG, 4 vCPUs)"
-rc=0
-timeout 600 qemu-system-x86_64 -accel tcg,thread=single -smp 4 -m 1024 \
-	-nographic -no-reboot -bios qboot.rom -kernel "$kernel" \
-	-initrd "$work/initramfs.cpio" \
-	-append "console=ttyS0 kunit.enable=0 panic=-1 oops=panic loglevel=4" \
-	> "$log" 2>&1 || rc=$?
-tr -d '\r' < "$log" | sed -n 's/^@@ \{0,1\}//p'
-[ "$rc" != 124 ] || die "the guest timed out after 600 s (log: $log)"
-grep -q '^@@ end 0' <(tr -d '\r' < "$log") ||
-	die "the demo did not complete in the guest (exit $rc, log: $log)"
+list=$(IFS=,; echo "${scenarios[*]}")
+msg "booting Linux $JLRS_BASE_VERSION in QEMU (TCG, $cpus vCPUs, -icount shift=0): $list"
+# -icount shift=0: the guest clock counts instructions (1 ns each) and
+# jumps over idle time, so costs are repeatable.
+set +e
+timeout 1200 qemu-system-x86_64 -accel tcg,thread=single -smp $cpus -m 1024 \
+	-icount shift=0,sleep=off -nographic -no-reboot -bios qboot.rom \
+	-kernel "$kernel" -initrd "$work/initramfs.cpio" \
+	-append "console=ttyS0 kunit.enable=0 panic=-1 oops=panic loglevel=4 demo=$list" \
+	2>&1 | tr -d '\r' | tee "$log" |
+	sed -un -e 's/^@@ progress /[demo] /p' -e 's/^@@ error /[demo] error: /p'
+rc=${PIPESTATUS[0]}
+set -e
+[ "$rc" != 124 ] || msg "error: the guest timed out after 1200 s (log: $log)"
+
+if [[ " ${scenarios[*]} " == *" sample "* ]]; then
+	sed -n '/^@@ progress sample/,/^@@ done sample/s/^@@ \{0,1\}//p' "$log"
+fi
+
+problems=0
 if grep -qE 'Oops|BUG:|WARNING:|Kernel panic' "$log"; then
 	grep -E 'Oops|BUG:|WARNING:|Kernel panic' "$log" >&2
-	die "the guest kernel reported a problem (log: $log)"
+	msg "error: the guest kernel reported a problem (log: $log)"
+	problems=1
 fi
-msg "done (guest log: $log)"
+grep -q '^@@ end 0' "$log" || { msg "error: the demo did not complete in the guest (log: $log)"; problems=1; }
+
+out=$JLRS_TOP/results
+sargs=()
+for s in "${scenarios[@]}"; do
+	[ "$s" = sample ] || sargs+=(--scenario "$s")
+done
+rev=$(git -C "$JLRS_TOP" describe --always --dirty 2>/dev/null || echo unknown)
+if [ ${#sargs[@]} -gt 0 ]; then
+	# Debian's python3: the one python3-matplotlib is for.
+	/usr/bin/python3 "$JLRS_TOP/scripts/demo/results.py" --log "$log" --out "$out" \
+		--kernel "$JLRS_BASE_VERSION" --cpus $cpus --revision "$rev" --icount "${sargs[@]}" ||
+		{ msg "error: results incomplete ($out/demo.json says which)"; problems=1; }
+fi
+[ "$problems" = 0 ] || die "demo failed (guest log: $log)"
+msg "done: $out/demo.json, $out/REPORT.md (guest log: $log)"

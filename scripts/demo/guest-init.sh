@@ -1,13 +1,22 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
-# /init of the demo initramfs: mount what the demo reads, run the scenario
-# script, power off. Every line the host parses starts with "@@".
+# /init of the demo initramfs: mount what the demo reads, run the scenarios
+# named by demo= on the kernel command line, power off. Every line the host parses starts with "@@".
 /bin/busybox --install -s /bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t debugfs debugfs /sys/kernel/debug
 echo "@@ boot ok $(uname -r) cpus=$(grep -c ^processor /proc/cpuinfo)"
-sh /demo/run.sh
-echo "@@ end $?"
+# The scenarios to run: demo=a,b,... on the kernel command line.
+scenarios=$(tr ' ' '\n' < /proc/cmdline | sed -n 's/^demo=//p' | tr ',' ' ')
+rc=0
+for s in $scenarios; do
+	case $s in
+	sample) sh /demo/sample.sh || rc=1 ;;
+	flip|lookup) sh /demo/bench.sh "$s" || rc=1 ;;
+	*) echo "@@ error unknown scenario $s"; rc=1 ;;
+	esac
+done
+echo "@@ end $rc"
 # With -no-reboot, QEMU exits when the guest reboots.
 reboot -f

@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # Demo scenario "sample": flip the Rust sample's static key and show its
 # sites. Runs inside the guest.
+echo "@@ progress sample: flip the Rust sample key through debugfs"
 d=/sys/kernel/debug/rust_static_key
 if [ ! -d $d ]; then
 	echo "@@ error sample: $d missing (CONFIG_SAMPLE_RUST_STATIC_KEY off?)"
@@ -31,3 +32,4 @@ if [ -r $s ]; then
 	echo "@@ step text-poke counters after the flips ($s)"
 	sed 's/^/@@   /' $s
 fi
+echo "@@ done sample"

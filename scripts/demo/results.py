@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Turn the "@@" lines of a demo guest log into results/demo.json,
+results/REPORT.md and PNG plots.
+
+Usage: results.py --log GUEST_LOG --out DIR --kernel VERSION --cpus N
+                  --revision REV [--icount] --scenario NAME...
+
+A scenario the guest did not finish ("@@ done NAME" missing) keeps the
+measurements it made, and is listed under "incomplete" with "complete":
+false. Exits 1 if anything is incomplete or an error line was seen.
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+
+UNIT_ICOUNT = "guest_ns"  # -icount shift=0: one guest ns per instruction
+
+
+def parse_log(path):
+    results, done, errors = [], set(), []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for raw in f:
+            line = raw.replace("\r", "").rstrip("\n")
+            m = re.search(r"@@ (\w+) ?(.*)$", line)
+            if not m:
+                continue
+            what, rest = m.groups()
+            if what == "result":
+                fields = dict(kv.split("=", 1) for kv in rest.split() if "=" in kv)
+                results.append(fields)
+            elif what == "done":
+                done.add(rest.strip())
+            elif what == "error":
+                errors.append(rest.strip())
+    return results, done, errors
+
+
+def cal_delta(r):
+    before = [int(x) for x in r.get("cal_before", "").split(",") if x]
+    after = [int(x) for x in r.get("cal_after", "").split(",") if x]
+    if not before or len(before) != len(after):
+        return None
+    return [a - b for a, b in zip(after, before)]
+
+
+def flip_rows(results, cpus, unit):
+    rows = []
+    for r in results:
+        if r.get("kind") != "flip":
+            continue
+        flips = int(r["flips"])
+        cal = cal_delta(r)
+        rows.append({
+            "mode": r["mode"],
+            "sites": int(r["sites"]),
+            "flips": flips,
+            "ipi_rounds_per_flip": int(r["syncs"]) / flips,
+            "ipis_per_flip_per_cpu": int(r["ipis"]) / flips / max(cpus - 1, 1),
+            "cal_per_flip_per_cpu": [round(c / flips, 2) for c in cal] if cal else None,
+            "cost_per_flip": int(r["ns"]) / flips,
+            "cost_min": int(r["ns_min"]),
+            "cost_max": int(r["ns_max"]),
+            "entries_per_flip": int(r["entries"]) / flips,
+            "wrong_sites": int(r["wrong"]),
+            "unit": unit,
+        })
+    return rows
+
+
+def lookup_rows(results, unit):
+    rows = []
+    for r in results:
+        if r.get("kind") != "lookup":
+            continue
+        hits, plain = int(r["hits"]), int(r["plain"])
+        row = {
+            "impl": r["mode"],
+            "entries": int(r["sites"]),
+            "hits": hits,
+            "cost": None,
+            "unit": unit,
+        }
+        if hits and plain:
+            hit = int(r["hit_ns"]) / hits
+            base = int(r["plain_ns"]) / plain
+            row.update(cost=round(hit - base, 1), hit_cost=round(hit, 1),
+                       plain_cost=round(base, 1))
+        rows.append(row)
+    return rows
+
+
+def ratio(rows, key, value, against="c", of="rust"):
+    by = {(r[key[0]], r[key[1]]): r[value] for r in rows}
+    out = {}
+    for (mode, n), v in by.items():
+        if mode != of:
+            continue
+        c = by.get((against, n))
+        if c and v is not None:
+            out[n] = v / c
+    return out
+
+
+def table(head, rows):
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def fmt(v, digits=1):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:,.{digits}f}"
+    return f"{v:,}"
+
+
+def report(doc):
+    unit = "guest ns (= guest instructions, -icount shift=0)" if doc["qemu"]["icount"] \
+        else "ns (wall clock, no -icount: not repeatable)"
+    lines = [f"# jump_label_rs demo results",
+             "",
+             f"Linux {doc['kernel']}, QEMU {doc['qemu']['accel']} "
+             f"{doc['qemu']['cpus']} vCPUs, icount {'on' if doc['qemu']['icount'] else 'off'}, "
+             f"revision {doc['revision']}. Costs in {unit}.",
+             ""]
+    if not doc["complete"]:
+        lines += [f"**INCOMPLETE**: {', '.join(doc['incomplete'])}", ""]
+    if "flip" in doc:
+        flip_ratio = ratio(doc["flip"], ("mode", "sites"), "cost_per_flip")
+        rows = []
+        for r in sorted(doc["flip"], key=lambda r: (r["sites"], r["mode"])):
+            rows.append([r["sites"], r["mode"], r["flips"], fmt(r["ipi_rounds_per_flip"], 2),
+                         fmt(r["ipis_per_flip_per_cpu"], 2),
+                         ",".join(fmt(c, 2) for c in r["cal_per_flip_per_cpu"] or []),
+                         fmt(r["cost_per_flip"], 0),
+                         fmt(flip_ratio.get(r["sites"]), 3) if r["mode"] == "rust" else "",
+                         r["wrong_sites"]])
+        lines += ["## flip: one key, N sites, flipped on and off", "",
+                  table(["sites", "mode", "flips", "IPI rounds/flip", "IPIs/flip/CPU (counters)",
+                         "CAL/flip per CPU", "cost/flip", "rust/c", "wrong sites"], rows), ""]
+    if "lookup" in doc:
+        lk_ratio = ratio(doc["lookup"], ("impl", "entries"), "cost")
+        rows = []
+        for r in sorted(doc["lookup"], key=lambda r: (r["entries"], r["impl"])):
+            rows.append([r["entries"], r["impl"], r["hits"], fmt(r.get("hit_cost")),
+                         fmt(r.get("plain_cost")), fmt(r["cost"]),
+                         fmt(lk_ratio.get(r["entries"]), 3) if r["impl"] == "rust" else ""])
+        lines += ["## lookup: a site run during a flip of N sites, INT3 hit vs plain run", "",
+                  table(["entries", "impl", "INT3 hits", "cost with hit", "cost plain",
+                         "INT3 path cost", "rust/c"], rows), ""]
+    return "\n".join(lines)
+
+
+def plots(doc, out):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return ["matplotlib missing: no plots"]
+    made = []
+
+    def curve(rows, key, x, y, ylabel, title, name, logy=False):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for mode in sorted({r[key] for r in rows}):
+            pts = sorted((r[x], r[y]) for r in rows if r[key] == mode and r[y] is not None)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=mode)
+        ax.set_xscale("log", base=2)
+        xs = sorted({r[x] for r in rows})
+        ax.set_xticks(xs, [str(v) for v in xs])
+        ax.minorticks_off()
+        if logy:
+            ax.set_yscale("log")
+        ax.set_xlabel("sites" if x == "sites" else "entries in the batch")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, name), dpi=100)
+        plt.close(fig)
+        made.append(name)
+
+    if doc.get("flip"):
+        curve(doc["flip"], "mode", "sites", "ipi_rounds_per_flip", "IPI rounds per flip",
+              "IPI rounds per key flip", "flip-ipis.png", logy=True)
+        curve(doc["flip"], "mode", "sites", "cost_per_flip", f"cost per flip ({doc['flip'][0]['unit']})",
+              "Key flip cost", "flip-cost.png", logy=True)
+    if doc.get("lookup"):
+        curve(doc["lookup"], "impl", "entries", "cost", f"INT3 path cost ({doc['lookup'][0]['unit']})",
+              "INT3 hit cost vs batch size", "lookup-cost.png")
+    return made
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--log", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--kernel", required=True)
+    ap.add_argument("--cpus", type=int, required=True)
+    ap.add_argument("--revision", required=True)
+    ap.add_argument("--icount", action="store_true")
+    ap.add_argument("--scenario", action="append", default=[])
+    args = ap.parse_args()
+
+    results, done, errors = parse_log(args.log)
+    unit = UNIT_ICOUNT if args.icount else "wall_ns"
+    doc = {"kernel": args.kernel,
+           "qemu": {"accel": "tcg", "icount": args.icount, "cpus": args.cpus},
+           "revision": args.revision}
+    if "flip" in args.scenario:
+        doc["flip"] = flip_rows(results, args.cpus, unit)
+    if "lookup" in args.scenario:
+        doc["lookup"] = lookup_rows(results, unit)
+    incomplete = [s for s in args.scenario if s not in done]
+    doc["complete"] = not incomplete and not errors
+    doc["incomplete"] = incomplete
+    doc["errors"] = errors
+
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "demo.json"), "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    text = report(doc)
+    notes = plots(doc, args.out)
+    with open(os.path.join(args.out, "REPORT.md"), "w", encoding="utf-8") as f:
+        f.write(text + "\n")
+        for n in notes:
+            if n.endswith(".png"):
+                f.write(f"\n![{n}]({n})\n")
+    print(text)
+    for n in notes:
+        print(f"plot: {os.path.join(args.out, n)}" if n.endswith(".png") else n)
+    for e in errors:
+        print(f"error in the guest: {e}", file=sys.stderr)
+    return 0 if doc["complete"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
