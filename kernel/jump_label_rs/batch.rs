@@ -14,29 +14,25 @@ use kernel::{
     prelude::*, //
 };
 
-use crate::poke::{self, Emulation, PokeError, PokeLoc, TextOps};
+use crate::poke::{self, Emulation, PokeError, PokeLoc, Queue, Sites, TextOps};
 
 /// Sites a batch holds without allocating: a page of [`PokeLoc`]s, as in C.
 const FIXED: usize = 256;
 
-/// The batch being built.
+/// Where the batch keeps its sites.
 ///
 /// # Invariants
 ///
-/// - `nr <= FIXED` while `grown` is empty, and the live sites are `fixed[..nr]`;
-/// - otherwise the live sites are `grown[..nr]`, with `nr == grown.len()`;
-/// - the live sites are in ascending address order unless `unsorted`, which only a transaction
-///   sets, and never hold one address twice.
-struct Batch {
+/// - `nr <= FIXED` while `grown` is empty, and the sites are `fixed[..nr]`;
+/// - otherwise the sites are `grown[..nr]`, with `nr == grown.len()`.
+struct Storage {
     fixed: [PokeLoc; FIXED],
     grown: KVec<PokeLoc>,
     nr: usize,
-    /// Sites were added out of address order (in a transaction): sort before applying.
-    unsorted: bool,
 }
 
-impl Batch {
-    fn sites(&mut self) -> &mut [PokeLoc] {
+impl Sites for Storage {
+    fn as_mut_slice(&mut self) -> &mut [PokeLoc] {
         if self.grown.is_empty() {
             &mut self.fixed[..self.nr]
         } else {
@@ -44,8 +40,6 @@ impl Batch {
         }
     }
 
-    /// Makes room for one more site, growing past the fixed page if needed. Returns false if
-    /// the batch is full and could not grow: the caller applies it first.
     fn reserve_one(&mut self) -> bool {
         if self.grown.is_empty() {
             if self.nr < FIXED {
@@ -62,7 +56,7 @@ impl Batch {
             {
                 return false;
             }
-            // INVARIANT: the live sites move, in order, to `grown`; `nr == grown.len()`.
+            // INVARIANT: the sites move, in order, to `grown`; `nr == grown.len()`.
             self.grown = v;
             return true;
         }
@@ -87,17 +81,16 @@ impl Batch {
         self.nr += 1;
     }
 
-    /// Empties the batch; keeps a grown vector's memory for the next large batch.
+    /// Keeps a grown vector's memory for the next large batch.
     fn clear(&mut self) {
         self.grown.clear();
         self.nr = 0;
-        self.unsorted = false;
     }
 }
 
 /// The batch and what the INT3 handler sees of it.
 struct State {
-    batch: UnsafeCell<Batch>,
+    batch: UnsafeCell<Queue<Storage>>,
     /// The published vector: pointer and length, valid while published.
     published: UnsafeCell<(*const PokeLoc, usize)>,
 }
@@ -107,12 +100,11 @@ struct State {
 unsafe impl Sync for State {}
 
 static STATE: State = State {
-    batch: UnsafeCell::new(Batch {
+    batch: UnsafeCell::new(Queue::new(Storage {
         fixed: [PokeLoc::EMPTY; FIXED],
         grown: KVec::new(),
         nr: 0,
-        unsorted: false,
-    }),
+    })),
     published: UnsafeCell::new((ptr::null(), 0)),
 };
 
@@ -127,7 +119,7 @@ fn base() -> usize {
 /// # Safety
 ///
 /// The caller holds `text_mutex` and does not keep the reference past releasing it.
-unsafe fn batch() -> &'static mut Batch {
+unsafe fn batch() -> &'static mut Queue<Storage> {
     // SAFETY: `text_mutex` serialises every user of the batch, as the caller guarantees.
     unsafe { &mut *STATE.batch.get() }
 }
@@ -274,46 +266,22 @@ pub(crate) fn poke_loc(addr: usize, text: &[u8]) -> Result<PokeLoc, PokeError> {
     PokeLoc::new(base(), addr, text, None)
 }
 
-/// Queues `loc`, applying the batch first if `loc` would break its address order (outside a
-/// transaction), is already queued, or the batch is full and cannot grow. In `serial` mode the
-/// batch is applied at once.
+/// Queues `loc` (see [`Queue::add`]). In `serial` mode the batch is applied at once.
 pub(crate) fn queue(_text: &TextMutex, loc: PokeLoc) {
-    let addr = loc.addr(base());
     // SAFETY: `_text` says the caller holds `text_mutex`.
     let b = unsafe { batch() };
-    let txn = in_transaction();
-    let ordered = poke::ordered(b.sites(), base(), addr);
-    // Out of order: flush, as the binary search needs a sorted vector; in a transaction the
-    // batch is sorted before it is applied instead. A site already queued is flushed first.
-    let flush = (!ordered && (!txn || b.sites().iter().any(|l| l.addr(base()) == addr)))
-        || !b.reserve_one();
-    if flush {
-        apply_batch();
-    }
-    // SAFETY: As above.
-    let b = unsafe { batch() };
-    if !poke::ordered(b.sites(), base(), addr) {
-        // INVARIANT: only a transaction adds out of order, and `apply_batch()` sorts.
-        b.unsorted = true;
-    }
-    b.push(loc);
+    b.add(base(), loc, in_transaction(), apply_sites);
     if serial() {
-        apply_batch();
+        b.flush(base(), apply_sites);
     }
 }
 
 /// The bytes queued for `addr`, if a pending write covers exactly that site.
 pub(crate) fn pending(_text: &TextMutex, addr: usize) -> Option<([u8; poke::MAX_INSN], usize)> {
     // SAFETY: `_text` says the caller holds `text_mutex`.
-    let b = unsafe { batch() };
-    let unsorted = b.unsorted;
-    let sites = b.sites();
-    let loc = if unsorted {
-        sites.iter().find(|l| l.addr(base()) == addr)
-    } else {
-        poke::lookup(sites, base(), addr)
-    };
-    loc.map(PokeLoc::new_bytes)
+    unsafe { batch() }
+        .pending(base(), addr)
+        .map(PokeLoc::new_bytes)
 }
 
 /// `smp_text_poke_batch_finish()` for Rust callers: applies the batch unless the current task
@@ -342,7 +310,7 @@ pub unsafe extern "C" fn text_poke_rs_flush() {
 #[no_mangle]
 pub unsafe extern "C" fn text_poke_rs_pending() -> usize {
     // SAFETY: The caller holds `text_mutex`.
-    unsafe { batch() }.nr
+    unsafe { batch() }.len()
 }
 
 /// `smp_text_poke_batch_finish()`: applies the batch with the INT3 protocol.
@@ -359,16 +327,11 @@ pub unsafe extern "C" fn text_poke_rs_batch_finish() {
 /// Applies the batch. Called with `text_mutex` held.
 fn apply_batch() {
     // SAFETY: Every caller holds `text_mutex`.
-    let b = unsafe { batch() };
-    let unsorted = b.unsorted;
-    let sites = b.sites();
-    if sites.is_empty() {
-        return;
-    }
-    if unsorted {
-        // The INT3 handler's binary search needs the vector sorted; addresses are unique.
-        sites.sort_unstable_by_key(|l| l.addr(base()));
-    }
+    unsafe { batch() }.flush(base(), apply_sites);
+}
+
+/// Patches `sites`, sorted by address, with the INT3 protocol. Called with `text_mutex` held.
+fn apply_sites(sites: &mut [PokeLoc]) {
     // SAFETY: `published` is only written under `text_mutex`, and no handler reads it before
     // `text_poke_rs_publish()` below.
     unsafe { *STATE.published.get() = (sites.as_ptr(), sites.len()) };
@@ -383,7 +346,6 @@ fn apply_batch() {
     unsafe { bindings::text_poke_rs_retire() };
     // SAFETY: No handler holds a reference any more.
     unsafe { *STATE.published.get() = (ptr::null(), 0) };
-    b.clear();
     // SAFETY: Ends the batch counted by `text_poke_rs_note_batch()` above.
     unsafe { bindings::text_poke_rs_note_batch_done() };
 }

@@ -400,3 +400,119 @@ pub fn apply(vec: &mut [PokeLoc], base: usize, ops: &mut impl TextOps) -> ApplyS
     stats.sites = vec.len() as u32;
     stats
 }
+
+/// Storage for the sites of a batch.
+pub trait Sites {
+    /// The sites, in the order they were added.
+    fn as_mut_slice(&mut self) -> &mut [PokeLoc];
+    /// Makes room for one more site; false if the storage is full and cannot grow.
+    fn reserve_one(&mut self) -> bool;
+    /// Appends `loc`, after [`reserve_one`](Self::reserve_one) returned true.
+    fn push(&mut self, loc: PokeLoc);
+    /// Forgets every site.
+    fn clear(&mut self);
+}
+
+/// A batch being built: `smp_text_poke_batch_add()`'s rules over some storage.
+///
+/// Sites are kept in ascending address order, as [`lookup`] needs. A site that would break
+/// the order makes the queue apply what it holds first, as C does, except in a transaction,
+/// where it is appended and the vector is sorted before it is applied. A site already queued
+/// is always applied first, so that no address is queued twice, and so is a full storage that
+/// cannot grow: a batch never fails to take a site.
+///
+/// # Invariants
+///
+/// Unless `unsorted`, the sites are in ascending address order; no address is queued twice.
+pub struct Queue<S> {
+    sites: S,
+    unsorted: bool,
+}
+
+impl<S: Sites> Queue<S> {
+    /// An empty queue over `sites`, which must be empty.
+    pub const fn new(sites: S) -> Self {
+        Self {
+            sites,
+            unsorted: false,
+        }
+    }
+
+    /// The sites queued, in the order they were added.
+    pub fn sites(&mut self) -> &mut [PokeLoc] {
+        self.sites.as_mut_slice()
+    }
+
+    /// Queues `loc`. `txn` allows appending out of order. Calls `apply` on what is queued when
+    /// it must be applied first; `apply` gets the sites sorted by address.
+    pub fn add(
+        &mut self,
+        base: usize,
+        loc: PokeLoc,
+        txn: bool,
+        mut apply: impl FnMut(&mut [PokeLoc]),
+    ) {
+        let addr = loc.addr(base);
+        let unsorted = self.unsorted;
+        let queued = self.sites.as_mut_slice();
+        let in_order = ordered(queued, base, addr);
+        let already = if unsorted {
+            queued.iter().any(|l| l.addr(base) == addr)
+        } else if in_order {
+            queued.last().is_some_and(|l| l.addr(base) == addr)
+        } else {
+            lookup(queued, base, addr).is_some()
+        };
+        let flush = already || (!in_order && !txn);
+        if flush || !self.sites.reserve_one() {
+            self.flush(base, &mut apply);
+            if !self.sites.reserve_one() {
+                // Empty storage with no room at all: apply the site on its own.
+                let mut alone = [loc];
+                apply(&mut alone);
+                return;
+            }
+        }
+        if !ordered(self.sites.as_mut_slice(), base, addr) {
+            // INVARIANT: only a transaction appends out of order, and `flush()` sorts.
+            self.unsorted = true;
+        }
+        self.sites.push(loc);
+    }
+
+    /// Applies what is queued, sorted by address, with `apply`, and empties the queue.
+    pub fn flush(&mut self, base: usize, mut apply: impl FnMut(&mut [PokeLoc])) {
+        let sites = self.sites.as_mut_slice();
+        if sites.is_empty() {
+            return;
+        }
+        if self.unsorted {
+            // Addresses are unique (type invariant): an unstable sort is deterministic.
+            sites.sort_unstable_by_key(|l| l.addr(base));
+        }
+        apply(sites);
+        self.sites.clear();
+        self.unsorted = false;
+    }
+
+    /// The site queued at `addr`, if any.
+    pub fn pending(&mut self, base: usize, addr: usize) -> Option<&PokeLoc> {
+        let unsorted = self.unsorted;
+        let sites = self.sites.as_mut_slice();
+        if unsorted {
+            sites.iter().find(|l| l.addr(base) == addr)
+        } else {
+            lookup(sites, base, addr)
+        }
+    }
+
+    /// The number of sites queued.
+    pub fn len(&mut self) -> usize {
+        self.sites.as_mut_slice().len()
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&mut self) -> bool {
+        self.len() == 0
+    }
+}

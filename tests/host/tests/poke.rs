@@ -4,7 +4,7 @@
 //! handler's binary search, batch ordering, and what a CPU executing a site can observe while a
 //! batch is applied.
 
-use jump_label_rs_host::poke::{self, Emulation, PokeError, PokeLoc, TextOps};
+use jump_label_rs_host::poke::{self, Emulation, PokeError, PokeLoc, Queue, Sites, TextOps};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -362,4 +362,133 @@ fn jcc_conditions_follow_the_sdm() {
             );
         }
     }
+}
+
+/// Storage for the queue model: `cap` sites without growing, then growth that fails when the
+/// next bit of `fail` says so (one bit per attempt, cycling).
+struct ModelSites {
+    v: Vec<PokeLoc>,
+    cap: usize,
+    fail: u32,
+    attempts: u32,
+}
+
+impl Sites for ModelSites {
+    fn as_mut_slice(&mut self) -> &mut [PokeLoc] {
+        &mut self.v
+    }
+
+    fn reserve_one(&mut self) -> bool {
+        if self.v.len() < self.cap {
+            return true;
+        }
+        let bit = self.attempts % 32;
+        self.attempts += 1;
+        if self.fail & (1 << bit) != 0 {
+            return false;
+        }
+        self.cap = (self.cap * 2).max(1);
+        true
+    }
+
+    fn push(&mut self, loc: PokeLoc) {
+        assert!(self.v.len() < self.cap, "push without room");
+        self.v.push(loc);
+    }
+
+    fn clear(&mut self) {
+        self.v.clear();
+    }
+}
+
+proptest! {
+    /// The queue against a reference model, for any sequence of writes (with repeated and
+    /// out-of-order addresses), finishes, storage sizes and growth failures, in and out of a
+    /// transaction: every batch it applies is sorted with no address twice (so the binary
+    /// search finds every site in it), every write is applied exactly once, and the text ends
+    /// as applying the writes one by one in order leaves it.
+    #[test]
+    fn queue_matches_reference_model(
+        ops in proptest::collection::vec((0usize..24, any::<u8>(), 0u8..8), 1..200),
+        cap in 0usize..6,
+        fail in any::<u32>(),
+        txn in any::<bool>(),
+    ) {
+        let mut q = Queue::new(ModelSites { v: Vec::new(), cap, fail, attempts: 0 });
+        let mut text: BTreeMap<usize, [u8; 2]> = BTreeMap::new();
+        let mut reference: BTreeMap<usize, [u8; 2]> = BTreeMap::new();
+        let mut applied = 0usize;
+        let mut batches = Vec::new();
+        let mut apply = |sites: &mut [PokeLoc]| {
+            let addrs: Vec<usize> = sites.iter().map(|l| l.addr(BASE)).collect();
+            batches.push(addrs.clone());
+            for l in sites.iter() {
+                let (bytes, len) = l.new_bytes();
+                assert_eq!(len, 2);
+                text.insert(l.addr(BASE), [bytes[0], bytes[1]]);
+                assert_eq!(poke::lookup(sites, BASE, l.addr(BASE)), Some(l));
+            }
+            applied += sites.len();
+        };
+        let mut added = 0usize;
+        for &(slot, disp, finish) in &ops {
+            let at = BASE + 0x100 + slot * 16;
+            let insn = [0xeb, disp];
+            q.add(BASE, PokeLoc::new(BASE, at, &insn, None).unwrap(), txn, &mut apply);
+            reference.insert(at, insn);
+            added += 1;
+            if finish == 0 {
+                q.flush(BASE, &mut apply);
+            }
+        }
+        q.flush(BASE, &mut apply);
+        prop_assert!(q.is_empty());
+        prop_assert_eq!(applied, added);
+        for b in &batches {
+            prop_assert!(b.windows(2).all(|w| w[0] < w[1]), "batch not strictly sorted: {:?}", b);
+        }
+        prop_assert_eq!(text, reference);
+    }
+}
+
+/// Sites added in address order with room to grow are applied as one batch per flush, and a
+/// transaction takes out-of-order sites in one batch too.
+#[test]
+fn queue_batches_what_it_can() {
+    for txn in [false, true] {
+        let mut q = Queue::new(ModelSites {
+            v: Vec::new(),
+            cap: 2,
+            fail: 0,
+            attempts: 0,
+        });
+        let mut batches = 0;
+        let mut apply = |_: &mut [PokeLoc]| batches += 1;
+        let order: Vec<usize> = if txn {
+            (0..50).rev().collect()
+        } else {
+            (0..50).collect()
+        };
+        for i in order {
+            let loc = PokeLoc::new(BASE, BASE + 0x100 + i * 8, &NOP2, None).unwrap();
+            q.add(BASE, loc, txn, &mut apply);
+        }
+        q.flush(BASE, &mut apply);
+        assert_eq!(batches, 1, "txn {txn}");
+    }
+    // Out of order outside a transaction: every site breaks the order.
+    let mut q = Queue::new(ModelSites {
+        v: Vec::new(),
+        cap: 2,
+        fail: 0,
+        attempts: 0,
+    });
+    let mut batches = 0;
+    let mut apply = |_: &mut [PokeLoc]| batches += 1;
+    for i in (0..10).rev() {
+        let loc = PokeLoc::new(BASE, BASE + 0x100 + i * 8, &NOP2, None).unwrap();
+        q.add(BASE, loc, false, &mut apply);
+    }
+    q.flush(BASE, &mut apply);
+    assert_eq!(batches, 10);
 }
