@@ -15,6 +15,9 @@
 //!   that CPU moved) are counted apart: `hit_ns / hits - plain_ns / plain` is the cost of the
 //!   INT3 path, trap, lookup and emulation, for a batch of SITES sites.
 //!
+//! - `txn FLIPS`: eight keys of 64 sites each, enabled and disabled FLIPS times one by one,
+//!   then FLIPS times as one [`Transaction`]: the sync rounds, IPIs and cost of each way.
+//!
 //! The implementation measured is the one in use: `/sys/kernel/debug/text_poke/mode` switches
 //! it, so all three are measured on one boot.
 
@@ -31,7 +34,10 @@ use kernel::{
     bindings,
     debugfs::Scope,
     prelude::*,
-    static_key::StaticKeyFalse,
+    static_key::{
+        StaticKeyFalse,
+        Transaction, //
+    },
     uaccess::UserSliceReader, //
 };
 
@@ -66,6 +72,19 @@ bench_key!(KEY_8, site_8);
 bench_key!(KEY_56, site_56);
 bench_key!(KEY_256, site_256);
 bench_key!(KEY_1024, site_1024);
+bench_key!(TXN_0, site_txn_0);
+bench_key!(TXN_1, site_txn_1);
+bench_key!(TXN_2, site_txn_2);
+bench_key!(TXN_3, site_txn_3);
+bench_key!(TXN_4, site_txn_4);
+bench_key!(TXN_5, site_txn_5);
+bench_key!(TXN_6, site_txn_6);
+bench_key!(TXN_7, site_txn_7);
+
+/// The keys of the transaction benchmark.
+static TXN_KEYS: [&StaticKeyFalse; 8] = [
+    &TXN_0, &TXN_1, &TXN_2, &TXN_3, &TXN_4, &TXN_5, &TXN_6, &TXN_7,
+];
 
 /// Runs sites `$a, $b...` of `$f`; evaluates to how many branched.
 macro_rules! run {
@@ -109,6 +128,18 @@ fn run_256() -> u32 {
 fn run_1024() -> u32 {
     rows!(site_1024; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28
           29 30 31)
+}
+
+/// Runs every site of the transaction keys; returns how many branched.
+fn run_txn() -> u32 {
+    rows!(site_txn_0; 0 1)
+        + rows!(site_txn_1; 0 1)
+        + rows!(site_txn_2; 0 1)
+        + rows!(site_txn_3; 0 1)
+        + rows!(site_txn_4; 0 1)
+        + rows!(site_txn_5; 0 1)
+        + rows!(site_txn_6; 0 1)
+        + rows!(site_txn_7; 0 1)
 }
 
 // The last site of each key, for the executor of the lookup benchmark.
@@ -189,16 +220,32 @@ extern "C" {
 }
 
 /// The figures of the last run, in the order they are printed.
-const FIELDS: [&str; 14] = [
-    "sites", "flips", "syncs", "ipis", "entries", "batches", "ns", "ns_min", "ns_max", "wrong",
-    "hits", "hit_ns", "plain", "plain_ns",
+const FIELDS: [&str; 18] = [
+    "sites",
+    "flips",
+    "syncs",
+    "ipis",
+    "entries",
+    "batches",
+    "ns",
+    "ns_min",
+    "ns_max",
+    "wrong",
+    "hits",
+    "hit_ns",
+    "plain",
+    "plain_ns",
+    "txn_syncs",
+    "txn_ipis",
+    "txn_batches",
+    "txn_ns",
 ];
 
 /// The benchmark's debugfs state: the last run's figures.
 struct Bench {
     /// A run is going on.
     busy: AtomicBool,
-    /// What the last run was: 0 none, 1 flip, 2 lookup.
+    /// What the last run was: 0 none, 1 flip, 2 lookup, 3 txn.
     kind: AtomicU64,
     /// The implementation it measured.
     mode: AtomicU64,
@@ -285,6 +332,10 @@ impl Bench {
             timed.hit_ns,
             timed.plain,
             timed.plain_ns,
+            0,
+            0,
+            0,
+            0,
         ];
         for (slot, v) in self.figures.iter().zip(values) {
             slot.store(v, Ordering::Relaxed);
@@ -296,22 +347,128 @@ impl Bench {
     }
 }
 
-/// Parses `flip SITES FLIPS` or `lookup SITES FLIPS`.
-fn parse(cmd: &[u8]) -> Result<(bool, &'static BenchKey, u64)> {
+impl Bench {
+    /// Flips the eight transaction keys `flips` times one by one, then `flips` times as one
+    /// transaction each time.
+    fn txn(&self, flips: u64) -> Result {
+        if TXN_KEYS.iter().any(|k| k.is_enabled()) {
+            return Err(EBUSY);
+        }
+        let mut wrong = 0u64;
+        let mut check = |enable: bool| {
+            let taken = run_txn();
+            wrong += u64::from(if enable {
+                512u32.saturating_sub(taken)
+            } else {
+                taken
+            });
+        };
+
+        let before = stats();
+        let t0 = now();
+        for i in 0..flips {
+            let enable = i % 2 == 0;
+            for key in TXN_KEYS {
+                if enable {
+                    key.enable()?;
+                } else {
+                    key.disable()?;
+                }
+            }
+            check(enable);
+        }
+        let one_ns = now().wrapping_sub(t0);
+        let mid = stats();
+        let t0 = now();
+        let mut txn_check_ns = 0u64;
+        for i in 0..flips {
+            let enable = i % 2 == 0;
+            let mut txn = Transaction::begin();
+            for key in TXN_KEYS {
+                if enable {
+                    txn.enable(key)?;
+                } else {
+                    txn.disable(key)?;
+                }
+            }
+            txn.commit();
+            let c0 = now();
+            check(enable);
+            txn_check_ns += now().wrapping_sub(c0);
+        }
+        let txn_ns = now().wrapping_sub(t0).wrapping_sub(txn_check_ns);
+        let after = stats();
+        for key in TXN_KEYS {
+            if key.is_enabled() {
+                key.disable()?;
+            }
+        }
+        let values = [
+            512,
+            flips,
+            mid.syncs - before.syncs,
+            mid.ipis - before.ipis,
+            mid.entries - before.entries,
+            mid.batches - before.batches,
+            one_ns,
+            0,
+            0,
+            wrong,
+            0,
+            0,
+            0,
+            0,
+            after.syncs - mid.syncs,
+            after.ipis - mid.ipis,
+            after.batches - mid.batches,
+            txn_ns,
+        ];
+        for (slot, v) in self.figures.iter().zip(values) {
+            slot.store(v, Ordering::Relaxed);
+        }
+        self.mode.store(mode(), Ordering::Relaxed);
+        self.kind.store(3, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// A benchmark command.
+enum Command {
+    Flip(&'static BenchKey, u64),
+    Lookup(&'static BenchKey, u64),
+    Txn(u64),
+}
+
+/// Parses `flip SITES FLIPS`, `lookup SITES FLIPS` or `txn FLIPS`.
+fn parse(cmd: &[u8]) -> Result<Command> {
     let text = core::str::from_utf8(cmd).map_err(|_| EINVAL)?;
     let mut words = text.split_ascii_whitespace();
-    let lookup = match words.next() {
-        Some("flip") => false,
-        Some("lookup") => true,
+    let verb = words.next().ok_or(EINVAL)?;
+    let mut number = || -> Result<u64> { words.next().ok_or(EINVAL)?.parse().map_err(|_| EINVAL) };
+    let cmd = match verb {
+        "txn" => Command::Txn(number()?),
+        "flip" | "lookup" => {
+            let sites = number()?;
+            let key = KEYS
+                .iter()
+                .find(|k| u64::from(k.sites) == sites)
+                .ok_or(EINVAL)?;
+            let flips = number()?;
+            if verb == "flip" {
+                Command::Flip(key, flips)
+            } else {
+                Command::Lookup(key, flips)
+            }
+        }
         _ => return Err(EINVAL),
     };
-    let sites: u32 = words.next().ok_or(EINVAL)?.parse().map_err(|_| EINVAL)?;
-    let flips: u64 = words.next().ok_or(EINVAL)?.parse().map_err(|_| EINVAL)?;
+    let flips = match cmd {
+        Command::Flip(_, n) | Command::Lookup(_, n) | Command::Txn(n) => n,
+    };
     if words.next().is_some() || flips == 0 || flips > 1_000_000 {
         return Err(EINVAL);
     }
-    let key = KEYS.iter().find(|k| k.sites == sites).ok_or(EINVAL)?;
-    Ok((lookup, key, flips))
+    Ok(cmd)
 }
 
 fn write_run(bench: &Bench, reader: &mut UserSliceReader) -> Result {
@@ -321,11 +478,15 @@ fn write_run(bench: &Bench, reader: &mut UserSliceReader) -> Result {
         return Err(EINVAL);
     }
     reader.read_slice(&mut buf[..n])?;
-    let (lookup, key, flips) = parse(&buf[..n])?;
+    let cmd = parse(&buf[..n])?;
     if bench.busy.swap(true, Ordering::Acquire) {
         return Err(EBUSY);
     }
-    let ret = bench.run(key, flips, lookup);
+    let ret = match cmd {
+        Command::Flip(key, flips) => bench.run(key, flips, false),
+        Command::Lookup(key, flips) => bench.run(key, flips, true),
+        Command::Txn(flips) => bench.txn(flips),
+    };
     bench.busy.store(false, Ordering::Release);
     ret
 }
@@ -334,6 +495,7 @@ fn show_run(bench: &Bench, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let kind = match bench.kind.load(Ordering::Relaxed) {
         1 => "flip",
         2 => "lookup",
+        3 => "txn",
         _ => return writeln!(f, "none"),
     };
     let mode = match bench.mode.load(Ordering::Relaxed) as u32 {
