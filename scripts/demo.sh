@@ -10,11 +10,13 @@
 #   sample  flip the Rust sample key through debugfs
 #   flip    IPI rounds, IPIs and cost per flip, 1 to 1024 sites, per mode
 #   lookup  cost of an INT3 hit during a flip, 1 to 1024 sites, c and rust
+#   txn     8 keys x 64 sites flipped one by one and as one transaction
+#   scale   IPIs per flip of a 56-site key on 2, 4, 8 and 16 vCPUs
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 step demo
 
-ALL=(sample flip lookup)
+ALL=(sample flip lookup txn scale)
 scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=("${ALL[@]}")
 for s in "${scenarios[@]}"; do
@@ -62,34 +64,52 @@ LIST
 "$gen" "$work/initramfs.list" > "$work/initramfs.cpio" ||
 	die "gen_init_cpio failed"
 
-cpus=4
-log=$work/guest.log
-list=$(IFS=,; echo "${scenarios[*]}")
-msg "booting Linux $JLRS_BASE_VERSION in QEMU (TCG, $cpus vCPUs, -icount shift=0): $list"
-# -icount shift=0: the guest clock counts instructions (1 ns each) and
-# jumps over idle time, so costs are repeatable.
-set +e
-timeout 1200 qemu-system-x86_64 -accel tcg,thread=single -smp $cpus -m 1024 \
-	-icount shift=0,sleep=off -nographic -no-reboot -bios qboot.rom \
-	-kernel "$kernel" -initrd "$work/initramfs.cpio" \
-	-append "console=ttyS0 kunit.enable=0 panic=-1 oops=panic loglevel=4 demo=$list" \
-	2>&1 | tr -d '\r' | tee "$log" |
-	sed -un -e 's/^@@ progress /[demo] /p' -e 's/^@@ error /[demo] error: /p'
-rc=${PIPESTATUS[0]}
-set -e
-[ "$rc" != 124 ] || msg "error: the guest timed out after 1200 s (log: $log)"
-
-if [[ " ${scenarios[*]} " == *" sample "* ]]; then
-	sed -n '/^@@ progress sample/,/^@@ done sample/s/^@@ \{0,1\}//p' "$log"
-fi
-
+# boot CPUS SCENARIO...: one guest run; its log is $work/guest-<cpus>.log.
 problems=0
-if grep -qE 'Oops|BUG:|WARNING:|Kernel panic' "$log"; then
-	grep -E 'Oops|BUG:|WARNING:|Kernel panic' "$log" >&2
-	msg "error: the guest kernel reported a problem (log: $log)"
-	problems=1
+logs=()
+boot() {
+	local cpus=$1 list log rc
+	shift
+	list=$(IFS=,; echo "$*")
+	log=$work/guest-$cpus.log
+	logs+=(--log "$log")
+	msg "booting Linux $JLRS_BASE_VERSION in QEMU (TCG, $cpus vCPUs, -icount shift=0): $list"
+	# -icount shift=0: the guest clock counts instructions (1 ns each)
+	# and jumps over idle time, so costs are repeatable.
+	set +e
+	timeout 1200 qemu-system-x86_64 -accel tcg,thread=single -smp "$cpus" -m 1024 \
+		-icount shift=0,sleep=off -nographic -no-reboot -bios qboot.rom \
+		-kernel "$kernel" -initrd "$work/initramfs.cpio" \
+		-append "console=ttyS0 kunit.enable=0 panic=-1 oops=panic loglevel=4 demo=$list" \
+		2>&1 | tr -d '\r' | tee "$log" |
+		sed -un -e 's/^@@ progress /[demo] /p' -e 's/^@@ error /[demo] error: /p'
+	rc=${PIPESTATUS[0]}
+	set -e
+	if [ "$rc" = 124 ]; then
+		msg "error: the guest ($cpus vCPUs: $list) timed out after 1200 s (log: $log)"
+		problems=1
+	fi
+	if grep -qE 'Oops|BUG:|WARNING:|Kernel panic' "$log"; then
+		grep -E 'Oops|BUG:|WARNING:|Kernel panic' "$log" >&2
+		msg "error: the guest kernel reported a problem ($cpus vCPUs: $list, log: $log)"
+		problems=1
+	fi
+	grep -q '^@@ end 0' "$log" ||
+		{ msg "error: the demo did not complete in the guest ($cpus vCPUs: $list, log: $log)"; problems=1; }
+	if [[ " $* " == *" sample "* ]]; then
+		sed -n '/^@@ progress sample/,/^@@ done sample/s/^@@ \{0,1\}//p' "$log"
+	fi
+}
+
+# Everything but scale on 4 vCPUs; scale also boots 2, 8 and 16.
+main=()
+for s in "${scenarios[@]}"; do main+=("$s"); done
+[ ${#main[@]} -eq 0 ] || boot 4 "${main[@]}"
+if [[ " ${scenarios[*]} " == *" scale "* ]]; then
+	for cpus in 2 8 16; do
+		boot "$cpus" scale
+	done
 fi
-grep -q '^@@ end 0' "$log" || { msg "error: the demo did not complete in the guest (log: $log)"; problems=1; }
 
 out=$JLRS_TOP/results
 sargs=()
@@ -99,9 +119,9 @@ done
 rev=$(git -C "$JLRS_TOP" describe --always --dirty 2>/dev/null || echo unknown)
 if [ ${#sargs[@]} -gt 0 ]; then
 	# Debian's python3: the one python3-matplotlib is for.
-	/usr/bin/python3 "$JLRS_TOP/scripts/demo/results.py" --log "$log" --out "$out" \
-		--kernel "$JLRS_BASE_VERSION" --cpus $cpus --revision "$rev" --icount "${sargs[@]}" ||
+	/usr/bin/python3 "$JLRS_TOP/scripts/demo/results.py" "${logs[@]}" --out "$out" \
+		--kernel "$JLRS_BASE_VERSION" --cpus 4 --revision "$rev" --icount "${sargs[@]}" ||
 		{ msg "error: results incomplete ($out/demo.json says which)"; problems=1; }
 fi
-[ "$problems" = 0 ] || die "demo failed (guest log: $log)"
-msg "done: $out/demo.json, $out/REPORT.md (guest log: $log)"
+[ "$problems" = 0 ] || die "demo failed (guest logs: $work/guest-*.log)"
+msg "done: $out/demo.json, $out/REPORT.md (guest logs: $work/guest-*.log)"

@@ -6,7 +6,7 @@
 # CPU received (/proc/interrupts, CAL) and the cost. One "@@ result" line
 # per measurement; the host turns them into results/demo.json.
 #
-# Usage: bench.sh SCENARIO...   (flip, lookup)
+# Usage: bench.sh SCENARIO...   (flip, lookup, txn, scale)
 m=/sys/kernel/debug/text_poke/mode
 b=/sys/kernel/debug/text_poke_bench/run
 for f in $m $b; do
@@ -29,7 +29,10 @@ flips() {
 	serial:1024) echo 4 ;;
 	serial:256) echo 8 ;;
 	*:1024) echo 10 ;;
-	*) echo 20 ;;
+	*:256) echo 20 ;;
+	*:56) echo 40 ;;
+	*:8) echo 100 ;;
+	*) echo 200 ;;
 	esac
 }
 
@@ -49,7 +52,7 @@ measure() {
 		return 1
 	fi
 	after=$(cal)
-	echo "@@ result $(tr '\n' ' ' < $b | sed 's/\([a-z_]*\) \([^ ]*\) */\1=\2 /g')cal_before=$before cal_after=$after"
+	echo "@@ result scenario=$scenario cpus=$ncpu $(tr '\n' ' ' < $b | sed 's/\([a-z_]*\) \([^ ]*\) */\1=\2 /g')cal_before=$before cal_after=$after"
 }
 
 rc=0
@@ -57,6 +60,27 @@ for scenario in "$@"; do
 	case $scenario in
 	flip) modes="serial c rust" ;;
 	lookup) modes="c rust" ;;
+	scale)
+		echo "@@ progress scale: 56 sites on $ncpu vCPUs, serial c rust"
+		for mode in serial c rust; do
+			measure flip "$mode" 56 || rc=1
+		done
+		echo "@@ done scale cpus=$ncpu"
+		continue
+		;;
+	txn)
+		echo "@@ progress txn: 8 keys x 64 sites, one by one and as one transaction, c and rust"
+		for mode in c rust; do
+			if ! echo $mode > $m || ! echo "txn 4" > $b; then
+				echo "@@ error txn: 'txn 4' failed with text_poke=$mode"
+				rc=1
+				continue
+			fi
+			echo "@@ result scenario=txn cpus=$ncpu $(tr '\n' ' ' < $b | sed 's/\([a-z_]*\) \([^ ]*\) */\1=\2 /g')"
+		done
+		echo "@@ done txn"
+		continue
+		;;
 	*)
 		echo "@@ error unknown scenario $scenario"
 		rc=1

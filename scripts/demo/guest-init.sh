@@ -13,7 +13,7 @@ rc=0
 for s in $scenarios; do
 	case $s in
 	sample) sh /demo/sample.sh || rc=1 ;;
-	flip|lookup) sh /demo/bench.sh "$s" || rc=1 ;;
+	flip|lookup|txn|scale) sh /demo/bench.sh "$s" || rc=1 ;;
 	*) echo "@@ error unknown scenario $s"; rc=1 ;;
 	esac
 done

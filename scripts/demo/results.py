@@ -3,8 +3,11 @@
 """Turn the "@@" lines of a demo guest log into results/demo.json,
 results/REPORT.md and PNG plots.
 
-Usage: results.py --log GUEST_LOG --out DIR --kernel VERSION --cpus N
+Usage: results.py --log GUEST_LOG... --out DIR --kernel VERSION --cpus N
                   --revision REV [--icount] --scenario NAME...
+
+The scale scenario runs in one boot per vCPU count (SCALE_CPUS); the others
+in one boot of --cpus vCPUs.
 
 A scenario the guest did not finish ("@@ done NAME" missing) keeps the
 measurements it made, and is listed under "incomplete" with "complete":
@@ -18,6 +21,21 @@ import re
 import sys
 
 UNIT_ICOUNT = "guest_ns"  # -icount shift=0: one guest ns per instruction
+SCALE_CPUS = (2, 4, 8, 16)
+
+
+def parse_logs(paths):
+    results, done, errors = [], set(), []
+    for path in paths:
+        try:
+            r, d, e = parse_log(path)
+        except OSError as err:
+            errors.append(f"{path}: {err}")
+            continue
+        results += r
+        done |= d
+        errors += e
+    return results, done, errors
 
 
 def parse_log(path):
@@ -50,7 +68,7 @@ def cal_delta(r):
 def flip_rows(results, cpus, unit):
     rows = []
     for r in results:
-        if r.get("kind") != "flip":
+        if r.get("kind") != "flip" or r.get("scenario") != "flip":
             continue
         flips = int(r["flips"])
         cal = cal_delta(r)
@@ -93,6 +111,48 @@ def lookup_rows(results, unit):
     return rows
 
 
+def scale_rows(results):
+    rows = []
+    for r in results:
+        if r.get("scenario") != "scale":
+            continue
+        flips, cpus = int(r["flips"]), int(r["cpus"])
+        cal = cal_delta(r)
+        rows.append({
+            "mode": r["mode"],
+            "cpus": cpus,
+            "sites": int(r["sites"]),
+            "flips": flips,
+            "ipi_rounds_per_flip": int(r["syncs"]) / flips,
+            "ipis_per_flip": int(r["ipis"]) / flips,
+            "cal_per_flip": round(sum(cal) / flips, 2) if cal else None,
+        })
+    return rows
+
+
+def txn_rows(results, unit):
+    rows = []
+    for r in results:
+        if r.get("kind") != "txn":
+            continue
+        flips = int(r["flips"])
+        for way, syncs, ipis, ns in (("one_by_one", "syncs", "ipis", "ns"),
+                                     ("transaction", "txn_syncs", "txn_ipis", "txn_ns")):
+            rows.append({
+                "mode": r["mode"],
+                "way": way,
+                "keys": 8,
+                "sites_per_key": 64,
+                "flips": flips,
+                "ipi_rounds": int(r[syncs]) / flips,
+                "ipis": int(r[ipis]) / flips,
+                "cost": int(r[ns]) / flips,
+                "unit": unit,
+                "wrong_sites": int(r["wrong"]),
+            })
+    return rows
+
+
 def ratio(rows, key, value, against="c", of="rust"):
     by = {(r[key[0]], r[key[1]]): r[value] for r in rows}
     out = {}
@@ -132,17 +192,21 @@ def report(doc):
         lines += [f"**INCOMPLETE**: {', '.join(doc['incomplete'])}", ""]
     if "flip" in doc:
         flip_ratio = ratio(doc["flip"], ("mode", "sites"), "cost_per_flip")
+        min_ratio = ratio(doc["flip"], ("mode", "sites"), "cost_min")
         rows = []
         for r in sorted(doc["flip"], key=lambda r: (r["sites"], r["mode"])):
+            rust = r["mode"] == "rust"
             rows.append([r["sites"], r["mode"], r["flips"], fmt(r["ipi_rounds_per_flip"], 2),
                          fmt(r["ipis_per_flip_per_cpu"], 2),
                          ",".join(fmt(c, 2) for c in r["cal_per_flip_per_cpu"] or []),
-                         fmt(r["cost_per_flip"], 0),
-                         fmt(flip_ratio.get(r["sites"]), 3) if r["mode"] == "rust" else "",
+                         fmt(r["cost_per_flip"], 0), fmt(r["cost_min"]),
+                         fmt(flip_ratio.get(r["sites"]), 3) if rust else "",
+                         fmt(min_ratio.get(r["sites"]), 3) if rust else "",
                          r["wrong_sites"]])
         lines += ["## flip: one key, N sites, flipped on and off", "",
                   table(["sites", "mode", "flips", "IPI rounds/flip", "IPIs/flip/CPU (counters)",
-                         "CAL/flip per CPU", "cost/flip", "rust/c", "wrong sites"], rows), ""]
+                         "CAL/flip per CPU", "cost/flip (mean)", "cost/flip (min)",
+                         "rust/c (mean)", "rust/c (min)", "wrong sites"], rows), ""]
     if "lookup" in doc:
         lk_ratio = ratio(doc["lookup"], ("impl", "entries"), "cost")
         rows = []
@@ -153,6 +217,20 @@ def report(doc):
         lines += ["## lookup: a site run during a flip of N sites, INT3 hit vs plain run", "",
                   table(["entries", "impl", "INT3 hits", "cost with hit", "cost plain",
                          "INT3 path cost", "rust/c"], rows), ""]
+    if "txn" in doc:
+        rows = [[r["mode"], r["way"].replace("_", " "), r["flips"], fmt(r["ipi_rounds"], 1),
+                 fmt(r["ipis"], 1), fmt(r["cost"], 0), r["wrong_sites"]]
+                for r in sorted(doc["txn"], key=lambda r: (r["mode"], r["way"]))]
+        lines += ["## txn: 8 keys x 64 sites enabled (or disabled) together", "",
+                  table(["mode", "way", "flips", "IPI rounds per flip of all 8", "IPIs",
+                         "cost", "wrong sites"], rows), ""]
+    if "scale" in doc:
+        rows = [[r["cpus"], r["mode"], r["flips"], fmt(r["ipi_rounds_per_flip"], 1),
+                 fmt(r["ipis_per_flip"], 1), fmt(r["cal_per_flip"], 1)]
+                for r in sorted(doc["scale"], key=lambda r: (r["cpus"], r["mode"]))]
+        lines += ["## scale: a 56-site key flipped on 2 to 16 vCPUs", "",
+                  table(["vCPUs", "mode", "flips", "IPI rounds/flip", "IPIs/flip (counters)",
+                         "CAL/flip, all CPUs"], rows), ""]
     return "\n".join(lines)
 
 
@@ -192,6 +270,25 @@ def plots(doc, out):
               "IPI rounds per key flip", "flip-ipis.png", logy=True)
         curve(doc["flip"], "mode", "sites", "cost_per_flip", f"cost per flip ({doc['flip'][0]['unit']})",
               "Key flip cost", "flip-cost.png", logy=True)
+    if doc.get("scale"):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for mode in sorted({r["mode"] for r in doc["scale"]}):
+            pts = sorted((r["cpus"], r["ipis_per_flip"]) for r in doc["scale"] if r["mode"] == mode)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=mode)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        xs = sorted({r["cpus"] for r in doc["scale"]})
+        ax.set_xticks(xs, [str(v) for v in xs])
+        ax.minorticks_off()
+        ax.set_xlabel("vCPUs")
+        ax.set_ylabel("IPIs per flip")
+        ax.set_title("IPIs per flip of a 56-site key")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "scale-ipis.png"), dpi=100)
+        plt.close(fig)
+        made.append("scale-ipis.png")
     if doc.get("lookup"):
         curve(doc["lookup"], "impl", "entries", "cost", f"INT3 path cost ({doc['lookup'][0]['unit']})",
               "INT3 hit cost vs batch size", "lookup-cost.png")
@@ -200,7 +297,7 @@ def plots(doc, out):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--log", required=True)
+    ap.add_argument("--log", action="append", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--kernel", required=True)
     ap.add_argument("--cpus", type=int, required=True)
@@ -209,7 +306,7 @@ def main():
     ap.add_argument("--scenario", action="append", default=[])
     args = ap.parse_args()
 
-    results, done, errors = parse_log(args.log)
+    results, done, errors = parse_logs(args.log)
     unit = UNIT_ICOUNT if args.icount else "wall_ns"
     doc = {"kernel": args.kernel,
            "qemu": {"accel": "tcg", "icount": args.icount, "cpus": args.cpus},
@@ -218,7 +315,14 @@ def main():
         doc["flip"] = flip_rows(results, args.cpus, unit)
     if "lookup" in args.scenario:
         doc["lookup"] = lookup_rows(results, unit)
-    incomplete = [s for s in args.scenario if s not in done]
+    if "txn" in args.scenario:
+        doc["txn"] = txn_rows(results, unit)
+    if "scale" in args.scenario:
+        doc["scale"] = scale_rows(results)
+    expected = {s for s in args.scenario if s != "scale"}
+    if "scale" in args.scenario:
+        expected |= {f"scale cpus={c}" for c in SCALE_CPUS}
+    incomplete = sorted(s for s in expected if s not in done)
     doc["complete"] = not incomplete and not errors
     doc["incomplete"] = incomplete
     doc["errors"] = errors
