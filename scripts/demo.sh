@@ -12,6 +12,8 @@
 #   lookup  cost of an INT3 hit during a flip, 1 to 1024 sites, c and rust
 #   txn     8 keys x 64 sites flipped one by one and as one transaction
 #   scale   IPIs per flip of a 56-site key on 2, 4, 8 and 16 vCPUs
+#
+# JLRS_DEMO_TIMEOUT: seconds a guest may run (default 1200).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 step demo
@@ -65,6 +67,8 @@ LIST
 	die "gen_init_cpio failed"
 
 # boot CPUS SCENARIO...: one guest run; its log is $work/guest-<cpus>.log.
+limit=${JLRS_DEMO_TIMEOUT:-1200}
+[[ "$limit" =~ ^[1-9][0-9]*$ ]] || die "JLRS_DEMO_TIMEOUT=$limit: expected a number of seconds"
 problems=0
 logs=()
 boot() {
@@ -77,7 +81,7 @@ boot() {
 	# -icount shift=0: the guest clock counts instructions (1 ns each)
 	# and jumps over idle time, so costs are repeatable.
 	set +e
-	timeout 1200 qemu-system-x86_64 -accel tcg,thread=single -smp "$cpus" -m 1024 \
+	timeout "$limit" qemu-system-x86_64 -accel tcg,thread=single -smp "$cpus" -m 1024 \
 		-icount shift=0,sleep=off -nographic -no-reboot -bios qboot.rom \
 		-kernel "$kernel" -initrd "$work/initramfs.cpio" \
 		-append "console=ttyS0 kunit.enable=0 panic=-1 oops=panic loglevel=4 demo=$list" \
@@ -86,7 +90,7 @@ boot() {
 	rc=${PIPESTATUS[0]}
 	set -e
 	if [ "$rc" = 124 ]; then
-		msg "error: the guest ($cpus vCPUs: $list) timed out after 1200 s (log: $log)"
+		msg "error: the guest ($cpus vCPUs: $list) timed out after $limit s (log: $log)"
 		problems=1
 	fi
 	if grep -qE 'Oops|BUG:|WARNING:|Kernel panic' "$log"; then

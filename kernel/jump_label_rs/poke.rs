@@ -242,6 +242,11 @@ impl PokeLoc {
     pub fn emulation(&self, base: usize) -> Emulation {
         let next = self.addr(base).wrapping_add(usize::from(self.len));
         let target = next.wrapping_add_signed(self.disp as isize);
+        // The common case first, in one compare: JMP32 (0xe9) and JMP8 (0xeb) differ in bit 1
+        // only, and no other opcode a site may hold (type invariant) has those other bits.
+        if self.opcode | 2 == JMP8 {
+            return Emulation::Jmp(target);
+        }
         match self.opcode {
             INT3 => Emulation::Int3,
             RET => Emulation::Ret,
