@@ -45,20 +45,22 @@ impl Sites for Storage {
             if self.nr < FIXED {
                 return true;
             }
-            // Move to a vector of twice the page. GFP_NOWAIT: callers hold text_mutex, and
-            // some hold other locks too; failing only costs an early flush.
-            let mut v = KVec::new();
-            if v.reserve(2 * FIXED, GFP_NOWAIT | __GFP_NOWARN).is_err() {
-                return false;
-            }
-            if v.extend_from_slice(&self.fixed, GFP_NOWAIT | __GFP_NOWARN)
+            // Move to a vector of twice the page, or to the one an earlier large batch left.
+            // GFP_NOWAIT: callers hold text_mutex, and some hold other locks too; failing only
+            // costs an early flush.
+            if self
+                .grown
+                .reserve(2 * FIXED, GFP_NOWAIT | __GFP_NOWARN)
                 .is_err()
             {
                 return false;
             }
-            // INVARIANT: the sites move, in order, to `grown`; `nr == grown.len()`.
-            self.grown = v;
-            return true;
+            // INVARIANT: the sites move, in order, to `grown`, which was empty and now has room
+            // for all of them; `nr == grown.len()`.
+            return self
+                .grown
+                .extend_from_slice(&self.fixed, GFP_NOWAIT | __GFP_NOWARN)
+                .is_ok();
         }
         if self.grown.len() < self.grown.capacity() {
             return true;
@@ -315,13 +317,16 @@ pub unsafe extern "C" fn text_poke_rs_pending() -> usize {
 
 /// `smp_text_poke_batch_finish()`: applies the batch with the INT3 protocol.
 ///
+/// Only key flips wait for a transaction's commit: what a C user (ftrace, kprobes, static
+/// calls) pokes is in place when this returns, as its caller expects, and so is anything a
+/// transaction had queued.
+///
 /// # Safety
 ///
 /// Called with `text_mutex` held.
 #[no_mangle]
 pub unsafe extern "C" fn text_poke_rs_batch_finish() {
-    // SAFETY: The caller holds `text_mutex`.
-    finish(&unsafe { TextMutex::assume_held() });
+    apply_batch();
 }
 
 /// Applies the batch. Called with `text_mutex` held.

@@ -5,7 +5,9 @@
 //! A key's entries are walked in code-address order (the order of the jump table). Entries that
 //! cannot be patched are skipped: init text once it is freed, and code that is not kernel text.
 //! Every other site must hold the instruction the key's previous value put there; if one does
-//! not, the whole flip is refused with a warning and no byte of it is written. Otherwise every
+//! not, the update is refused with a warning and no byte of it is written. (The kernel updates
+//! a key's sites in the kernel image and in each module that uses it separately: a refusal
+//! covers one of those runs of entries.) Otherwise every
 //! site is queued and the batch is applied once, in three sync rounds however many sites there
 //! are: the batch grows instead of filling up, and when it cannot grow it is applied and the
 //! walk goes on, so there is no overflow to die on.

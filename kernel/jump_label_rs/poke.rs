@@ -251,7 +251,6 @@ impl PokeLoc {
             INT3 => Emulation::Int3,
             RET => Emulation::Ret,
             CALL => Emulation::Call { ret: next, target },
-            JMP32 | JMP8 => Emulation::Jmp(target),
             op => Emulation::Jcc {
                 cc: op & 0xf,
                 taken: target,

@@ -181,9 +181,15 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
 
     /// Fails with `EINVAL`, and warns, if a site does not hold what the key's value put there.
     ///
-    /// Sites of a key outside the kernel image are checked by the update itself, which refuses
-    /// the flip the same way but cannot report it to the caller.
+    /// Only the kernel image's sites are checked here, and only while no transaction keeps
+    /// sites queued (their text is not yet what their keys say). With the Rust text-poke batch
+    /// the update checks every site again and refuses the flip the same way, but cannot report
+    /// it to the caller; upstream's update crashes instead.
     fn refuse_if_corrupt(&self) -> Result {
+        #[cfg(CONFIG_TEXT_POKE_RS)]
+        if TextLock::new().pending() {
+            return Ok(());
+        }
         match self.check_sites() {
             Ok((_, 0)) => Ok(()),
             Err(e) if e == ENOTSUPP => Ok(()),
@@ -244,11 +250,13 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
     /// Calls `f` on each site of the key, in the order of the jump table (by code address).
     ///
     /// Sites in init text that has been freed are skipped, as the kernel skips them when it
-    /// patches. The sites cannot change while `f` runs: `jump_label_mutex` is held, so `f` must
-    /// not change or inspect any static key. Fails with `ENOTSUPP` for a key whose sites are
-    /// not all in the kernel image (a key used by modules, or defined in one).
+    /// patches. The sites cannot change while `f` runs: `jump_label_mutex` is held (and, with
+    /// the Rust text-poke batch, `text_mutex`), so `f` must not change or inspect any static key
+    /// nor patch text. Sites a transaction keeps queued are seen as they are in the text, not
+    /// yet patched. Fails with `ENOTSUPP` for a key whose sites are not all in the kernel image
+    /// (a key used by modules, or defined in one).
     ///
-    /// Takes `jump_label_mutex`: may sleep.
+    /// Takes `jump_label_mutex` (and `text_mutex`): may sleep.
     pub fn for_each_site(&self, mut f: impl FnMut(&Site)) -> Result {
         might_sleep();
         walk_sites(self.as_raw(), &mut f)
@@ -325,7 +333,8 @@ impl<const INITIAL: bool> Default for StaticKey<INITIAL> {
 /// With `CONFIG_TEXT_POKE_RS` and `text_poke=rust`, every site of every key changed in the
 /// transaction is patched when it is committed, in one batch: three sync rounds in all, where
 /// changing the keys one by one takes three each. The keys' values change at once, their sites
-/// at the commit. Transactions are serialised, a key may be changed once per transaction, and a
+/// at the commit, or earlier if another task's text poke, a module going away or a batch that
+/// cannot grow applies the queued sites first. Transactions are serialised, a key may be changed once per transaction, and a
 /// transaction belongs to the task that began it. With `text_poke=c` or `serial` a transaction
 /// only groups the changes.
 ///
@@ -480,12 +489,45 @@ impl Drop for JumpLabelLock {
     }
 }
 
+/// Holds `text_mutex`: no batch is being applied while it is held, so no site is half
+/// written.
+#[cfg(CONFIG_TEXT_POKE_RS)]
+struct TextLock;
+
+#[cfg(CONFIG_TEXT_POKE_RS)]
+impl TextLock {
+    /// Takes the mutex. The caller must be allowed to sleep (it called `might_sleep()`).
+    fn new() -> Self {
+        // SAFETY: Taking `text_mutex` only needs a context that may sleep.
+        unsafe { bindings::text_poke_rs_text_lock() };
+        Self
+    }
+
+    /// Whether sites are queued and not yet written (a transaction is open).
+    fn pending(&self) -> bool {
+        // SAFETY: `self` holds `text_mutex`.
+        unsafe { bindings::text_poke_rs_pending() != 0 }
+    }
+}
+
+#[cfg(CONFIG_TEXT_POKE_RS)]
+impl Drop for TextLock {
+    fn drop(&mut self) {
+        // SAFETY: `self` exists only while the mutex is held by this thread.
+        unsafe { bindings::text_poke_rs_text_unlock() };
+    }
+}
+
 /// Calls `f` on each site of `key` in the kernel image; see [`StaticKey::for_each_site`].
 ///
 /// Not generic, so that modules using static keys need none of the symbols it uses.
 #[inline(never)]
 fn walk_sites(key: *mut bindings::static_key, f: &mut dyn FnMut(&Site)) -> Result {
     let _lock = JumpLabelLock::new();
+    // A transaction's sites may be written by any task's batch, without `jump_label_mutex`:
+    // `text_mutex` keeps them whole while they are read.
+    #[cfg(CONFIG_TEXT_POKE_RS)]
+    let _text = TextLock::new();
     // SAFETY: `key` is a valid key, and its `entries` word is only written under
     // `jump_label_mutex`, which `_lock` holds.
     let entries = unsafe { (*key).__bindgen_anon_1.entries };
@@ -539,7 +581,8 @@ impl Site {
     ///
     /// # Safety
     ///
-    /// `entry` is a valid entry of the kernel's jump table, and `jump_label_mutex` is held.
+    /// `entry` is a valid entry of the kernel's jump table, and `jump_label_mutex` is held (and
+    /// `text_mutex`, with the Rust text-poke batch).
     unsafe fn from_entry(entry: *mut bindings::jump_entry) -> Option<Self> {
         // SAFETY: The caller guarantees `entry` is valid.
         let e = unsafe { &*entry };
@@ -555,7 +598,7 @@ impl Site {
             0
         } else {
             // SAFETY: `entry` is valid and its code is live kernel text, which cannot be
-            // patched while `jump_label_mutex` is held, so it holds a complete NOP or JMP.
+            // patched while the caller's locks are held, so it holds a complete NOP or JMP.
             let size = unsafe { bindings::arch_jump_entry_size(entry) };
             usize::try_from(size).ok()?
         };

@@ -229,7 +229,8 @@ void text_poke_rs_retire(void)
  * A transaction keeps sites queued across several key flips, with
  * jump_label_mutex dropped in between: a module going away then may have
  * sites in the batch. Apply them while the module's text is still there,
- * before jump_label's own notifier forgets its entries.
+ * after jump_label's own notifier has dropped its entries, so that no
+ * flip can queue more of them.
  */
 void text_poke_rs_module_going(void)
 {
@@ -250,8 +251,8 @@ static int text_poke_rs_module_notify(struct notifier_block *nb,
 
 static struct notifier_block text_poke_rs_module_nb = {
 	.notifier_call = text_poke_rs_module_notify,
-	/* Before jump_label_module_nb (priority 1). */
-	.priority = 2,
+	/* After jump_label_module_nb (priority 1). */
+	.priority = 0,
 };
 
 static int __init text_poke_rs_module_init(void)

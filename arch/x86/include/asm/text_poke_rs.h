@@ -158,6 +158,20 @@ static inline void text_poke_rs_note_batch_done(void)
 {
 }
 
+static __always_inline int text_poke_rs_int3_handler(struct pt_regs *regs)
+{
+	return 0;
+}
+
+static inline void text_poke_rs_batch_add(void *addr, const void *opcode,
+					  size_t len, const void *emulate)
+{
+}
+
+static inline void text_poke_rs_batch_finish(void)
+{
+}
+
 #endif /* CONFIG_TEXT_POKE_RS */
 
 #endif /* _ASM_X86_TEXT_POKE_RS_H */
