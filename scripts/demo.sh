@@ -105,10 +105,8 @@ boot() {
 	fi
 }
 
-# Everything but scale on 4 vCPUs; scale also boots 2, 8 and 16.
-main=()
-for s in "${scenarios[@]}"; do main+=("$s"); done
-[ ${#main[@]} -eq 0 ] || boot 4 "${main[@]}"
+# Every scenario on 4 vCPUs; scale also boots 2, 8 and 16.
+boot 4 "${scenarios[@]}"
 if [[ " ${scenarios[*]} " == *" scale "* ]]; then
 	for cpus in 2 8 16; do
 		boot "$cpus" scale
