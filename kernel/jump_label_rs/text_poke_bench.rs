@@ -337,12 +337,7 @@ impl Bench {
             0,
             0,
         ];
-        for (slot, v) in self.figures.iter().zip(values) {
-            slot.store(v, Ordering::Relaxed);
-        }
-        self.mode.store(mode(), Ordering::Relaxed);
-        self.kind
-            .store(if lookup { 2 } else { 1 }, Ordering::Relaxed);
+        self.record(if lookup { 2 } else { 1 }, values);
         Ok(())
     }
 }
@@ -427,12 +422,17 @@ impl Bench {
             after.batches - mid.batches,
             txn_ns,
         ];
+        self.record(3, values);
+        Ok(())
+    }
+
+    /// Keeps a run's figures, in [`FIELDS`] order, for the next read.
+    fn record(&self, kind: u64, values: [u64; FIELDS.len()]) {
         for (slot, v) in self.figures.iter().zip(values) {
             slot.store(v, Ordering::Relaxed);
         }
         self.mode.store(mode(), Ordering::Relaxed);
-        self.kind.store(3, Ordering::Relaxed);
-        Ok(())
+        self.kind.store(kind, Ordering::Relaxed);
     }
 }
 
