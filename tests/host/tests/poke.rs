@@ -451,17 +451,22 @@ proptest! {
     }
 }
 
+/// A queue over room for two sites that always grows.
+fn small_queue() -> Queue<ModelSites> {
+    Queue::new(ModelSites {
+        v: Vec::new(),
+        cap: 2,
+        fail: 0,
+        attempts: 0,
+    })
+}
+
 /// Sites added in address order with room to grow are applied as one batch per flush, and a
 /// transaction takes out-of-order sites in one batch too.
 #[test]
 fn queue_batches_what_it_can() {
     for txn in [false, true] {
-        let mut q = Queue::new(ModelSites {
-            v: Vec::new(),
-            cap: 2,
-            fail: 0,
-            attempts: 0,
-        });
+        let mut q = small_queue();
         let mut batches = 0;
         let mut apply = |_: &mut [PokeLoc]| batches += 1;
         let order: Vec<usize> = if txn {
@@ -477,12 +482,7 @@ fn queue_batches_what_it_can() {
         assert_eq!(batches, 1, "txn {txn}");
     }
     // Out of order outside a transaction: every site breaks the order.
-    let mut q = Queue::new(ModelSites {
-        v: Vec::new(),
-        cap: 2,
-        fail: 0,
-        attempts: 0,
-    });
+    let mut q = small_queue();
     let mut batches = 0;
     let mut apply = |_: &mut [PokeLoc]| batches += 1;
     for i in (0..10).rev() {
