@@ -3,9 +3,11 @@
 //! The live batch behind `smp_text_poke_*()`: storage, the entry points C calls, and the
 //! INT3 handler's lookup.
 //!
-//! Every entry point but [`text_poke_rs_lookup`] runs under `text_mutex`, which serialises all
-//! access to the batch. The INT3 handler reads the published vector only between
-//! `text_poke_rs_publish()` and `text_poke_rs_retire()`, which bracket [`poke::apply`].
+//! Every entry point but [`text_poke_rs_emulate`] runs under `text_mutex`, which serialises all
+//! access to the batch: the batch is only reached with a [`TextMutex`] token. Nothing stays
+//! queued once `text_mutex` is released. The INT3 handler reads the published vector, which
+//! nothing writes meanwhile, only between `text_poke_rs_publish()` and `text_poke_rs_retire()`,
+//! which bracket [`poke::apply`].
 
 use core::{cell::UnsafeCell, ffi::c_void, ptr};
 
@@ -16,19 +18,36 @@ use kernel::{
 
 use crate::poke::{self, Emulation, PokeError, PokeLoc, Queue, Sites, TextOps};
 
-/// Sites a batch holds without allocating: a page of [`PokeLoc`]s, as in C.
+/// Sites a batch holds without allocating: a page of [`PokeLoc`]s, as in C. Only key flips
+/// grow a batch beyond it.
 const FIXED: usize = 256;
 
-/// Where the batch keeps its sites.
+/// Where the batch keeps its sites, and the first byte each held before it was applied.
 ///
 /// # Invariants
 ///
 /// - `nr <= FIXED` while `grown` is empty, and the sites are `fixed[..nr]`;
-/// - otherwise the sites are `grown[..nr]`, with `nr == grown.len()`.
+/// - otherwise the sites are `grown[..nr]`, with `nr == grown.len() == grown_old.len()`.
 struct Storage {
     fixed: [PokeLoc; FIXED],
+    fixed_old: [u8; FIXED],
     grown: KVec<PokeLoc>,
+    grown_old: KVec<u8>,
     nr: usize,
+}
+
+/// Allocations while a batch is built: callers hold `text_mutex`, and some hold other locks
+/// too; failing only costs an early flush.
+fn grow_flags() -> kernel::alloc::Flags {
+    GFP_NOWAIT | __GFP_NOWARN
+}
+
+impl Storage {
+    /// Makes room for `more` further sites in `grown`, keeping `grown_old` as large.
+    fn grow(&mut self, more: usize) -> bool {
+        self.grown.reserve(more, grow_flags()).is_ok()
+            && self.grown_old.reserve(more, grow_flags()).is_ok()
+    }
 }
 
 impl Sites for Storage {
@@ -40,33 +59,40 @@ impl Sites for Storage {
         }
     }
 
-    fn reserve_one(&mut self) -> bool {
+    fn split(&mut self) -> (&[PokeLoc], &mut [u8]) {
+        if self.grown.is_empty() {
+            (&self.fixed[..self.nr], &mut self.fixed_old[..self.nr])
+        } else {
+            (&self.grown[..], &mut self.grown_old[..])
+        }
+    }
+
+    fn reserve_one(&mut self, grow: bool) -> bool {
         if self.grown.is_empty() {
             if self.nr < FIXED {
                 return true;
             }
-            // Move to a vector of twice the page, or to the one an earlier large batch left.
-            // GFP_NOWAIT: callers hold text_mutex, and some hold other locks too; failing only
-            // costs an early flush.
-            if self
-                .grown
-                .reserve(2 * FIXED, GFP_NOWAIT | __GFP_NOWARN)
-                .is_err()
-            {
+            if !grow || !self.grow(2 * FIXED) {
                 return false;
             }
             // INVARIANT: the sites move, in order, to `grown`, which was empty and now has room
-            // for all of them; `nr == grown.len()`.
+            // for all of them; `nr == grown.len() == grown_old.len()`.
             return self
                 .grown
-                .extend_from_slice(&self.fixed, GFP_NOWAIT | __GFP_NOWARN)
-                .is_ok();
+                .extend_from_slice(&self.fixed, grow_flags())
+                .is_ok()
+                && self.grown_old.extend_with(FIXED, 0, grow_flags()).is_ok();
         }
-        if self.grown.len() < self.grown.capacity() {
+        if !grow {
+            return false;
+        }
+        if self.grown.len() < self.grown.capacity()
+            && self.grown_old.len() < self.grown_old.capacity()
+        {
             return true;
         }
         let more = self.grown.len();
-        self.grown.reserve(more, GFP_NOWAIT | __GFP_NOWARN).is_ok()
+        self.grow(more)
     }
 
     fn push(&mut self, loc: PokeLoc) {
@@ -76,16 +102,23 @@ impl Sites for Storage {
                 return;
             };
             *slot = loc;
-        } else if self.grown.push(loc, GFP_NOWAIT | __GFP_NOWARN).is_err() {
-            // `reserve_one()` made room; nothing to do if it did not.
-            return;
+        } else {
+            // `reserve_one()` made room in both vectors: neither push fails.
+            if self.grown_old.len() == self.grown_old.capacity()
+                || self.grown.push_within_capacity(loc).is_err()
+            {
+                return;
+            }
+            // INVARIANT: `grown_old` had room, checked above.
+            let _ = self.grown_old.push_within_capacity(0);
         }
         self.nr += 1;
     }
 
-    /// Keeps a grown vector's memory for the next large batch.
+    /// Frees a grown vector: a large batch is rare, and its memory is not kept.
     fn clear(&mut self) {
-        self.grown.clear();
+        self.grown = KVec::new();
+        self.grown_old = KVec::new();
         self.nr = 0;
     }
 }
@@ -97,14 +130,17 @@ struct State {
     published: UnsafeCell<(*const PokeLoc, usize)>,
 }
 
-// SAFETY: `batch` is only touched under `text_mutex`; `published` is written under it and read
-// by the INT3 handler only while the per-CPU references say the vector is live.
+// SAFETY: `batch` is only reached through [`batch()`], which takes proof that `text_mutex` is
+// held; `published` is written under it and read by the INT3 handler only while the per-CPU
+// references say the vector is live.
 unsafe impl Sync for State {}
 
 static STATE: State = State {
     batch: UnsafeCell::new(Queue::new(Storage {
         fixed: [PokeLoc::EMPTY; FIXED],
+        fixed_old: [0; FIXED],
         grown: KVec::new(),
+        grown_old: KVec::new(),
         nr: 0,
     })),
     published: UnsafeCell::new((ptr::null(), 0)),
@@ -116,13 +152,10 @@ fn base() -> usize {
     (&raw const bindings::_stext).addr()
 }
 
-/// The batch, for code running under `text_mutex`.
-///
-/// # Safety
-///
-/// The caller holds `text_mutex` and does not keep the reference past releasing it.
-unsafe fn batch() -> &'static mut Queue<Storage> {
-    // SAFETY: `text_mutex` serialises every user of the batch, as the caller guarantees.
+/// The batch, for as long as `text` proves `text_mutex` held.
+fn batch(_text: &mut TextMutex) -> &mut Queue<Storage> {
+    // SAFETY: `text_mutex` serialises every user of the batch, and the one token of the task
+    // that holds it is borrowed mutably for as long as the reference lives.
     unsafe { &mut *STATE.batch.get() }
 }
 
@@ -160,13 +193,6 @@ impl TextOps for KernelText {
     }
 }
 
-/// Whether the current task has a transaction open: its finishes wait for the commit.
-fn in_transaction() -> bool {
-    // SAFETY: `text_poke_rs_txn_owner` is only written under `text_mutex`, which the caller
-    // holds; `get_current()` has no preconditions.
-    unsafe { bindings::text_poke_rs_txn_owner == bindings::get_current() }
-}
-
 /// The implementation in use: `text_poke_rs_mode`.
 ///
 /// It only changes with `text_mutex` and `jump_label_mutex` held and nothing queued, so it
@@ -182,15 +208,25 @@ fn serial() -> bool {
 }
 
 /// Proof that the current task holds `text_mutex`, which serialises every access to the batch.
+///
+/// # Invariants
+///
+/// The task that made it holds `text_mutex` for as long as it lives, and it is that task's only
+/// token.
 pub(crate) struct TextMutex {
     _not_send: core::marker::PhantomData<*mut ()>,
 }
 
 impl TextMutex {
+    /// Proof for a caller that was handed `text_mutex` held; lockdep checks it.
+    ///
     /// # Safety
     ///
-    /// The caller holds `text_mutex` for as long as the token lives.
-    unsafe fn assume_held() -> Self {
+    /// The caller holds `text_mutex` for as long as the token lives, and has no other token.
+    pub(crate) unsafe fn assume_held() -> Self {
+        // SAFETY: Only asserts, to lockdep, what the caller guarantees.
+        unsafe { bindings::text_poke_rs_assert_text_held() };
+        // INVARIANT: The caller guarantees it.
         Self {
             _not_send: core::marker::PhantomData,
         }
@@ -206,7 +242,8 @@ impl TextMutexGuard {
         // SAFETY: Taking `text_mutex` needs a context that may sleep, which every caller of the
         // generic jump-label update is.
         unsafe { bindings::text_poke_rs_text_lock() };
-        // SAFETY: The mutex was taken just above and is released when the guard is dropped.
+        // SAFETY: The mutex was taken just above and is released when the guard is dropped;
+        // a task cannot take it twice, so it has no other token.
         Self(unsafe { TextMutex::assume_held() })
     }
 }
@@ -219,6 +256,12 @@ impl core::ops::Deref for TextMutexGuard {
     }
 }
 
+impl core::ops::DerefMut for TextMutexGuard {
+    fn deref_mut(&mut self) -> &mut TextMutex {
+        &mut self.0
+    }
+}
+
 impl Drop for TextMutexGuard {
     fn drop(&mut self) {
         // SAFETY: The guard holds `text_mutex`, taken in `lock()` by this task.
@@ -227,7 +270,11 @@ impl Drop for TextMutexGuard {
 }
 
 /// `smp_text_poke_batch_add()`: queues a write, applying the batch first if the write would
-/// break its address order or it is full and cannot grow.
+/// break its address order or the batch's page is full, as C does.
+///
+/// A write the INT3 handler could not emulate, or that cannot be stored, is a caller's bug that
+/// the caller cannot be told of (ftrace, static calls and kprobes go on as if the text had
+/// changed): it panics, which `BUG()`s as upstream does. Nothing on the INT3 path calls this.
 ///
 /// # Safety
 ///
@@ -240,8 +287,7 @@ pub unsafe extern "C" fn text_poke_rs_batch_add(
     emulate: *const c_void,
 ) {
     if len == 0 || len > poke::MAX_INSN {
-        pr_warn!("text_poke: {len}-byte write refused\n");
-        return;
+        bad_poke(addr, len, PokeError::BadLength);
     }
     // SAFETY: The caller guarantees `opcode` points to `len` bytes.
     let text = unsafe { core::slice::from_raw_parts(opcode.cast::<u8>(), len) };
@@ -251,16 +297,20 @@ pub unsafe extern "C" fn text_poke_rs_batch_add(
         // SAFETY: The caller guarantees `emulate` points to `len` bytes.
         Some(unsafe { core::slice::from_raw_parts(emulate.cast::<u8>(), len) })
     };
-    let loc = match PokeLoc::new(base(), addr.addr(), text, emulate) {
-        Ok(loc) => loc,
-        Err(e) => {
-            pr_err!("text_poke: cannot patch {:p}: {:?}\n", addr, e);
-            kernel::warn_on!(true);
-            return;
-        }
-    };
-    // SAFETY: The caller holds `text_mutex`.
-    queue(&unsafe { TextMutex::assume_held() }, loc);
+    match PokeLoc::new(base(), addr.addr(), text, emulate) {
+        // SAFETY: The caller holds `text_mutex`, and C callers keep no token.
+        Ok(loc) => queue(&mut unsafe { TextMutex::assume_held() }, loc, false),
+        Err(e) => bad_poke(addr, len, e),
+    }
+}
+
+/// Stops the kernel for a write `text_poke_rs_batch_add()` cannot make.
+#[cold]
+fn bad_poke(addr: *mut c_void, len: usize, why: PokeError) -> ! {
+    panic!(
+        "text_poke: cannot patch _stext+{:#x} with a {len}-byte write: {why:?}",
+        addr.addr().wrapping_sub(base())
+    );
 }
 
 /// A site's write, checked and encoded: see [`queue`].
@@ -268,40 +318,24 @@ pub(crate) fn poke_loc(addr: usize, text: &[u8]) -> Result<PokeLoc, PokeError> {
     PokeLoc::new(base(), addr, text, None)
 }
 
-/// Queues `loc` (see [`Queue::add`]). In `serial` mode the batch is applied at once.
-pub(crate) fn queue(_text: &TextMutex, loc: PokeLoc) {
-    // SAFETY: `_text` says the caller holds `text_mutex`.
-    let b = unsafe { batch() };
-    b.add(base(), loc, in_transaction(), apply_sites);
+/// Queues `loc` (see [`Queue::add`]): `key` for the sites of key flips, which are applied as
+/// one batch however many they are. In `serial` mode the batch is applied at once.
+pub(crate) fn queue(text: &mut TextMutex, loc: PokeLoc, key: bool) {
+    let b = batch(text);
+    b.add(base(), loc, key, apply_sites);
     if serial() {
         b.flush(base(), apply_sites);
     }
 }
 
 /// The bytes queued for `addr`, if a pending write covers exactly that site.
-pub(crate) fn pending(_text: &TextMutex, addr: usize) -> Option<([u8; poke::MAX_INSN], usize)> {
-    // SAFETY: `_text` says the caller holds `text_mutex`.
-    unsafe { batch() }
-        .pending(base(), addr)
-        .map(PokeLoc::new_bytes)
+pub(crate) fn pending(text: &mut TextMutex, addr: usize) -> Option<([u8; poke::MAX_INSN], usize)> {
+    batch(text).pending(base(), addr).map(PokeLoc::new_bytes)
 }
 
-/// `smp_text_poke_batch_finish()` for Rust callers: applies the batch unless the current task
-/// has a transaction open.
-pub(crate) fn finish(_text: &TextMutex) {
-    if !in_transaction() {
-        apply_batch();
-    }
-}
-
-/// Applies whatever is queued, transaction or not: for text about to go away.
-///
-/// # Safety
-///
-/// Called with `text_mutex` held.
-#[no_mangle]
-pub unsafe extern "C" fn text_poke_rs_flush() {
-    apply_batch();
+/// `smp_text_poke_batch_finish()`: applies the batch with the INT3 protocol.
+pub(crate) fn finish(text: &mut TextMutex) {
+    batch(text).flush(base(), apply_sites);
 }
 
 /// The number of sites queued and not yet applied.
@@ -311,32 +345,24 @@ pub unsafe extern "C" fn text_poke_rs_flush() {
 /// Called with `text_mutex` held.
 #[no_mangle]
 pub unsafe extern "C" fn text_poke_rs_pending() -> usize {
-    // SAFETY: The caller holds `text_mutex`.
-    unsafe { batch() }.len()
+    // SAFETY: The caller holds `text_mutex`, and C callers keep no token.
+    batch(&mut unsafe { TextMutex::assume_held() }).len()
 }
 
-/// `smp_text_poke_batch_finish()`: applies the batch with the INT3 protocol.
-///
-/// Only key flips wait for a transaction's commit: what a C user (ftrace, kprobes, static
-/// calls) pokes is in place when this returns, as its caller expects, and so is anything a
-/// transaction had queued.
+/// `smp_text_poke_batch_finish()` for C callers: what they poked is in place when this returns.
 ///
 /// # Safety
 ///
 /// Called with `text_mutex` held.
 #[no_mangle]
 pub unsafe extern "C" fn text_poke_rs_batch_finish() {
-    apply_batch();
+    // SAFETY: The caller holds `text_mutex`, and C callers keep no token.
+    finish(&mut unsafe { TextMutex::assume_held() });
 }
 
-/// Applies the batch. Called with `text_mutex` held.
-fn apply_batch() {
-    // SAFETY: Every caller holds `text_mutex`.
-    unsafe { batch() }.flush(base(), apply_sites);
-}
-
-/// Patches `sites`, sorted by address, with the INT3 protocol. Called with `text_mutex` held.
-fn apply_sites(sites: &mut [PokeLoc]) {
+/// Patches `sites`, sorted by address, with the INT3 protocol. Called with `text_mutex` held,
+/// from [`Queue::flush`], which owns the batch while it runs.
+fn apply_sites(sites: &[PokeLoc], old: &mut [u8]) {
     // SAFETY: `published` is only written under `text_mutex`, and no handler reads it before
     // `text_poke_rs_publish()` below.
     unsafe { *STATE.published.get() = (sites.as_ptr(), sites.len()) };
@@ -345,7 +371,7 @@ fn apply_sites(sites: &mut [PokeLoc]) {
     // SAFETY: Counts the batch for the statistics.
     unsafe { bindings::text_poke_rs_note_batch(sites.len() as u32) };
 
-    poke::apply(sites, base(), &mut KernelText);
+    poke::apply(sites, old, base(), &mut KernelText);
 
     // SAFETY: The last sync is done: no CPU can hit our INT3s any more; wait for handlers.
     unsafe { bindings::text_poke_rs_retire() };

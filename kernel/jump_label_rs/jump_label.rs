@@ -11,11 +11,20 @@
 //! site is queued and the batch is applied once, in three sync rounds however many sites there
 //! are: the batch grows instead of filling up, and when it cannot grow it is applied and the
 //! walk goes on, so there is no overflow to die on.
+//!
+//! A refused flip also leaves the key's count as it was: the hooks in `kernel/jump_label.c`
+//! put it back when [`jump_label_rs_update`] counted a refusal.
+//!
+//! [`jump_label_rs_commit`] flips several keys as one batch (`static_key::Transaction`): the
+//! keys' counts and their text change together, inside one hold of `jump_label_mutex` and
+//! `text_mutex`, and only the keys it was given wait for the batch.
 
 use core::{
+    ffi::c_int,
     ptr,
     sync::atomic::{
         AtomicBool,
+        AtomicU8,
         Ordering, //
     },
 };
@@ -26,6 +35,11 @@ use kernel::{
     static_key::insn::{
         self,
         SiteInsn, //
+    },
+    sync::atomic::{
+        Atomic,
+        Relaxed,
+        Release, //
     },
 };
 
@@ -88,18 +102,9 @@ enum Plan {
     },
 }
 
-/// The size of the site instruction in `bytes`, if it is one a key puts there.
-fn site_size(bytes: &[u8; insn::MAX_LEN]) -> Option<usize> {
-    match bytes {
-        [0x66, 0x90, ..] | [insn::JMP8_OPCODE, ..] => Some(2),
-        [0x0f, 0x1f, 0x44, 0x00, 0x00] | [insn::JMP32_OPCODE, ..] => Some(5),
-        _ => None,
-    }
-}
-
 /// The bytes at `code` as the batch will leave them: the pending write if one is queued there
-/// (in a transaction), the text otherwise.
-fn current_bytes(text: &TextMutex, code: usize) -> [u8; insn::MAX_LEN] {
+/// (by an earlier key of a transaction), the text otherwise.
+fn current_bytes(text: &mut TextMutex, code: usize) -> [u8; insn::MAX_LEN] {
     let mut bytes = [0u8; insn::MAX_LEN];
     if let Some((queued, len)) = batch::pending(text, code) {
         let n = len.min(insn::MAX_LEN);
@@ -114,7 +119,7 @@ fn current_bytes(text: &TextMutex, code: usize) -> [u8; insn::MAX_LEN] {
 }
 
 /// Decides what to do with the site of `e` for a key whose value is now `enabled`.
-fn plan(text: &TextMutex, e: &Entry, enabled: bool, init: bool) -> Plan {
+fn plan(text: &mut TextMutex, e: &Entry, enabled: bool, init: bool) -> Plan {
     static NOT_TEXT: AtomicBool = AtomicBool::new(false);
 
     if !init && e.init {
@@ -134,7 +139,7 @@ fn plan(text: &TextMutex, e: &Entry, enabled: bool, init: bool) -> Plan {
     }
     let have = current_bytes(text, e.code);
     let wrong = |len| Plan::Wrong { have, len };
-    let Some(len) = site_size(&have) else {
+    let Some(len) = insn::site_size(&have) else {
         return wrong(insn::MAX_LEN);
     };
     let jumps = insn::site_jumps(enabled, e.branch);
@@ -176,9 +181,38 @@ unsafe fn for_each_entry(
     }
 }
 
+/// How [`jump_label_rs_update`] treats a run of sites.
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum How {
+    /// Check, queue and apply: a flip of one key.
+    Apply = 0,
+    /// Check only: [`jump_label_rs_commit`] sees whether a key may flip.
+    Check = 1,
+    /// Check and queue, applied later by [`jump_label_rs_commit`].
+    Queue = 2,
+}
+
+/// The current [`How`]. Not `Apply` only while [`jump_label_rs_commit`] runs, which sets it
+/// with `jump_label_mutex` and `text_mutex` held and puts it back before it drops them: an
+/// update that runs under `jump_label_mutex` and finds it not `Apply` runs inside the commit,
+/// in the task that holds `text_mutex`.
+static HOW: AtomicU8 = AtomicU8::new(How::Apply as u8);
+
+fn how() -> How {
+    match HOW.load(Ordering::Relaxed) {
+        1 => How::Check,
+        2 => How::Queue,
+        _ => How::Apply,
+    }
+}
+
 /// `__jump_label_update()`: patches the sites of `key` from `entry` to `stop` for its current
 /// value. Returns false if the upstream C update must do it instead: with `text_poke=c`, and
 /// while the kernel boots (before SMP, where sites are written directly).
+///
+/// A refused flip (a corrupted site) is counted in `text_poke_rs_refusals()`, from which the
+/// caller in `kernel/jump_label.c` learns it and puts the key's count back.
 ///
 /// # Safety
 ///
@@ -191,28 +225,38 @@ pub unsafe extern "C" fn jump_label_rs_update(
     stop: *mut bindings::jump_entry,
     init: bool,
 ) -> bool {
-    // The mode cannot change while `jump_label_mutex` is held.
-    if batch::mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_C {
+    let how = how();
+    // The mode cannot change while `jump_label_mutex` is held. A commit's check runs in every
+    // mode: it writes nothing.
+    if how != How::Check && batch::mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_C {
         return false;
     }
     // SAFETY: `system_state` is written only by the boot CPU as the kernel comes up.
-    if unsafe { ptr::read_volatile(&raw const bindings::system_state) }
-        == bindings::system_states_SYSTEM_BOOTING
-    {
+    let state = unsafe { ptr::read_volatile(&raw const bindings::system_state) };
+    if how != How::Check && state == bindings::system_states_SYSTEM_BOOTING {
         return false;
     }
 
     // SAFETY: `key` is a valid key, and its value cannot change under `jump_label_mutex`.
     // `static_key_count()` reads the -1 of a first enable in progress as enabled.
     let enabled = unsafe { bindings::static_key_count(key) } > 0;
-    let text = TextMutexGuard::lock();
+    let mut guard: Option<TextMutexGuard> = None;
+    let mut held;
+    let text: &mut TextMutex = if how == How::Apply {
+        guard.insert(TextMutexGuard::lock())
+    } else {
+        // SAFETY: Not `Apply`: this runs inside `jump_label_rs_commit()`, in the task that
+        // holds `text_mutex` (see `HOW`), which keeps no token of its own while it calls out.
+        held = unsafe { TextMutex::assume_held() };
+        &mut held
+    };
 
     // Check every site before queueing any, so that a refused flip writes nothing.
     let mut wrong = 0usize;
     // SAFETY: The caller guarantees the entries, which only change under `jump_label_mutex`.
     unsafe {
         for_each_entry(key, entry, stop, |e| {
-            if let Plan::Wrong { have, len } = plan(&text, e, enabled, init) {
+            if let Plan::Wrong { have, len } = plan(text, e, enabled, init) {
                 if wrong < REPORTED {
                     pr_err!(
                         "jump_label: site _stext+{:#x} of key _stext+{:#x} holds {:02x?}, not \
@@ -242,15 +286,149 @@ pub unsafe extern "C" fn jump_label_rs_update(
         kernel::warn_on!(true);
         return true;
     }
+    if how == How::Check {
+        return true;
+    }
 
     // SAFETY: As above.
     unsafe {
         for_each_entry(key, entry, stop, |e| {
-            if let Plan::Write(loc) = plan(&text, e, enabled, init) {
-                batch::queue(&text, loc);
+            if let Plan::Write(loc) = plan(text, e, enabled, init) {
+                batch::queue(text, loc, true);
             }
         })
     };
-    batch::finish(&text);
+    if how == How::Apply {
+        batch::finish(text);
+    }
     true
+}
+
+/// The count of a key, as the atomic it is.
+///
+/// # Safety
+///
+/// `key` is a valid key that outlives the reference.
+unsafe fn count<'a>(key: *mut bindings::static_key) -> &'a Atomic<i32> {
+    // SAFETY: `key` is valid, as the caller guarantees; its count is only accessed atomically.
+    unsafe { Atomic::from_ptr(&raw mut (*key).enabled.counter) }
+}
+
+/// Holds `cpus_read_lock()` and `jump_label_mutex`, in that order.
+struct JumpLabelLock;
+
+impl JumpLabelLock {
+    /// Takes both. May sleep.
+    fn lock() -> Self {
+        // SAFETY: Callers may sleep; the locks are released when `Self` is dropped.
+        unsafe { bindings::cpus_read_lock() };
+        // SAFETY: As above, in the order `static_key_enable()` takes them.
+        unsafe { bindings::jump_label_lock() };
+        Self
+    }
+}
+
+impl Drop for JumpLabelLock {
+    fn drop(&mut self) {
+        // SAFETY: Taken in `lock()` by this task.
+        unsafe { bindings::jump_label_unlock() };
+        // SAFETY: As above.
+        unsafe { bindings::cpus_read_unlock() };
+    }
+}
+
+/// Flips the keys of `claims`, each to its `enable`, as one batch: a transaction's commit.
+///
+/// Every key's count and text change together: the keys being enabled read -1 (enabling in
+/// progress, as in `static_key_enable()`) until their sites are written, the keys being
+/// disabled read 0 from the start, as in `static_key_disable()`. Only these keys wait for the
+/// batch; whatever else the caller flips meanwhile is applied as it returns.
+///
+/// Every site of every key is checked first: if one is corrupted, no key changes, nothing is
+/// written, and the commit fails with `-EINVAL`. A key already at its value is left alone, as
+/// `static_key_enable()` and `static_key_disable()` leave it (with their warning if its count
+/// is above one). Sets each claim's `flip` to whether its key changed.
+///
+/// # Safety
+///
+/// `claims` points to `n` claims on valid keys, none named twice; the caller may sleep and
+/// holds none of `cpus_read_lock()`, `jump_label_mutex` and `text_mutex`.
+#[no_mangle]
+pub unsafe extern "C" fn jump_label_rs_commit(
+    claims: *mut bindings::text_poke_rs_claim,
+    n: usize,
+) -> c_int {
+    if n == 0 {
+        return 0;
+    }
+    // SAFETY: The caller guarantees `claims` points to `n` claims, ours until we return.
+    let claims = unsafe { core::slice::from_raw_parts_mut(claims, n) };
+    let _locks = JumpLabelLock::lock();
+
+    // Mark what changes, as the C helpers do, under `jump_label_mutex`: fast paths only ever
+    // move a count between positive values.
+    for c in claims.iter_mut() {
+        // SAFETY: The caller guarantees the key is valid.
+        let count = unsafe { count(c.key) };
+        c.flip = if c.enable {
+            let flip = count.cmpxchg(0, -1, Relaxed).is_ok();
+            if !flip {
+                kernel::warn_on!(count.load(Relaxed) != 1);
+            }
+            flip
+        } else {
+            let flip = count.cmpxchg(1, 0, Relaxed).is_ok();
+            if !flip {
+                kernel::warn_on!(count.load(Relaxed) != 0);
+            }
+            flip
+        };
+    }
+
+    let mut text = TextMutexGuard::lock();
+    let flips = || claims.iter().filter(|c| c.flip);
+    // Check every key; the counts say which way each goes.
+    HOW.store(How::Check as u8, Ordering::Relaxed);
+    let mut ok = true;
+    for c in flips() {
+        // SAFETY: `jump_label_mutex` is held, and the key is valid.
+        ok &= unsafe { bindings::jump_label_rs_key_update(c.key) };
+    }
+    if !ok {
+        HOW.store(How::Apply as u8, Ordering::Relaxed);
+        drop(text);
+        for c in flips() {
+            // SAFETY: As above.
+            unsafe { count(c.key) }.store(if c.enable { 0 } else { 1 }, Release);
+        }
+        return -(bindings::EINVAL as c_int);
+    }
+
+    if batch::mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_C {
+        // Upstream's update takes `text_mutex` itself, and patches each key at once.
+        HOW.store(How::Apply as u8, Ordering::Relaxed);
+        drop(text);
+        for c in flips() {
+            // SAFETY: As above.
+            unsafe { bindings::jump_label_rs_key_update(c.key) };
+        }
+    } else {
+        HOW.store(How::Queue as u8, Ordering::Relaxed);
+        for c in flips() {
+            // Cannot be refused: nothing wrote text since the check, `text_mutex` is held.
+            // SAFETY: As above.
+            unsafe { bindings::jump_label_rs_key_update(c.key) };
+        }
+        HOW.store(How::Apply as u8, Ordering::Relaxed);
+        batch::finish(&mut text);
+        drop(text);
+    }
+
+    for c in flips().filter(|c| c.enable) {
+        // Whoever sees the key enabled also sees its sites written, as in
+        // `static_key_enable()`.
+        // SAFETY: As above.
+        unsafe { count(c.key) }.store(1, Release);
+    }
+    0
 }

@@ -33,7 +33,7 @@ static TXN_6: StaticKeyFalse = StaticKeyFalse::new();
 static TXN_7: StaticKeyFalse = StaticKeyFalse::new();
 static KEY_CORRUPT: StaticKeyFalse = StaticKeyFalse::new();
 static KEY_RACE: StaticKeyFalse = StaticKeyFalse::new();
-static KEY_GOING: StaticKeyFalse = StaticKeyFalse::new();
+static KEY_CLAIMED: StaticKeyFalse = StaticKeyFalse::new();
 
 /// Defines `$f::<A, B>`: one site on `$key` per instance. Each instance's body differs (it
 /// adds its own constant), or identical functions would be merged into one.
@@ -65,7 +65,7 @@ sites_of!(site_txn_6, TXN_6);
 sites_of!(site_txn_7, TXN_7);
 sites_of!(site_corrupt, KEY_CORRUPT);
 sites_of!(site_race, KEY_RACE);
-sites_of!(site_going, KEY_GOING);
+sites_of!(site_claimed, KEY_CLAIMED);
 
 /// The sites of [`KEY_STRESS`].
 const STRESS_SITES: [fn(u32) -> u32; 4] = [
@@ -175,6 +175,37 @@ impl Drop for Track {
 
 fn mode() -> u32 {
     crate::batch::mode()
+}
+
+/// The CPUs the test counts IPIs on: the guest has 4, a `u64` mask holds all it may have.
+const MAX_CPUS: usize = 64;
+
+/// Unrelated IPIs a CPU may receive while the IPI test flips its key.
+const SLACK: u64 = 8;
+
+/// The online CPUs below [`MAX_CPUS`], as a mask.
+fn online_cpus() -> u64 {
+    let mut mask = 0u64;
+    for cpu in 0..MAX_CPUS {
+        // SAFETY: Only reads the online mask, `cpu_online()`, which is inline in C.
+        if unsafe { bindings::cpumask_test_cpu(cpu as i32, &raw mut bindings::__cpu_online_mask) } {
+            mask |= 1 << cpu;
+        }
+    }
+    mask
+}
+
+/// The function-call IPIs each CPU has received (0 for CPUs not online).
+fn ipis_received() -> [u32; MAX_CPUS] {
+    let mut counts = [0u32; MAX_CPUS];
+    let online = online_cpus();
+    for (cpu, c) in counts.iter_mut().enumerate() {
+        if online & (1 << cpu) != 0 {
+            // SAFETY: `cpu` is a possible CPU; only its counter is read.
+            *c = unsafe { bindings::text_poke_rs_ipis_received(cpu as i32) };
+        }
+    }
+    counts
 }
 
 /// The sync rounds a flip of a key with `sites` sites takes in the booted mode.
@@ -299,20 +330,36 @@ mod tests {
     }
 
     #[test]
-    fn ipis_follow_rounds() {
+    fn ipis_reach_every_cpu() {
+        let _track = Track::new();
+        let cpus = online_cpus();
+        let before_cal = ipis_received();
         let before = stats();
         assert_eq!(KEY_64.enable(), Ok(()));
         assert_eq!(KEY_64.disable(), Ok(()));
         let after = stats();
-        // SAFETY: `__num_online_cpus` is a valid `atomic_t`; a volatile read of its counter is
-        // `num_online_cpus()`, which is inline in C.
-        let online =
-            unsafe { core::ptr::read_volatile(&raw const bindings::__num_online_cpus.counter) };
-        let others = u64::try_from(online).unwrap_or(1) - 1;
-        assert_eq!(
-            after.ipis - before.ipis,
-            (after.syncs - before.syncs) * others
-        );
+        let after_cal = ipis_received();
+        let rounds = after.own_syncs - before.own_syncs;
+        assert_eq!(rounds, 2 * expected_rounds(64));
+        // Every round interrupts every other online CPU once: count what each one received,
+        // from its own interrupt statistics (the CAL line of /proc/interrupts). Unrelated
+        // function calls (a TLB shootdown, another task's text poke) may add a few.
+        let mut total = 0u64;
+        let mut reached = 0u64;
+        for cpu in 0..MAX_CPUS {
+            if cpus & (1 << cpu) == 0 {
+                continue;
+            }
+            let got = u64::from(after_cal[cpu].wrapping_sub(before_cal[cpu]));
+            assert!(got <= rounds + SLACK);
+            total += got;
+            reached += u64::from(got >= rounds);
+        }
+        let others = u64::from(cpus.count_ones()) - 1;
+        assert!(total >= rounds * others);
+        assert!(total <= rounds * others + SLACK);
+        // The flipping task may have moved between CPUs, but at most onto one at a time.
+        assert!(reached + 1 >= others);
         assert!(after.batches > before.batches);
         assert!(after.batch_ns > before.batch_ns);
         // The largest batch so far, boot included, holds at least this test's 64 sites when
@@ -339,7 +386,7 @@ mod tests {
         // As one transaction: one batch of 512 sites, sorted across the keys.
         for enable in [true, false] {
             let before = stats();
-            let mut txn = Transaction::begin();
+            let mut txn = Transaction::new();
             for key in keys {
                 let ret = if enable {
                     txn.enable(key)
@@ -349,8 +396,11 @@ mod tests {
                 assert!(ret.is_ok());
             }
             // A key changes once per transaction.
-            assert!(txn.enable(keys[0]).is_err());
-            txn.commit();
+            assert_eq!(txn.enable(keys[0]), Err(EBUSY));
+            // Nothing changes before the commit.
+            assert_eq!(run_txn(), [if enable { 0 } else { 64 }; 8]);
+            assert_eq!(keys[7].is_enabled(), !enable);
+            assert_eq!(txn.commit(), Ok(()));
             let after = stats();
             let rounds = match mode() {
                 bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_RUST => 3,
@@ -435,38 +485,64 @@ mod tests {
 
         let warnings = ExpectedWarnings::new();
         let count = || warnings.as_ref().map(ExpectedWarnings::count);
-        // The Rust API refuses before it changes the key.
+        let c_mode = mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_C;
+        // The Rust API refuses, and the key keeps its count and its text.
         let before = stats();
         assert_eq!(KEY_CORRUPT.enable(), Err(EINVAL));
         assert_eq!(count(), Some(1));
         assert!(!KEY_CORRUPT.is_enabled());
-        assert_eq!(snapshot(&KEY_CORRUPT), corrupt);
-        assert_eq!(KEY_CORRUPT.inc(), Err(EINVAL));
-        assert_eq!(count(), Some(2));
         assert_eq!(KEY_CORRUPT.count(), 0);
         assert_eq!(snapshot(&KEY_CORRUPT), corrupt);
 
-        // C callers cannot be told: the update refuses the flip, warns and writes nothing.
-        // Upstream's C update would BUG() instead, so only the Rust update is tried.
-        if mode() != bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_C {
+        // A transaction with the corrupted key changes none of its keys.
+        let mut txn = Transaction::new();
+        assert_eq!(txn.enable(&KEY_1), Ok(()));
+        assert_eq!(txn.enable(&KEY_CORRUPT), Ok(()));
+        assert_eq!(txn.commit(), Err(EINVAL));
+        assert_eq!(count(), Some(2));
+        assert!(!KEY_1.is_enabled() && !KEY_CORRUPT.is_enabled());
+        assert_eq!(run_all()[0], 0);
+        assert_eq!(check_sites(&KEY_1), (1, 0));
+        assert_eq!(snapshot(&KEY_CORRUPT), corrupt);
+
+        // C callers cannot be told: the update refuses the flip, warns, writes nothing, and
+        // `kernel/jump_label.c` puts the count back. Upstream's C update would BUG() instead,
+        // so only the Rust update is tried.
+        if !c_mode {
+            assert_eq!(KEY_CORRUPT.inc(), Err(EINVAL));
+            assert_eq!(count(), Some(3));
+            assert_eq!(KEY_CORRUPT.count(), 0);
+            assert_eq!(snapshot(&KEY_CORRUPT), corrupt);
             // SAFETY: `KEY_CORRUPT` is a valid key; this task may sleep.
             unsafe { bindings::static_key_enable(KEY_CORRUPT.as_raw()) };
-            assert_eq!(count(), Some(3));
-            assert_eq!(snapshot(&KEY_CORRUPT), corrupt);
-            // The key says enabled while its sites still fall through: disabling is refused
-            // in turn (every site now differs from the JMP it expects), and writes nothing.
-            // SAFETY: As above.
-            unsafe { bindings::static_key_disable(KEY_CORRUPT.as_raw()) };
             assert_eq!(count(), Some(4));
+            assert_eq!(KEY_CORRUPT.count(), 0);
+            assert!(!KEY_CORRUPT.is_enabled());
             assert_eq!(snapshot(&KEY_CORRUPT), corrupt);
-            assert_eq!(stats().refused - before.refused, 2);
+            // SAFETY: As above.
+            assert!(!unsafe { bindings::static_key_slow_inc(KEY_CORRUPT.as_raw()) });
+            assert_eq!(count(), Some(5));
+            assert_eq!(KEY_CORRUPT.count(), 0);
+            assert_eq!(snapshot(&KEY_CORRUPT), corrupt);
         }
         let after = stats();
+        assert_eq!(after.refused - before.refused, if c_mode { 2 } else { 5 });
         assert_eq!(after.own_entries, before.own_entries);
         assert_eq!(after.own_syncs, before.own_syncs);
         drop(warnings);
 
-        // Repaired, the key flips again.
+        // Repaired, the key flips again: the refused flips left nothing that makes the next
+        // one a no-op.
+        poke_site(code, &bytes[..len]);
+        assert_eq!(snapshot(&KEY_CORRUPT), good);
+        if !c_mode {
+            // SAFETY: As above.
+            unsafe { bindings::static_key_enable(KEY_CORRUPT.as_raw()) };
+            assert_eq!(row!(site_corrupt, 0), 32);
+            // SAFETY: As above.
+            unsafe { bindings::static_key_disable(KEY_CORRUPT.as_raw()) };
+            assert_eq!(row!(site_corrupt, 0), 0);
+        }
         poke_site(code, &bytes[..len]);
         assert_eq!(snapshot(&KEY_CORRUPT), good);
         assert_eq!(KEY_CORRUPT.enable(), Ok(()));
@@ -506,25 +582,49 @@ mod tests {
     }
 
     #[test]
-    fn module_going_applies_pending_sites() {
+    fn transaction_holds_back_only_its_keys() {
         let _track = Track::new();
         let before = stats();
-        let mut txn = Transaction::begin();
-        assert_eq!(txn.enable(&KEY_GOING), Ok(()));
-        let queued = mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_RUST;
-        // Queued until the commit in `rust` mode; the others patch at once.
-        assert_eq!(row!(site_going, 0), if queued { 0 } else { 32 });
-        // A module going away applies what is queued, while its text is still there.
-        // SAFETY: Takes `text_mutex`; this task may sleep and does not hold it.
-        unsafe { bindings::text_poke_rs_module_going() };
-        assert_eq!(row!(site_going, 0), 32);
-        assert_eq!(check_sites(&KEY_GOING), (32, 0));
-        txn.commit();
+        let mut txn = Transaction::new();
+        assert_eq!(txn.enable(&KEY_CLAIMED), Ok(()));
+        // Keys flipped meanwhile, from Rust and from C, are in place as the flips return.
+        assert_eq!(KEY_64.enable(), Ok(()));
+        assert_eq!(run_all()[1], 64);
+        assert_eq!(KEY_64.count(), 1);
+        // SAFETY: `KEY_1` is a valid key; this task may sleep.
+        unsafe { bindings::static_key_enable(KEY_1.as_raw()) };
+        assert_eq!(run_all()[0], 1);
+        // The claimed key has not changed, value nor text, until the commit.
+        assert_eq!(KEY_CLAIMED.count(), 0);
+        assert_eq!(row!(site_claimed, 0), 0);
+        assert_eq!(txn.commit(), Ok(()));
+        assert_eq!(KEY_CLAIMED.count(), 1);
+        assert_eq!(row!(site_claimed, 0), 32);
+        assert_eq!(check_sites(&KEY_CLAIMED), (32, 0));
         let after = stats();
-        assert_eq!(after.own_entries - before.own_entries, 32);
-        assert_eq!(after.own_syncs - before.own_syncs, expected_rounds(32));
-        assert_eq!(KEY_GOING.disable(), Ok(()));
-        assert_eq!(row!(site_going, 0), 0);
+        assert_eq!(after.own_entries - before.own_entries, 32 + 64 + 1);
+        assert_eq!(
+            after.own_syncs - before.own_syncs,
+            expected_rounds(32) + expected_rounds(64) + expected_rounds(1)
+        );
+
+        // A transaction dropped without a commit changes nothing.
+        let mut txn = Transaction::new();
+        assert_eq!(txn.disable(&KEY_CLAIMED), Ok(()));
+        drop(txn);
+        assert_eq!(row!(site_claimed, 0), 32);
+        // A key already at its value is left alone.
+        let mut txn = Transaction::new();
+        assert_eq!(txn.enable(&KEY_CLAIMED), Ok(()));
+        assert_eq!(txn.disable(&KEY_64), Ok(()));
+        assert_eq!(txn.commit(), Ok(()));
+        assert_eq!(KEY_CLAIMED.count(), 1);
+        assert_eq!(run_all()[1], 0);
+
+        assert_eq!(KEY_CLAIMED.disable(), Ok(()));
+        assert_eq!(KEY_1.disable(), Ok(()));
+        assert_eq!(row!(site_claimed, 0), 0);
+        assert_eq!(run_all(), [0, 0, 0, 0]);
     }
 
     #[test]
@@ -556,23 +656,20 @@ mod tests {
         }
         assert_eq!(guard.set(3), -(bindings::EINVAL as i32));
 
-        // Sites a transaction keeps queued pin the implementation until the commit.
+        // An open transaction queues nothing: the implementation may change under it.
         assert_eq!(
             guard.set(bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_RUST),
             0
         );
-        let mut txn = Transaction::begin();
+        let mut txn = Transaction::new();
         assert_eq!(txn.enable(&KEY_64), Ok(()));
-        assert_eq!(
-            guard.set(bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_C),
-            -(bindings::EBUSY as i32)
-        );
-        txn.commit();
-        assert_eq!(run_all()[1], 64);
-        assert_eq!(KEY_64.disable(), Ok(()));
         assert_eq!(
             guard.set(bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_C),
             0
         );
+        assert_eq!(txn.commit(), Ok(()));
+        assert_eq!(run_all()[1], 64);
+        assert_eq!(KEY_64.disable(), Ok(()));
+        assert_eq!(run_all()[1], 0);
     }
 }

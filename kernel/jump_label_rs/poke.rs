@@ -58,6 +58,8 @@ pub enum PokeError {
 ///
 /// 16 bytes, so that 256 fit a page as in C. A `Jcc rel32` (6 bytes) is stored without its
 /// `0x0f` escape, with its opcode mapped to the matching `Jcc rel8`: `len == 6` tells them apart.
+/// Nothing in it changes while a batch is applied: the INT3 handler reads it then, and the first
+/// byte each site held before the batch is kept apart (see [`apply`]).
 ///
 /// # Invariants
 ///
@@ -71,7 +73,6 @@ pub struct PokeLoc {
     len: u8,
     opcode: u8,
     text: [u8; 5],
-    old: u8,
 }
 
 /// What the INT3 handler does for a CPU that hit a site being patched.
@@ -118,7 +119,6 @@ impl PokeLoc {
         len: 1,
         opcode: INT3,
         text: [INT3, 0, 0, 0, 0],
-        old: 0,
     };
 
     /// Describes writing `text` at `addr`, emulated as `emulate` (or as `text` itself) while
@@ -185,7 +185,6 @@ impl PokeLoc {
             len: len as u8,
             opcode,
             text: stored,
-            old: 0,
         })
     }
 
@@ -227,12 +226,6 @@ impl PokeLoc {
         } else {
             self.text[0]
         }
-    }
-
-    /// The first byte the site held before the batch wrote INT3 over it.
-    #[inline]
-    pub fn old_first_byte(&self) -> u8 {
-        self.old
     }
 
     /// What a CPU that hit the INT3 at this site must do.
@@ -352,18 +345,21 @@ pub struct ApplyStats {
 /// Patches every site of `vec` with the INT3 protocol: the body of
 /// `smp_text_poke_batch_finish()` between publishing the vector and retiring it.
 ///
-/// The caller publishes `vec` to the INT3 handler before calling and retires it after.
-pub fn apply(vec: &mut [PokeLoc], base: usize, ops: &mut impl TextOps) -> ApplyStats {
+/// The caller publishes `vec` to the INT3 handler before calling and retires it after; `vec`
+/// is only read. `old` receives the first byte each site held before its INT3, for
+/// [`TextOps::poked`]: one byte per site, and sites beyond `old.len()` are not patched.
+pub fn apply(vec: &[PokeLoc], old: &mut [u8], base: usize, ops: &mut impl TextOps) -> ApplyStats {
     let mut stats = ApplyStats::default();
+    let vec = vec.get(..old.len()).unwrap_or(vec);
     if vec.is_empty() {
         return stats;
     }
 
     // 1. INT3 at every site.
-    for loc in vec.iter_mut() {
-        let mut old = [0u8; 1];
-        ops.read(loc.addr(base), &mut old);
-        loc.old = old[0];
+    for (loc, first) in vec.iter().zip(old.iter_mut()) {
+        let mut byte = [0u8; 1];
+        ops.read(loc.addr(base), &mut byte);
+        *first = byte[0];
         ops.write(loc.addr(base), &[INT3]);
     }
     ops.sync();
@@ -371,11 +367,11 @@ pub fn apply(vec: &mut [PokeLoc], base: usize, ops: &mut impl TextOps) -> ApplyS
 
     // 2. Every byte but the first.
     let mut wrote = false;
-    for loc in vec.iter() {
+    for (loc, first) in vec.iter().zip(old.iter()) {
         let addr = loc.addr(base);
         let (new, len) = loc.new_bytes();
         let mut old = [0u8; MAX_INSN];
-        old[0] = loc.old;
+        old[0] = *first;
         if len > 1 {
             ops.read(addr + 1, &mut old[1..len]);
             ops.write(addr + 1, &new[1..len]);
@@ -405,12 +401,14 @@ pub fn apply(vec: &mut [PokeLoc], base: usize, ops: &mut impl TextOps) -> ApplyS
     stats
 }
 
-/// Storage for the sites of a batch.
+/// Storage for the sites of a batch, and for the first byte each held before it was applied.
 pub trait Sites {
     /// The sites, in the order they were added.
     fn as_mut_slice(&mut self) -> &mut [PokeLoc];
-    /// Makes room for one more site; false if the storage is full and cannot grow.
-    fn reserve_one(&mut self) -> bool;
+    /// The sites and room for as many old first bytes, for [`apply`].
+    fn split(&mut self) -> (&[PokeLoc], &mut [u8]);
+    /// Makes room for one more site; false if the storage is full and, or may not, grow.
+    fn reserve_one(&mut self, grow: bool) -> bool;
     /// Appends `loc`, after [`reserve_one`](Self::reserve_one) returned true.
     fn push(&mut self, loc: PokeLoc);
     /// Forgets every site.
@@ -420,10 +418,11 @@ pub trait Sites {
 /// A batch being built: `smp_text_poke_batch_add()`'s rules over some storage.
 ///
 /// Sites are kept in ascending address order, as [`lookup`] needs. A site that would break
-/// the order makes the queue apply what it holds first, as C does, except in a transaction,
+/// the order makes the queue apply what it holds first, as C does, except for a key flip,
 /// where it is appended and the vector is sorted before it is applied. A site already queued
 /// is always applied first, so that no address is queued twice, and so is a full storage that
-/// cannot grow: a batch never fails to take a site.
+/// cannot grow: a batch never fails to take a site. Only key flips grow the storage: other
+/// batches are applied whenever the storage's first page is full, as in C.
 ///
 /// # Invariants
 ///
@@ -447,14 +446,15 @@ impl<S: Sites> Queue<S> {
         self.sites.as_mut_slice()
     }
 
-    /// Queues `loc`. `txn` allows appending out of order. Calls `apply` on what is queued when
-    /// it must be applied first; `apply` gets the sites sorted by address.
+    /// Queues `loc`. `key` (a key flip) allows appending out of order and growing the storage.
+    /// Calls `apply` on what is queued when it must be applied first; `apply` gets the sites
+    /// sorted by address, and room for their old first bytes.
     pub fn add(
         &mut self,
         base: usize,
         loc: PokeLoc,
-        txn: bool,
-        mut apply: impl FnMut(&mut [PokeLoc]),
+        key: bool,
+        mut apply: impl FnMut(&[PokeLoc], &mut [u8]),
     ) {
         let addr = loc.addr(base);
         let unsorted = self.unsorted;
@@ -467,25 +467,24 @@ impl<S: Sites> Queue<S> {
         } else {
             lookup(queued, base, addr).is_some()
         };
-        let flush = already || (!in_order && !txn);
-        if flush || !self.sites.reserve_one() {
+        let flush = already || (!in_order && !key);
+        if flush || !self.sites.reserve_one(key) {
             self.flush(base, &mut apply);
-            if !self.sites.reserve_one() {
+            if !self.sites.reserve_one(key) {
                 // Empty storage with no room at all: apply the site on its own.
-                let mut alone = [loc];
-                apply(&mut alone);
+                apply(&[loc], &mut [0]);
                 return;
             }
         }
         if !ordered(self.sites.as_mut_slice(), base, addr) {
-            // INVARIANT: only a transaction appends out of order, and `flush()` sorts.
+            // INVARIANT: only a key flip appends out of order, and `flush()` sorts.
             self.unsorted = true;
         }
         self.sites.push(loc);
     }
 
     /// Applies what is queued, sorted by address, with `apply`, and empties the queue.
-    pub fn flush(&mut self, base: usize, mut apply: impl FnMut(&mut [PokeLoc])) {
+    pub fn flush(&mut self, base: usize, mut apply: impl FnMut(&[PokeLoc], &mut [u8])) {
         let sites = self.sites.as_mut_slice();
         if sites.is_empty() {
             return;
@@ -494,7 +493,8 @@ impl<S: Sites> Queue<S> {
             // Addresses are unique (type invariant): an unstable sort is deterministic.
             sites.sort_unstable_by_key(|l| l.addr(base));
         }
-        apply(sites);
+        let (sites, old) = self.sites.split();
+        apply(sites, old);
         self.sites.clear();
         self.unsorted = false;
     }

@@ -16,7 +16,15 @@
 //!   INT3 path, trap, lookup and emulation, for a batch of SITES sites.
 //!
 //! - `txn FLIPS`: eight keys of 64 sites each, enabled and disabled FLIPS times one by one,
-//!   then FLIPS times as one [`Transaction`]: the sync rounds, IPIs and cost of each way.
+//!   then FLIPS times as one [`Transaction`]: the sync rounds, IPIs and cost of each way. Both
+//!   ways go through the same update, which checks every site of a key before it writes any.
+//!
+//! - `modtxn MS` and `modkey 0|1`, for the test of module init text (`make test`): `modtxn`
+//!   begins a transaction enabling `text_poke_rs_mod_key`, whose sites are in the module
+//!   `text_poke_mod_test.ko`, lets that module's init function (waiting while the module is
+//!   COMING) go on, sleeps MS milliseconds while the module goes live and its init text is
+//!   freed, then commits: `entries` tells how many sites the commit wrote. `modkey` sets the
+//!   key.
 //!
 //! The implementation measured is the one in use: `/sys/kernel/debug/text_poke/mode` switches
 //! it, so all three are measured on one boot.
@@ -217,6 +225,15 @@ struct Timed {
 extern "C" {
     fn text_poke_timed_start(site: extern "C" fn() -> c_ulong) -> i32;
     fn text_poke_timed_stop(timed: *mut Timed);
+    // In kernel/jump_label_rs/text_poke_stress.c.
+    static mut text_poke_rs_mod_key: bindings::static_key_false;
+    static mut text_poke_rs_mod_go: bool;
+}
+
+/// The key whose sites are in `text_poke_mod_test.ko`.
+fn mod_key() -> &'static StaticKeyFalse {
+    // SAFETY: The key is a static defined with `DEFINE_STATIC_KEY_FALSE()`.
+    unsafe { StaticKeyFalse::from_c(&raw mut text_poke_rs_mod_key) }
 }
 
 /// The figures of the last run, in the order they are printed.
@@ -245,7 +262,7 @@ const FIELDS: [&str; 18] = [
 struct Bench {
     /// A run is going on.
     busy: AtomicBool,
-    /// What the last run was: 0 none, 1 flip, 2 lookup, 3 txn.
+    /// What the last run was: 0 none, 1 flip, 2 lookup, 3 txn, 4 modtxn, 5 modkey.
     kind: AtomicU64,
     /// The implementation it measured.
     mode: AtomicU64,
@@ -382,7 +399,7 @@ impl Bench {
         let mut txn_check_ns = 0u64;
         for i in 0..flips {
             let enable = i % 2 == 0;
-            let mut txn = Transaction::begin();
+            let mut txn = Transaction::new();
             for key in TXN_KEYS {
                 if enable {
                     txn.enable(key)?;
@@ -390,7 +407,7 @@ impl Bench {
                     txn.disable(key)?;
                 }
             }
-            txn.commit();
+            txn.commit()?;
             let c0 = now();
             check(enable);
             txn_check_ns += now().wrapping_sub(c0);
@@ -426,6 +443,49 @@ impl Bench {
         Ok(())
     }
 
+    /// The module init text test: see the module documentation.
+    fn modtxn(&self, ms: u64) -> Result {
+        let key = mod_key();
+        if key.is_enabled() {
+            return Err(EBUSY);
+        }
+        let mut txn = Transaction::new();
+        txn.enable(key)?;
+        // SAFETY: A plain flag the module's init function polls with `READ_ONCE()`.
+        unsafe { core::ptr::write_volatile(&raw mut text_poke_rs_mod_go, true) };
+        kernel::time::delay::fsleep(kernel::time::Delta::from_millis(ms as i64));
+        let before = stats();
+        let ret = txn.commit();
+        let after = stats();
+        // SAFETY: As above.
+        unsafe { core::ptr::write_volatile(&raw mut text_poke_rs_mod_go, false) };
+        let mut values = [0u64; FIELDS.len()];
+        values[1] = 1;
+        values[2] = after.syncs - before.syncs;
+        values[3] = after.ipis - before.ipis;
+        values[4] = after.entries - before.entries;
+        values[5] = after.batches - before.batches;
+        values[9] = after.refused - before.refused;
+        self.record(4, values);
+        ret
+    }
+
+    /// Sets the key of the module init text test.
+    fn modkey(&self, on: bool) -> Result {
+        let before = stats();
+        if on {
+            mod_key().enable()?;
+        } else {
+            mod_key().disable()?;
+        }
+        let after = stats();
+        let mut values = [0u64; FIELDS.len()];
+        values[1] = 1;
+        values[4] = after.entries - before.entries;
+        self.record(5, values);
+        Ok(())
+    }
+
     /// Keeps a run's figures, in [`FIELDS`] order, for the next read.
     fn record(&self, kind: u64, values: [u64; FIELDS.len()]) {
         for (slot, v) in self.figures.iter().zip(values) {
@@ -441,9 +501,11 @@ enum Command {
     Flip(&'static BenchKey, u64),
     Lookup(&'static BenchKey, u64),
     Txn(u64),
+    ModTxn(u64),
+    ModKey(bool),
 }
 
-/// Parses `flip SITES FLIPS`, `lookup SITES FLIPS` or `txn FLIPS`.
+/// Parses `flip SITES FLIPS`, `lookup SITES FLIPS`, `txn FLIPS`, `modtxn MS` or `modkey 0|1`.
 fn parse(cmd: &[u8]) -> Result<Command> {
     let text = core::str::from_utf8(cmd).map_err(|_| EINVAL)?;
     let mut words = text.split_ascii_whitespace();
@@ -451,6 +513,12 @@ fn parse(cmd: &[u8]) -> Result<Command> {
     let mut number = || -> Result<u64> { words.next().ok_or(EINVAL)?.parse().map_err(|_| EINVAL) };
     let cmd = match verb {
         "txn" => Command::Txn(number()?),
+        "modtxn" => Command::ModTxn(number()?.clamp(1, 10_000)),
+        "modkey" => match number()? {
+            0 => Command::ModKey(false),
+            1 => Command::ModKey(true),
+            _ => return Err(EINVAL),
+        },
         "flip" | "lookup" => {
             let sites = number()?;
             let key = KEYS
@@ -467,7 +535,8 @@ fn parse(cmd: &[u8]) -> Result<Command> {
         _ => return Err(EINVAL),
     };
     let flips = match cmd {
-        Command::Flip(_, n) | Command::Lookup(_, n) | Command::Txn(n) => n,
+        Command::Flip(_, n) | Command::Lookup(_, n) | Command::Txn(n) | Command::ModTxn(n) => n,
+        Command::ModKey(_) => 1,
     };
     if words.next().is_some() || flips == 0 || flips > 1_000_000 {
         return Err(EINVAL);
@@ -490,6 +559,8 @@ fn write_run(bench: &Bench, reader: &mut UserSliceReader) -> Result {
         Command::Flip(key, flips) => bench.run(key, flips, false),
         Command::Lookup(key, flips) => bench.run(key, flips, true),
         Command::Txn(flips) => bench.txn(flips),
+        Command::ModTxn(ms) => bench.modtxn(ms),
+        Command::ModKey(on) => bench.modkey(on),
     };
     bench.busy.store(false, Ordering::Release);
     ret
@@ -500,6 +571,8 @@ fn show_run(bench: &Bench, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         1 => "flip",
         2 => "lookup",
         3 => "txn",
+        4 => "modtxn",
+        5 => "modkey",
         _ => return writeln!(f, "none"),
     };
     let mode = match bench.mode.load(Ordering::Relaxed) as u32 {

@@ -7,7 +7,9 @@
 
 #include <linux/cpumask.h>
 #include <linux/err.h>
+#include <linux/export.h>
 #include <linux/irqflags.h>
+#include <linux/jump_label.h>
 #include <linux/kthread.h>
 #include <linux/percpu.h>
 #include <linux/sched.h>
@@ -19,6 +21,11 @@
 #include "text_poke_stress.h"
 
 #define TEXT_POKE_STRESS_MAX	8
+
+DEFINE_STATIC_KEY_FALSE(text_poke_rs_mod_key);
+EXPORT_SYMBOL_GPL(text_poke_rs_mod_key);
+bool text_poke_rs_mod_go;
+EXPORT_SYMBOL_GPL(text_poke_rs_mod_go);
 
 struct text_poke_stress_exec {
 	struct task_struct *task;

@@ -7,7 +7,15 @@
 #ifndef _KERNEL_JUMP_LABEL_RS_TEXT_POKE_STRESS_H
 #define _KERNEL_JUMP_LABEL_RS_TEXT_POKE_STRESS_H
 
+#include <linux/jump_label.h>
 #include <linux/types.h>
+
+/*
+ * A key of the kernel image whose sites are in text_poke_mod_test.ko, and
+ * the flag that module's init function waits for.
+ */
+DECLARE_STATIC_KEY_FALSE(text_poke_rs_mod_key);
+extern bool text_poke_rs_mod_go;
 
 /*
  * Pins the caller to its CPU and starts one executor on each of up to @max

@@ -150,18 +150,13 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
     /// counted with [`inc`](Self::inc) and [`dec`](Self::dec), not both: enabling a key whose
     /// count is above one leaves it unchanged with a warning, as in C.
     ///
-    /// Fails with `EINVAL`, with a warning and nothing written, if a site of the key does not
-    /// hold the instruction the key's value put there (see [`check_sites`](Self::check_sites)).
+    /// With `CONFIG_TEXT_POKE_RS`, fails with `EINVAL`, with a warning, the key unchanged and
+    /// nothing written, if a site of the key does not hold the instruction the key's value put
+    /// there. (Upstream's update `BUG()`s instead.)
     ///
     /// Takes `cpus_read_lock()` and `jump_label_mutex`: may sleep.
     pub fn enable(&self) -> Result {
-        might_sleep();
-        if !self.is_enabled() {
-            self.refuse_if_corrupt()?;
-        }
-        // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep.
-        unsafe { bindings::static_key_enable(self.as_raw()) };
-        Ok(())
+        self.set(true)
     }
 
     /// Disables the key, patching its sites to their disabled direction.
@@ -170,68 +165,61 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
     ///
     /// Takes `cpus_read_lock()` and `jump_label_mutex`: may sleep.
     pub fn disable(&self) -> Result {
-        might_sleep();
-        if self.is_enabled() {
-            self.refuse_if_corrupt()?;
-        }
-        // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep.
-        unsafe { bindings::static_key_disable(self.as_raw()) };
-        Ok(())
+        self.set(false)
     }
 
-    /// Fails with `EINVAL`, and warns, if a site does not hold what the key's value put there.
-    ///
-    /// Only the kernel image's sites are checked here, and only while no transaction keeps
-    /// sites queued (their text is not yet what their keys say). With the Rust text-poke batch
-    /// the update checks every site again and refuses the flip the same way, but cannot report
-    /// it to the caller; upstream's update crashes instead.
-    fn refuse_if_corrupt(&self) -> Result {
-        #[cfg(CONFIG_TEXT_POKE_RS)]
-        if TextLock::new().pending() {
-            return Ok(());
-        }
-        match self.check_sites() {
-            Ok((_, 0)) => Ok(()),
-            Err(e) if e == ENOTSUPP => Ok(()),
-            Err(e) => Err(e),
-            Ok((sites, wrong)) => {
-                // An offset, not to reveal where the kernel was loaded.
-                let stext = (&raw const bindings::_stext).addr();
-                crate::pr_err!(
-                    "static_key: {wrong} of {sites} sites of key _stext+{:#x} corrupted: not \
-                     flipped\n",
-                    self.as_raw().addr().wrapping_sub(stext)
-                );
-                crate::warn_on!(true);
-                Err(EINVAL)
+    #[cfg(CONFIG_TEXT_POKE_RS)]
+    fn set(&self, enable: bool) -> Result {
+        might_sleep();
+        let mut claim = [bindings::text_poke_rs_claim {
+            key: self.as_raw(),
+            enable,
+            flip: false,
+        }];
+        // SAFETY: One claim on a valid key (type invariant); the caller may sleep and, being
+        // allowed to flip keys, holds none of the locks the commit takes.
+        crate::error::to_result(unsafe { bindings::jump_label_rs_commit(claim.as_mut_ptr(), 1) })
+    }
+
+    #[cfg(not(CONFIG_TEXT_POKE_RS))]
+    fn set(&self, enable: bool) -> Result {
+        might_sleep();
+        // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep.
+        unsafe {
+            if enable {
+                bindings::static_key_enable(self.as_raw())
+            } else {
+                bindings::static_key_disable(self.as_raw())
             }
-        }
+        };
+        Ok(())
     }
 
     /// Takes a reference on the key: `static_key_slow_inc()`.
     ///
     /// The first reference enables the key. A key that starts enabled starts with one reference.
-    /// Fails with `EOVERFLOW`, and changes nothing, if the count would overflow, and as
-    /// [`enable`](Self::enable) does if the first reference finds a site corrupted.
+    /// Fails with `EOVERFLOW`, and changes nothing, if the count would overflow, and with
+    /// `EINVAL` as [`enable`](Self::enable) does if the first reference finds a site corrupted.
     ///
     /// Takes `cpus_read_lock()` and `jump_label_mutex`: may sleep.
     pub fn inc(&self) -> Result {
         might_sleep();
-        if self.count() == 0 {
-            self.refuse_if_corrupt()?;
-        }
         // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep.
         if unsafe { bindings::static_key_slow_inc(self.as_raw()) } {
             Ok(())
-        } else {
+        } else if self.count() == i32::MAX {
             Err(EOVERFLOW)
+        } else {
+            // The first reference was refused; the count was put back.
+            Err(EINVAL)
         }
     }
 
     /// Drops a reference on the key: `static_key_slow_dec()`.
     ///
     /// Dropping the last reference disables the key. Dropping a reference the key does not have
-    /// warns and changes nothing, as in C.
+    /// warns and changes nothing, as in C. If a site is corrupted, the last reference is not
+    /// dropped (the key stays enabled, with a warning).
     ///
     /// Takes `cpus_read_lock()` and `jump_label_mutex`: may sleep.
     pub fn dec(&self) {
@@ -328,15 +316,18 @@ impl<const INITIAL: bool> Default for StaticKey<INITIAL> {
     }
 }
 
-/// Changes to several keys whose sites are patched as one batch.
+/// Changes to several keys, made together, with their sites patched as one batch.
 ///
-/// With `CONFIG_TEXT_POKE_RS` and `text_poke=rust`, every site of every key changed in the
-/// transaction is patched when it is committed, in one batch: three sync rounds in all, where
-/// changing the keys one by one takes three each. The keys' values change at once, their sites
-/// at the commit, or earlier if another task's text poke, a module going away or a batch that
-/// cannot grow applies the queued sites first. Transactions are serialised, a key may be changed once per transaction, and a
-/// transaction belongs to the task that began it. With `text_poke=c` or `serial` a transaction
-/// only groups the changes.
+/// A transaction records which keys to enable and disable; nothing changes until
+/// [`commit`](Self::commit), which changes every key's value and its sites together: three sync
+/// rounds in all with `text_poke=rust`, where changing the keys one by one takes three each.
+/// Until the commit returns, every key keeps its value and its text, and only the keys of the
+/// transaction wait for the batch: whatever else the caller changes meanwhile takes effect as
+/// it returns. Dropping a transaction without committing it changes nothing.
+///
+/// The commit checks every site of every key first: if one is corrupted, no key changes.
+/// A key may be named once per transaction. With `text_poke=c` or `serial` the commit changes
+/// the same keys, patching them one by one.
 ///
 /// # Examples
 ///
@@ -346,68 +337,83 @@ impl<const INITIAL: bool> Default for StaticKey<INITIAL> {
 /// static A: StaticKeyFalse = StaticKeyFalse::new();
 /// static B: StaticKeyFalse = StaticKeyFalse::new();
 ///
-/// let mut txn = Transaction::begin();
+/// let mut txn = Transaction::new();
 /// txn.enable(&A)?;
 /// txn.enable(&B)?;
-/// txn.commit();
+/// assert!(!A.is_enabled());
+/// txn.commit()?;
 /// assert!(A.is_enabled() && B.is_enabled());
 /// # A.disable()?;
 /// # B.disable()?;
 /// # Ok::<(), Error>(())
 /// ```
 #[cfg(CONFIG_TEXT_POKE_RS)]
+#[must_use = "a transaction changes nothing until it is committed"]
 pub struct Transaction {
-    keys: crate::alloc::KVec<usize>,
-    _not_send: core::marker::PhantomData<*mut ()>,
+    claims: crate::alloc::KVec<bindings::text_poke_rs_claim>,
 }
+
+// SAFETY: A transaction only holds the addresses of keys, which are `Sync`.
+#[cfg(CONFIG_TEXT_POKE_RS)]
+unsafe impl Send for Transaction {}
 
 #[cfg(CONFIG_TEXT_POKE_RS)]
 impl Transaction {
-    /// Begins a transaction, waiting for any other to end.
-    ///
-    /// Takes a mutex: may sleep.
-    pub fn begin() -> Self {
-        might_sleep();
-        // SAFETY: The caller may sleep; the transaction is committed when `Self` is dropped.
-        unsafe { bindings::text_poke_rs_txn_begin() };
+    /// An empty transaction.
+    pub fn new() -> Self {
         Self {
-            keys: crate::alloc::KVec::new(),
-            _not_send: core::marker::PhantomData,
+            claims: crate::alloc::KVec::new(),
         }
     }
 
-    /// Records that `key` is changed in this transaction; fails with `EBUSY` if it already was.
-    fn claim(&mut self, key: *mut bindings::static_key) -> Result {
-        if self.keys.contains(&key.addr()) {
+    /// Records that `key` is to take the value `enable`; fails with `EBUSY` if the key already
+    /// is in the transaction.
+    fn claim(&mut self, key: *mut bindings::static_key, enable: bool) -> Result {
+        if self.claims.iter().any(|c| c.key == key) {
             return Err(EBUSY);
         }
-        self.keys
-            .push(key.addr(), crate::alloc::flags::GFP_KERNEL)?;
+        self.claims.push(
+            bindings::text_poke_rs_claim {
+                key,
+                enable,
+                flip: false,
+            },
+            crate::alloc::flags::GFP_KERNEL,
+        )?;
         Ok(())
     }
 
-    /// Enables `key`; its sites are patched at the commit.
-    pub fn enable<const INITIAL: bool>(&mut self, key: &StaticKey<INITIAL>) -> Result {
-        self.claim(key.as_raw())?;
-        key.enable()
+    /// Enables `key` at the commit.
+    pub fn enable<const INITIAL: bool>(&mut self, key: &'static StaticKey<INITIAL>) -> Result {
+        self.claim(key.as_raw(), true)
     }
 
-    /// Disables `key`; its sites are patched at the commit.
-    pub fn disable<const INITIAL: bool>(&mut self, key: &StaticKey<INITIAL>) -> Result {
-        self.claim(key.as_raw())?;
-        key.disable()
+    /// Disables `key` at the commit.
+    pub fn disable<const INITIAL: bool>(&mut self, key: &'static StaticKey<INITIAL>) -> Result {
+        self.claim(key.as_raw(), false)
     }
 
-    /// Patches the sites of every key changed and ends the transaction; dropping it does the
-    /// same.
-    pub fn commit(self) {}
+    /// Changes every key of the transaction and patches their sites as one batch.
+    ///
+    /// Fails with `EINVAL`, with a warning, no key changed and nothing written, if a site of
+    /// one of the keys does not hold what its key's value put there. A key already at the
+    /// value asked for is left as it is, as [`StaticKey::enable`] leaves it.
+    ///
+    /// Takes `cpus_read_lock()`, `jump_label_mutex` and `text_mutex`: may sleep.
+    pub fn commit(mut self) -> Result {
+        might_sleep();
+        // SAFETY: The claims name valid keys (they are `'static` keys), each once; the caller
+        // may sleep and holds none of the locks the commit takes.
+        crate::error::to_result(unsafe {
+            bindings::jump_label_rs_commit(self.claims.as_mut_ptr(), self.claims.len())
+        })
+    }
 }
 
 #[cfg(CONFIG_TEXT_POKE_RS)]
-impl Drop for Transaction {
-    fn drop(&mut self) {
-        // SAFETY: `self` was begun with `text_poke_rs_txn_begin()` by this task.
-        unsafe { bindings::text_poke_rs_txn_commit() };
+impl Default for Transaction {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -502,12 +508,6 @@ impl TextLock {
         unsafe { bindings::text_poke_rs_text_lock() };
         Self
     }
-
-    /// Whether sites are queued and not yet written (a transaction is open).
-    fn pending(&self) -> bool {
-        // SAFETY: `self` holds `text_mutex`.
-        unsafe { bindings::text_poke_rs_pending() != 0 }
-    }
 }
 
 #[cfg(CONFIG_TEXT_POKE_RS)]
@@ -524,8 +524,8 @@ impl Drop for TextLock {
 #[inline(never)]
 fn walk_sites(key: *mut bindings::static_key, f: &mut dyn FnMut(&Site)) -> Result {
     let _lock = JumpLabelLock::new();
-    // A transaction's sites may be written by any task's batch, without `jump_label_mutex`:
-    // `text_mutex` keeps them whole while they are read.
+    // Other text pokes (ftrace, kprobes) write without `jump_label_mutex`: `text_mutex` keeps
+    // every site whole while it is read.
     #[cfg(CONFIG_TEXT_POKE_RS)]
     let _text = TextLock::new();
     // SAFETY: `key` is a valid key, and its `entries` word is only written under
@@ -597,10 +597,14 @@ impl Site {
         let size = if unsafe { bindings::kernel_text_address(code) } == 0 {
             0
         } else {
-            // SAFETY: `entry` is valid and its code is live kernel text, which cannot be
-            // patched while the caller's locks are held, so it holds a complete NOP or JMP.
-            let size = unsafe { bindings::arch_jump_entry_size(entry) };
-            usize::try_from(size).ok()?
+            let mut bytes = [0u8; insn::MAX_LEN];
+            // SAFETY: `code` is live kernel text, which cannot be patched while the caller's
+            // locks are held; the site's jump-table entry says an instruction of at least 2
+            // bytes starts there, and kernel text is followed by more text or padding, so
+            // the 5 bytes read are mapped.
+            unsafe { core::ptr::copy_nonoverlapping(code as *const u8, bytes.as_mut_ptr(), 5) };
+            // A corrupted site has no size: it holds no instruction of its key.
+            insn::site_size(&bytes).unwrap_or(insn::MAX_LEN)
         };
         Some(Self {
             code,

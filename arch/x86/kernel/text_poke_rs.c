@@ -27,21 +27,19 @@
 #include <linux/string.h>
 #include <linux/uaccess.h>
 
+#include <asm/hardirq.h>
 #include <asm/text_poke_rs.h>
 
 int text_poke_rs_mode = TEXT_POKE_RS_MODE_RUST;
-/* The task whose batch finishes are deferred to its transaction's commit. */
-struct task_struct *text_poke_rs_txn_owner;
-static DEFINE_MUTEX(text_poke_rs_txn_mutex);
 DEFINE_PER_CPU(unsigned long, text_poke_rs_int3_hits);
 
 DEFINE_PER_CPU(atomic_t, text_poke_rs_refs);
 static atomic64_t text_poke_rs_batches;
 static atomic64_t text_poke_rs_entries;
 static atomic64_t text_poke_rs_syncs;
-static atomic64_t text_poke_rs_ipis;
 static atomic64_t text_poke_rs_max_batch;
 static atomic64_t text_poke_rs_batch_ns;
+static atomic64_t text_poke_rs_max_batch_ns;
 static atomic64_t text_poke_rs_refused;
 /* What the tracked task (text_poke_rs_track()) did itself. */
 static struct task_struct *text_poke_rs_tracked;
@@ -75,9 +73,10 @@ early_param("text_poke", text_poke_rs_setup);
 /*
  * Switch the implementation at run time, so that one boot can measure all
  * three side by side. Nothing may be in flight: text_mutex covers every
- * batch, jump_label_mutex also covers upstream's jump-label queue (filled
- * with text_mutex dropped between sites), and sites a transaction keeps
- * queued make the switch fail with -EBUSY.
+ * batch (nothing stays queued in the Rust batch once it is released, so
+ * -EBUSY only guards that rule), and jump_label_mutex also covers
+ * upstream's jump-label queue, filled with text_mutex dropped between
+ * sites.
  */
 int text_poke_rs_set_mode(int mode)
 {
@@ -89,7 +88,7 @@ int text_poke_rs_set_mode(int mode)
 	cpus_read_lock();
 	jump_label_lock();
 	mutex_lock(&text_mutex);
-	if (READ_ONCE(text_poke_rs_txn_owner) || text_poke_rs_pending())
+	if (text_poke_rs_pending())
 		ret = -EBUSY;
 	else
 		WRITE_ONCE(text_poke_rs_mode, mode);
@@ -114,7 +113,6 @@ void text_poke_rs_note_sync(void)
 	if (READ_ONCE(text_poke_rs_tracked) == current)
 		atomic64_inc(&text_poke_rs_own_syncs);
 	atomic64_inc(&text_poke_rs_syncs);
-	atomic64_add(num_online_cpus() - 1, &text_poke_rs_ipis);
 }
 
 void text_poke_rs_note_batch(unsigned int entries)
@@ -136,9 +134,30 @@ void text_poke_rs_note_refused(void)
 	atomic64_inc(&text_poke_rs_refused);
 }
 
+/*
+ * Key flips refused so far. They are counted under jump_label_mutex, so a
+ * holder that reads it before and after an update learns whether that
+ * update was refused.
+ */
+u64 text_poke_rs_refusals(void)
+{
+	return atomic64_read(&text_poke_rs_refused);
+}
+
 void text_poke_rs_text_lock(void)
 {
 	mutex_lock(&text_mutex);
+}
+
+void text_poke_rs_assert_text_held(void)
+{
+	lockdep_assert_held(&text_mutex);
+}
+
+/* Function-call IPIs @cpu has received: the CAL line of /proc/interrupts. */
+unsigned int text_poke_rs_ipis_received(int cpu)
+{
+	return READ_ONCE(per_cpu(irq_stat, cpu).counts[IRQ_COUNT_CALL_FUNCTION]);
 }
 
 void text_poke_rs_text_unlock(void)
@@ -148,32 +167,13 @@ void text_poke_rs_text_unlock(void)
 
 void text_poke_rs_note_batch_done(void)
 {
-	atomic64_add(local_clock() - text_poke_rs_batch_start,
-		     &text_poke_rs_batch_ns);
-}
+	s64 ns = local_clock() - text_poke_rs_batch_start;
+	s64 max = atomic64_read(&text_poke_rs_max_batch_ns);
 
-/*
- * A transaction groups the text pokes of several calls (several static key
- * flips) into one batch, applied at commit. Transactions are serialised;
- * other tasks' pokes go on and may apply the pending sites earlier, which
- * is harmless. Without the Rust batch a transaction only groups the calls.
- */
-void text_poke_rs_txn_begin(void)
-{
-	mutex_lock(&text_poke_rs_txn_mutex);
-	mutex_lock(&text_mutex);
-	WRITE_ONCE(text_poke_rs_txn_owner, current);
-	mutex_unlock(&text_mutex);
-}
-
-void text_poke_rs_txn_commit(void)
-{
-	mutex_lock(&text_mutex);
-	WRITE_ONCE(text_poke_rs_txn_owner, NULL);
-	if (text_poke_rs_active())
-		text_poke_rs_batch_finish();
-	mutex_unlock(&text_mutex);
-	mutex_unlock(&text_poke_rs_txn_mutex);
+	atomic64_add(ns, &text_poke_rs_batch_ns);
+	while (ns > max &&
+	       !atomic64_try_cmpxchg(&text_poke_rs_max_batch_ns, &max, ns))
+		;
 }
 
 void text_poke_rs_read_stats(struct text_poke_rs_stats *stats)
@@ -183,15 +183,18 @@ void text_poke_rs_read_stats(struct text_poke_rs_stats *stats)
 	stats->batches = atomic64_read(&text_poke_rs_batches);
 	stats->entries = atomic64_read(&text_poke_rs_entries);
 	stats->syncs = atomic64_read(&text_poke_rs_syncs);
-	stats->ipis = atomic64_read(&text_poke_rs_ipis);
 	stats->max_batch = atomic64_read(&text_poke_rs_max_batch);
 	stats->batch_ns = atomic64_read(&text_poke_rs_batch_ns);
+	stats->max_batch_ns = atomic64_read(&text_poke_rs_max_batch_ns);
 	stats->own_syncs = atomic64_read(&text_poke_rs_own_syncs);
 	stats->own_entries = atomic64_read(&text_poke_rs_own_entries);
 	stats->refused = atomic64_read(&text_poke_rs_refused);
 	stats->int3_hits = 0;
-	for_each_possible_cpu(cpu)
+	stats->ipis = 0;
+	for_each_possible_cpu(cpu) {
 		stats->int3_hits += per_cpu(text_poke_rs_int3_hits, cpu);
+		stats->ipis += text_poke_rs_ipis_received(cpu);
+	}
 }
 
 /*
@@ -224,44 +227,6 @@ void text_poke_rs_retire(void)
 	}
 }
 
-#ifdef CONFIG_MODULES
-/*
- * A transaction keeps sites queued across several key flips, with
- * jump_label_mutex dropped in between: a module going away then may have
- * sites in the batch. Apply them while the module's text is still there,
- * after jump_label's own notifier has dropped its entries, so that no
- * flip can queue more of them.
- */
-void text_poke_rs_module_going(void)
-{
-	mutex_lock(&text_mutex);
-	text_poke_rs_flush();
-	mutex_unlock(&text_mutex);
-}
-
-static int text_poke_rs_module_notify(struct notifier_block *nb,
-				      unsigned long val, void *data)
-{
-	if (val != MODULE_STATE_GOING || !text_poke_rs_active())
-		return NOTIFY_DONE;
-
-	text_poke_rs_module_going();
-	return NOTIFY_OK;
-}
-
-static struct notifier_block text_poke_rs_module_nb = {
-	.notifier_call = text_poke_rs_module_notify,
-	/* After jump_label_module_nb (priority 1). */
-	.priority = 0,
-};
-
-static int __init text_poke_rs_module_init(void)
-{
-	return register_module_notifier(&text_poke_rs_module_nb);
-}
-early_initcall(text_poke_rs_module_init);
-#endif
-
 /* perf's record of a rewrite, for decoders that walk the text (Intel PT). */
 void text_poke_rs_poked(const void *addr, const void *old, const void *new,
 			size_t len)
@@ -283,6 +248,7 @@ static int text_poke_rs_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "int3_hits %llu\n", s.int3_hits);
 	seq_printf(m, "max_batch %llu\n", s.max_batch);
 	seq_printf(m, "batch_ns %llu\n", s.batch_ns);
+	seq_printf(m, "max_batch_ns %llu\n", s.max_batch_ns);
 	seq_printf(m, "refused %llu\n", s.refused);
 	return 0;
 }

@@ -150,3 +150,14 @@ pub fn decode(code: usize, bytes: &[u8]) -> Decoded {
         _ => Decoded::Other,
     }
 }
+
+/// The size of the site instruction that starts `bytes`, if it is one a key puts there: the
+/// NOP or JMP of 2 or 5 bytes. Unlike `arch_jump_entry_size()`, which `BUG()`s, a corrupted
+/// site gives `None`.
+pub fn site_size(bytes: &[u8; MAX_LEN]) -> Option<usize> {
+    match bytes {
+        [0x66, 0x90, ..] | [JMP8_OPCODE, ..] => Some(2),
+        [0x0f, 0x1f, 0x44, 0x00, 0x00] | [JMP32_OPCODE, ..] => Some(5),
+        _ => None,
+    }
+}

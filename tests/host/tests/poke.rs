@@ -268,16 +268,19 @@ proptest! {
             sim.vec.push(PokeLoc::new(BASE, at, &new, None).unwrap());
             sim.sites.insert(at, (old, new));
         }
-        let mut vec = sim.vec.clone();
-        let stats = poke::apply(&mut vec, BASE, &mut sim);
+        let vec = sim.vec.clone();
+        let mut old_first = vec![0u8; vec.len()];
+        let stats = poke::apply(&vec, &mut old_first, BASE, &mut sim);
+        // The published vector is not written while it is applied.
+        prop_assert_eq!(&vec, &sim.vec);
         prop_assert!(sim.violations.is_empty(), "{:?}", sim.violations);
         prop_assert_eq!(stats.syncs, 3);
         prop_assert_eq!(sim.syncs, 3);
         prop_assert_eq!(stats.sites as usize, kinds.len());
         for (&at, (old, new)) in &sim.sites {
             prop_assert_eq!(sim.bytes(at, new.len()), new.clone());
-            let loc = poke::lookup(&vec, BASE, at).unwrap();
-            prop_assert_eq!(loc.old_first_byte(), old[0]);
+            let i = vec.iter().position(|l| l.addr(BASE) == at).unwrap();
+            prop_assert_eq!(old_first[i], old[0]);
         }
     }
 }
@@ -302,14 +305,14 @@ fn apply_skips_syncs_with_nothing_to_do() {
     }
     // Empty batch: nothing at all.
     let mut t = Count(0, BTreeMap::new());
-    assert_eq!(poke::apply(&mut [], BASE, &mut t).syncs, 0);
+    assert_eq!(poke::apply(&[], &mut [], BASE, &mut t).syncs, 0);
     // One-byte writes have no tail: INT3 then first bytes, 2 syncs.
-    let mut v = [PokeLoc::new(BASE, BASE + 1, &[0xc3], None).unwrap()];
-    assert_eq!(poke::apply(&mut v, BASE, &mut t).syncs, 2);
+    let v = [PokeLoc::new(BASE, BASE + 1, &[0xc3], None).unwrap()];
+    assert_eq!(poke::apply(&v, &mut [0], BASE, &mut t).syncs, 2);
     // Writing an INT3 on purpose (kprobes): only the first sync is needed.
     let mut t = Count(0, BTreeMap::new());
-    let mut v = [PokeLoc::new(BASE, BASE + 1, &[0xcc], None).unwrap()];
-    assert_eq!(poke::apply(&mut v, BASE, &mut t).syncs, 1);
+    let v = [PokeLoc::new(BASE, BASE + 1, &[0xcc], None).unwrap()];
+    assert_eq!(poke::apply(&v, &mut [0], BASE, &mut t).syncs, 1);
     assert_eq!(t.0, 1);
 }
 
@@ -364,13 +367,29 @@ fn jcc_conditions_follow_the_sdm() {
     }
 }
 
-/// Storage for the queue model: `cap` sites without growing, then growth that fails when the
-/// next bit of `fail` says so (one bit per attempt, cycling).
+/// Storage for the queue model: `cap` sites without growing (`fixed` of them before any
+/// growth), then growth, for key flips only, that fails when the next bit of `fail` says so
+/// (one bit per attempt, cycling).
 struct ModelSites {
     v: Vec<PokeLoc>,
+    old: Vec<u8>,
+    fixed: usize,
     cap: usize,
     fail: u32,
     attempts: u32,
+}
+
+impl ModelSites {
+    fn new(cap: usize, fail: u32) -> Self {
+        Self {
+            v: Vec::new(),
+            old: Vec::new(),
+            fixed: cap,
+            cap,
+            fail,
+            attempts: 0,
+        }
+    }
 }
 
 impl Sites for ModelSites {
@@ -378,9 +397,17 @@ impl Sites for ModelSites {
         &mut self.v
     }
 
-    fn reserve_one(&mut self) -> bool {
-        if self.v.len() < self.cap {
+    fn split(&mut self) -> (&[PokeLoc], &mut [u8]) {
+        self.old.resize(self.v.len(), 0);
+        (&self.v, &mut self.old)
+    }
+
+    fn reserve_one(&mut self, grow: bool) -> bool {
+        if self.v.len() < if grow { self.cap } else { self.fixed } {
             return true;
+        }
+        if !grow {
+            return false;
         }
         let bit = self.attempts % 32;
         self.attempts += 1;
@@ -398,13 +425,13 @@ impl Sites for ModelSites {
 
     fn clear(&mut self) {
         self.v.clear();
+        self.cap = self.fixed;
     }
 }
 
 proptest! {
     /// The queue against a reference model, for any sequence of writes (with repeated and
-    /// out-of-order addresses), finishes, storage sizes and growth failures, in and out of a
-    /// transaction: every batch it applies is sorted with no address twice (so the binary
+    /// out-of-order addresses), finishes, storage sizes and growth failures, for key flips and other batches: every batch it applies is sorted with no address twice (so the binary
     /// search finds every site in it), every write is applied exactly once, and the text ends
     /// as applying the writes one by one in order leaves it.
     #[test]
@@ -412,14 +439,14 @@ proptest! {
         ops in proptest::collection::vec((0usize..24, any::<u8>(), 0u8..8), 1..200),
         cap in 0usize..6,
         fail in any::<u32>(),
-        txn in any::<bool>(),
+        key in any::<bool>(),
     ) {
-        let mut q = Queue::new(ModelSites { v: Vec::new(), cap, fail, attempts: 0 });
+        let mut q = Queue::new(ModelSites::new(cap, fail));
         let mut text: BTreeMap<usize, [u8; 2]> = BTreeMap::new();
         let mut reference: BTreeMap<usize, [u8; 2]> = BTreeMap::new();
         let mut applied = 0usize;
         let mut batches = Vec::new();
-        let mut apply = |sites: &mut [PokeLoc]| {
+        let mut apply = |sites: &[PokeLoc], _: &mut [u8]| {
             let addrs: Vec<usize> = sites.iter().map(|l| l.addr(BASE)).collect();
             batches.push(addrs.clone());
             for l in sites.iter() {
@@ -434,7 +461,7 @@ proptest! {
         for &(slot, disp, finish) in &ops {
             let at = BASE + 0x100 + slot * 16;
             let insn = [0xeb, disp];
-            q.add(BASE, PokeLoc::new(BASE, at, &insn, None).unwrap(), txn, &mut apply);
+            q.add(BASE, PokeLoc::new(BASE, at, &insn, None).unwrap(), key, &mut apply);
             reference.insert(at, insn);
             added += 1;
             if finish == 0 {
@@ -453,38 +480,33 @@ proptest! {
 
 /// A queue over room for two sites that always grows.
 fn small_queue() -> Queue<ModelSites> {
-    Queue::new(ModelSites {
-        v: Vec::new(),
-        cap: 2,
-        fail: 0,
-        attempts: 0,
-    })
+    Queue::new(ModelSites::new(2, 0))
 }
 
-/// Sites added in address order with room to grow are applied as one batch per flush, and a
-/// transaction takes out-of-order sites in one batch too.
+/// A key flip's sites, in any order, are applied as one batch per flush, the storage growing
+/// as needed; other batches are applied whenever the storage's first page is full, as in C.
 #[test]
 fn queue_batches_what_it_can() {
-    for txn in [false, true] {
+    for (key, reverse, want) in [(true, false, 1), (true, true, 1), (false, false, 25)] {
         let mut q = small_queue();
         let mut batches = 0;
-        let mut apply = |_: &mut [PokeLoc]| batches += 1;
-        let order: Vec<usize> = if txn {
+        let mut apply = |_: &[PokeLoc], _: &mut [u8]| batches += 1;
+        let order: Vec<usize> = if reverse {
             (0..50).rev().collect()
         } else {
             (0..50).collect()
         };
         for i in order {
             let loc = PokeLoc::new(BASE, BASE + 0x100 + i * 8, &NOP2, None).unwrap();
-            q.add(BASE, loc, txn, &mut apply);
+            q.add(BASE, loc, key, &mut apply);
         }
         q.flush(BASE, &mut apply);
-        assert_eq!(batches, 1, "txn {txn}");
+        assert_eq!(batches, want, "key {key} reverse {reverse}");
     }
-    // Out of order outside a transaction: every site breaks the order.
+    // Out of order outside a key flip: every site breaks the order.
     let mut q = small_queue();
     let mut batches = 0;
-    let mut apply = |_: &mut [PokeLoc]| batches += 1;
+    let mut apply = |_: &[PokeLoc], _: &mut [u8]| batches += 1;
     for i in (0..10).rev() {
         let loc = PokeLoc::new(BASE, BASE + 0x100 + i * 8, &NOP2, None).unwrap();
         q.add(BASE, loc, false, &mut apply);

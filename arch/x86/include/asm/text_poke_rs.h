@@ -15,7 +15,6 @@
 
 struct jump_entry;
 struct static_key;
-struct task_struct;
 
 /* Which implementation serves smp_text_poke_*(): "text_poke=" at boot. */
 enum text_poke_rs_mode {
@@ -29,10 +28,12 @@ enum text_poke_rs_mode {
  * @batches: batches applied
  * @entries: sites patched
  * @syncs: sync rounds (one IPI to every other online CPU each)
- * @ipis: IPIs sent by sync rounds
+ * @ipis: function-call IPIs received by all CPUs, whatever sent them: the
+ *	sum of the CAL line of /proc/interrupts
  * @int3_hits: INT3s at sites being patched, emulated by the handler
  * @max_batch: the largest batch, in sites
  * @batch_ns: time spent applying batches
+ * @max_batch_ns: the longest time one batch took
  * @own_syncs: sync rounds made by the task text_poke_rs_track() follows
  * @own_entries: sites patched by that task
  * @refused: key flips refused because a site held the wrong bytes
@@ -45,6 +46,7 @@ struct text_poke_rs_stats {
 	u64 int3_hits;
 	u64 max_batch;
 	u64 batch_ns;
+	u64 max_batch_ns;
 	u64 own_syncs;
 	u64 own_entries;
 	u64 refused;
@@ -53,7 +55,6 @@ struct text_poke_rs_stats {
 #ifdef CONFIG_TEXT_POKE_RS
 
 extern int text_poke_rs_mode;
-extern struct task_struct *text_poke_rs_txn_owner;
 DECLARE_PER_CPU(unsigned long, text_poke_rs_int3_hits);
 DECLARE_PER_CPU(atomic_t, text_poke_rs_refs);
 
@@ -76,6 +77,8 @@ void text_poke_rs_note_sync(void);
 void text_poke_rs_note_batch(unsigned int entries);
 void text_poke_rs_note_batch_done(void);
 void text_poke_rs_note_refused(void);
+u64 text_poke_rs_refusals(void);
+unsigned int text_poke_rs_ipis_received(int cpu);
 void text_poke_rs_read_stats(struct text_poke_rs_stats *stats);
 void text_poke_rs_track(bool on);
 int text_poke_rs_set_mode(int mode);
@@ -85,12 +88,24 @@ void text_poke_rs_poked(const void *addr, const void *old, const void *new,
 /* text_mutex, for the Rust jump-label update. */
 void text_poke_rs_text_lock(void);
 void text_poke_rs_text_unlock(void);
+void text_poke_rs_assert_text_held(void);
 
-/* Transactions: the batches of several calls applied as one. */
-void text_poke_rs_txn_begin(void);
-void text_poke_rs_txn_commit(void);
-/* A module is going away: apply what a transaction has queued. */
-void text_poke_rs_module_going(void);
+/**
+ * struct text_poke_rs_claim - one key of a transaction
+ * @key: the key
+ * @enable: the value it is to take
+ * @flip: set by jump_label_rs_commit(): whether the key changed
+ */
+struct text_poke_rs_claim {
+	struct static_key *key;
+	bool enable;
+	bool flip;
+};
+
+/* Flips several keys as one batch: 0, or -EINVAL with nothing changed. */
+int jump_label_rs_commit(struct text_poke_rs_claim *claims, size_t n);
+/* jump_label_update() of one key, in kernel/jump_label.c: false if refused. */
+bool jump_label_rs_key_update(struct static_key *key);
 
 /* The per-CPU reference handshake with the INT3 handler. */
 void text_poke_rs_publish(void);
@@ -100,7 +115,6 @@ void text_poke_rs_retire(void);
 void text_poke_rs_batch_add(void *addr, const void *opcode, size_t len,
 			    const void *emulate);
 void text_poke_rs_batch_finish(void);
-void text_poke_rs_flush(void);
 size_t text_poke_rs_pending(void);
 bool jump_label_rs_update(struct static_key *key, struct jump_entry *entry,
 			  struct jump_entry *stop, bool init);
