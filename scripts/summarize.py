@@ -3,13 +3,16 @@
 """Count host and KUnit results and print the closing line of `make test`.
 
 Usage: summarize.py --cargo LOG [--checks LOG] --kunit JSON [--kunit JSON ...]
-                    [--guest LOG ...]
+                    [--guest LOG ...] [--cases LOG ...]
                     --suite NAME [--suite NAME ...]
 
 Every --kunit file is one boot of the kernel; each must have run every suite.
 Every --guest file is a boot's kernel log: each ftrace startup self-test
 ("Testing ...: PASSED") counts as a case; an oops, BUG, panic, or a warning
 other than the one the static key suite triggers on purpose fails the run.
+Every --cases file is the log of a boot with user space (scripts/guest-test.sh):
+each "@@ case NAME ok" line counts as a passed case, each "@@ case NAME
+FAILED..." as a failed one, and a log without "@@ end" as a problem.
 
 Exits non-zero on any failure, on an expected suite that did not run, or on
 missing results (a build that failed, a guest that crashed or timed out).
@@ -48,6 +51,7 @@ def main():
     ap.add_argument("--kunit", action="append", required=True)
     ap.add_argument("--checks")
     ap.add_argument("--guest", action="append", default=[])
+    ap.add_argument("--cases", action="append", default=[])
     ap.add_argument("--suite", action="append", default=[])
     args = ap.parse_args()
     problems = []
@@ -118,13 +122,37 @@ def main():
                 gf += 1
                 print(f"guest ({path}): {line.strip()}")
 
+    # Tests with user space: "@@ case NAME ok|FAILED...", then "@@ end".
+    up = uf = 0
+    for path in args.cases:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                lines = f.read().splitlines()
+        except OSError as e:
+            problems.append(f"user-space tests: {e}")
+            continue
+        for line in lines:
+            m = re.match(r"@@ case (\S+) (.*)$", line)
+            if not m:
+                continue
+            if m.group(2) == "ok":
+                up += 1
+            else:
+                uf += 1
+                print(f"user-space test ({path}): {m.group(1)} {m.group(2)}")
+        if not any(line.startswith("@@ end ") for line in lines):
+            problems.append(f"user-space tests: the guest did not finish ({path})")
+        elif up + uf == 0:
+            problems.append(f"user-space tests: no case ran ({path})")
+
     for p in problems:
         print(f"error: {p}")
     print(f"host: {hp} passed, {hf} failed, {hs} skipped; lint: {cp} passed, {cf} failed; "
           f"KUnit: {kp} passed, {kf} failed, {ks} skipped; "
-          f"boot self-tests: {gp} passed, {gf} failed")
-    failed = hf + cf + kf + gf + len(problems)
-    print(f"{hp + cp + kp + gp} passed, {failed} failed, {hs + ks} skipped")
+          f"boot self-tests: {gp} passed, {gf} failed; "
+          f"user space: {up} passed, {uf} failed")
+    failed = hf + cf + kf + gf + uf + len(problems)
+    print(f"{hp + cp + kp + gp + up} passed, {failed} failed, {hs + ks} skipped")
     return 1 if failed else 0
 
 

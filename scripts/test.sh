@@ -3,9 +3,12 @@
 #
 # make test: set up what is missing, fetch the base, apply the overlay, run
 # the host tests and the lint checks, build the kernel and run the
-# project's KUnit suites in QEMU, once per text_poke= mode. Ends with one line "N passed, N failed, N skipped" counting host and
-# KUnit cases together; exits non-zero on any failure, on a suite that did
-# not run and on a guest that crashed or timed out.
+# project's KUnit suites in QEMU, once per text_poke= mode, then boot the
+# same image once more with a busybox user space for the tests KUnit cannot
+# run (scripts/guest-test/). Ends with one line "N passed, N failed, N
+# skipped" counting host, lint, KUnit, boot self-test and user-space cases
+# together; exits non-zero on any failure, on a suite that did not run and
+# on a guest that crashed or timed out.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 step test
@@ -63,12 +66,20 @@ for mode in "${MODES[@]}"; do
 	fi
 done
 
+msg "tests with user space (scripts/guest-test/)"
+cases=$logs/guest-test.log
+guest_rc=0
+"$JLRS_TOP/scripts/guest-test.sh" "$cases" || guest_rc=$?
+[ "$guest_rc" = 0 ] || msg "user-space tests failed (exit $guest_rc, log: $cases)"
+jsons+=(--guest "$cases" --cases "$cases")
+
 msg "Linux $JLRS_BASE_VERSION (Debian linux-source-7.2 $JLRS_BASE_DEB_VERSION), $(($(date +%s) - start)) s"
 sargs=()
 for s in "${SUITES[@]}"; do sargs+=(--suite "$s"); done
 summary_rc=0
 python3 "$JLRS_TOP/scripts/summarize.py" --cargo "$logs/host.log" --checks "$logs/check.log" \
 	"${jsons[@]}" "${sargs[@]}" || summary_rc=$?
-if [ "$host_rc" != 0 ] || [ "$kunit_rc" != 0 ] || [ "$summary_rc" != 0 ]; then
+if [ "$host_rc" != 0 ] || [ "$kunit_rc" != 0 ] || [ "$guest_rc" != 0 ] ||
+	[ "$summary_rc" != 0 ]; then
 	exit 1
 fi

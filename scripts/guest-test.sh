@@ -1,0 +1,70 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# The tests that need user space, which KUnit cannot give: boot the test
+# kernel (built by scripts/kunit.sh) in QEMU (single-threaded TCG, 4 vCPUs)
+# with a busybox initramfs holding the project's test modules, and run
+# every scripts/guest-test/*.sh but init.sh in it. Each test prints
+# "@@ case NAME ok" or "@@ case NAME FAILED: why"; the guest ends with
+# "@@ end RC". The log goes to $1 (default
+# $JLRS_CACHE/<version>/logs/guest-test.log), where summarize.py counts it.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+step guest-test
+jlrs_base_env
+
+log=${1:-$JLRS_CACHE/$JLRS_BASE_VERSION/logs/guest-test.log}
+kernel=$JLRS_BUILD/arch/x86/boot/bzImage
+[ -f "$kernel" ] || die "no kernel image at $kernel: run scripts/kunit.sh first"
+modules=("$JLRS_BUILD/kernel/jump_label_rs/text_poke_mod_test.ko")
+for ko in "${modules[@]}"; do
+	[ -f "$ko" ] || die "$ko missing: is CONFIG_TEXT_POKE_RS_MOD_TEST=m in the kunitconfig?"
+done
+busybox=/bin/busybox
+[ -x "$busybox" ] || die "$busybox missing (package busybox-static)"
+if readelf -l "$busybox" 2>/dev/null | grep -q 'program interpreter'; then
+	die "$busybox is dynamically linked: install busybox-static"
+fi
+gen=$JLRS_BUILD/usr/gen_init_cpio
+[ -x "$gen" ] || die "$gen missing: the kernel needs CONFIG_BLK_DEV_INITRD"
+
+work=$JLRS_CACHE/$JLRS_BASE_VERSION/guest-test
+mkdir -p "$work" "$(dirname "$log")"
+{
+	cat <<LIST
+dir /dev 0755 0 0
+nod /dev/console 0600 0 0 c 5 1
+dir /bin 0755 0 0
+dir /proc 0755 0 0
+dir /sys 0755 0 0
+dir /lib 0755 0 0
+dir /lib/modules 0755 0 0
+dir /tests 0755 0 0
+file /bin/busybox $busybox 0755 0 0
+slink /bin/sh busybox 0777 0 0
+file /init $JLRS_TOP/scripts/guest-test/init.sh 0755 0 0
+LIST
+	for ko in "${modules[@]}"; do
+		echo "file /lib/modules/$(basename "$ko") $ko 0644 0 0"
+	done
+	for t in "$JLRS_TOP"/scripts/guest-test/*.sh; do
+		[ "$(basename "$t")" = init.sh ] && continue
+		echo "file /tests/$(basename "$t") $t 0755 0 0"
+	done
+} > "$work/initramfs.list"
+"$gen" "$work/initramfs.list" > "$work/initramfs.cpio" || die "gen_init_cpio failed"
+
+msg "booting the test kernel with user space (TCG, 4 vCPUs): $(cd "$JLRS_TOP/scripts/guest-test" && ls | grep -v '^init.sh$' | tr '\n' ' ')"
+# ftrace=nop: ftrace's startup self-tests already ran in the KUnit boots.
+set +e
+timeout 600 qemu-system-x86_64 -accel tcg,thread=single -smp 4 -m 1024 \
+	-nographic -no-reboot -bios qboot.rom \
+	-kernel "$kernel" -initrd "$work/initramfs.cpio" \
+	-append "console=ttyS0 kunit.enable=0 ftrace=nop panic=-1 oops=panic loglevel=4" \
+	2>&1 | tr -d '\r' > "$log"
+rc=${PIPESTATUS[0]}
+set -e
+grep -E '^@@ (case|error)' "$log" | sed 's/^@@ /[guest-test] /' >&2 || true
+[ "$rc" = 124 ] && die "the guest timed out after 600 s (log: $log)"
+grep -q '^@@ end ' "$log" || die "the guest did not finish its tests (log: $log)"
+exit 0

@@ -1,0 +1,66 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+# A transaction open while a module is COMING, committed after the module
+# went live and its init text was freed: the module's init site must have
+# seen the key's value as its count said, and the commit must write the
+# module's core site only, never its freed init text.
+name=text_poke_mod_test
+p=/sys/module/$name/parameters
+b=/sys/kernel/debug/text_poke_bench/run
+m=/sys/kernel/debug/text_poke/mode
+
+ok() { echo "@@ case $1 ok"; }
+fail() { echo "@@ case $1 FAILED: $2"; rc=1; }
+# The value of figure $1 in the benchmark's last run.
+fig() { sed -n "s/^$1 //p" $b; }
+
+rc=0
+for mode in rust serial c; do
+	t=module_init_text_$mode
+	if ! echo $mode > $m; then
+		fail $t "cannot switch to text_poke=$mode"
+		continue
+	fi
+	insmod /lib/modules/$name.ko &
+	pid=$!
+	# Wait until the module runs its init function, which waits for us.
+	i=0
+	while [ "$(cat /sys/module/$name/initstate 2>/dev/null)" != coming ] && [ $i -lt 500 ]; do
+		usleep 20000
+		i=$((i + 1))
+	done
+	if [ $i -ge 500 ]; then
+		fail $t "the module never reached its init function"
+		wait $pid
+		rmmod $name 2>/dev/null
+		continue
+	fi
+	echo "modtxn 1000" > $b
+	txn=$?
+	wait $pid
+	ins=$?
+	entries=$(fig entries)
+	count=$(cat $p/init_count)
+	init=$(cat $p/init_taken)
+	core=$(cat $p/core_taken)
+	if [ $txn != 0 ] || [ $ins != 0 ]; then
+		fail $t "modtxn exit $txn, insmod exit $ins"
+	elif [ "$count" != 0 ] || [ "$init" != N ]; then
+		fail $t "the init site ran with count $count and taken=$init: value and text disagree"
+	elif [ "$core" != 1 ]; then
+		fail $t "the core site does not branch after the commit"
+	elif [ "$entries" != 1 ]; then
+		fail $t "the commit wrote $entries sites, not the module's one live site"
+	else
+		ok $t
+	fi
+	# The module goes, the key flips back, and its sites go with the module.
+	echo "modkey 0" > $b || fail $t "disabling the key failed"
+	[ "$(cat $p/core_taken)" = 0 ] || fail $t "the core site still branches"
+	rmmod $name || fail $t "rmmod failed"
+	echo "modkey 1" > $b && [ "$(fig entries)" = 0 ] ||
+		fail $t "a flip after rmmod wrote $(fig entries) sites"
+	echo "modkey 0" > $b
+done
+echo rust > $m
+exit $rc
