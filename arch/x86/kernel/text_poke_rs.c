@@ -252,7 +252,30 @@ static int text_poke_rs_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "refused %llu\n", s.refused);
 	return 0;
 }
-DEFINE_SHOW_ATTRIBUTE(text_poke_rs_stats);
+
+static int text_poke_rs_stats_open(struct inode *inode, struct file *file)
+{
+	return single_open(file, text_poke_rs_stats_show, NULL);
+}
+
+/* Any write starts max_batch and max_batch_ns afresh; the counts go on. */
+static ssize_t text_poke_rs_stats_write(struct file *file,
+					const char __user *ubuf, size_t count,
+					loff_t *ppos)
+{
+	atomic64_set(&text_poke_rs_max_batch, 0);
+	atomic64_set(&text_poke_rs_max_batch_ns, 0);
+	return count;
+}
+
+static const struct file_operations text_poke_rs_stats_fops = {
+	.owner		= THIS_MODULE,
+	.open		= text_poke_rs_stats_open,
+	.read		= seq_read,
+	.llseek		= seq_lseek,
+	.release	= single_release,
+	.write		= text_poke_rs_stats_write,
+};
 
 static int text_poke_rs_mode_show(struct seq_file *m, void *v)
 {
@@ -295,14 +318,14 @@ static const struct file_operations text_poke_rs_mode_fops = {
 
 /*
  * /sys/kernel/debug/text_poke/: "stats", the counters, one "name value" a
- * line; "mode", the implementation in use, which a write of rust, c or
- * serial switches.
+ * line, whose maxima a write resets; "mode", the implementation in use,
+ * which a write of rust, c or serial switches.
  */
 static int __init text_poke_rs_debugfs_init(void)
 {
 	struct dentry *dir = debugfs_create_dir("text_poke", NULL);
 
-	debugfs_create_file("stats", 0444, dir, NULL, &text_poke_rs_stats_fops);
+	debugfs_create_file("stats", 0644, dir, NULL, &text_poke_rs_stats_fops);
 	debugfs_create_file("mode", 0644, dir, NULL, &text_poke_rs_mode_fops);
 	return 0;
 }
