@@ -11,6 +11,7 @@
 #   flip    IPI rounds, IPIs and cost per flip, 1 to 1024 sites, per mode
 #   lookup  cost of an INT3 hit during a flip, 1 to 1024 sites, c and rust
 #   txn     8 keys x 64 sites flipped one by one and as one transaction
+#   ftrace  the function tracer on the whole kernel enabled and disabled, c and rust
 #   scale   IPIs per flip of a 56-site key on 2, 4, 8 and 16 vCPUs
 #
 # JLRS_DEMO_TIMEOUT: seconds a guest may run (default 1200).
@@ -18,7 +19,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 step demo
 
-ALL=(sample flip lookup txn scale)
+ALL=(sample flip lookup txn ftrace scale)
 scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=("${ALL[@]}")
 for s in "${scenarios[@]}"; do

@@ -1,17 +1,26 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
-# Demo scenarios "flip", "lookup", "txn" and "scale", run inside the
-# guest: every implementation, switched at run time on this one boot, flips
-# the benchmark keys and reports the counters, the IPIs each CPU received
-# (/proc/interrupts, CAL) and the cost. One "@@ result" line per
-# measurement; the host turns them into results/demo.json.
+# Demo scenarios "flip", "lookup", "txn", "ftrace" and "scale", run inside
+# the guest: every implementation, switched at run time on this one boot,
+# flips the benchmark keys (or turns the function tracer on and off) and
+# reports the counters, the IPIs each CPU received (/proc/interrupts, CAL)
+# and the cost. One "@@ result" line per measurement; the host turns them
+# into results/demo.json.
 #
-# Usage: bench.sh SCENARIO...   (flip, lookup, txn, scale)
+# Usage: bench.sh SCENARIO...   (flip, lookup, txn, ftrace, scale)
 m=/sys/kernel/debug/text_poke/mode
 b=/sys/kernel/debug/text_poke_bench/run
-for f in $m $b; do
+st=/sys/kernel/debug/text_poke/stats
+t=/sys/kernel/tracing
+# ftrace needs no benchmark keys: the bench's file only when another
+# scenario is asked for.
+need=$m
+for scenario in "$@"; do
+	[ "$scenario" = ftrace ] || need="$m $b"
+done
+for f in $need; do
 	if [ ! -e $f ]; then
-		echo "@@ error bench: $f missing (CONFIG_TEXT_POKE_RS_BENCH off?)"
+		echo "@@ error bench: $f missing (CONFIG_TEXT_POKE_RS or CONFIG_TEXT_POKE_RS_BENCH off?)"
 		exit 1
 	fi
 done
@@ -55,6 +64,124 @@ measure() {
 	echo "@@ result scenario=$scenario cpus=$ncpu $(tr '\n' ' ' < $b | sed 's/\([a-z_]*\) \([^ ]*\) */\1=\2 /g')cal_before=$before cal_after=$after"
 }
 
+# The clock of ftrace, in ns: "date +%s%N" if this busybox's date knows
+# %N, else the "now at N nsecs" line of /proc/timer_list (the monotonic
+# clock). With -icount shift=0 both count guest instructions.
+case $(date +%N 2>/dev/null) in
+''|*[!0-9]*) clock=timer_list ;;
+*) clock=date ;;
+esac
+now_ns() {
+	if [ $clock = date ]; then
+		date +%s%N
+	else
+		awk '$1 == "now" && $2 == "at" { print $3; exit }' /proc/timer_list
+	fi
+}
+
+# The text_poke/stats figures ftrace reports, in this order (max_batch and
+# max_batch_ns are the largest batch and the longest one since the last
+# write to the stats file, the others count), then the CAL counts.
+snap() {
+	echo "$(awk '{ v[$1] = $2 } END {
+		print v["syncs"], v["batches"], v["entries"], v["int3_hits"], v["ipis"],
+			v["max_batch"], v["max_batch_ns"] }' $st) $(cal)"
+}
+
+# tracer NAME: writes NAME to current_tracer.
+tracer() {
+	if ! echo "$1" > $t/current_tracer; then
+		echo "@@ error ftrace: cannot set current_tracer to $1 with text_poke=$mode"
+		return 1
+	fi
+}
+
+# ftrace_report OP LINES: one "@@ result" line for OP from LINES, a round a
+# line: "NS SNAP_BEFORE SNAP_AFTER". Counters are the deltas summed over
+# the rounds; cal_before and cal_after the CAL counts of each CPU summed
+# over the rounds, so that their difference is the IPIs each CPU received
+# in all the rounds; max_batch and max_batch_ns are the largest over the
+# rounds (the maxima are reset before each write to current_tracer).
+ftrace_report() {
+	printf '%s' "$2" | awk -v op="$1" -v mode="$mode" -v ncpu="$ncpu" \
+		-v sites="$sites" -v clock="$clock" '
+	NF == 17 {
+		rounds++
+		ns += $1
+		for (i = 0; i < 5; i++)
+			d[i] += $(10 + i) - $(2 + i)
+		if ($15 > max)
+			max = $15
+		if ($16 > maxns)
+			maxns = $16
+		split($9, cb, ",")
+		split($17, ca, ",")
+		for (i = 1; i <= ncpu; i++) {
+			before[i] += cb[i]
+			after[i] += ca[i]
+		}
+	}
+	END {
+		if (!rounds)
+			exit 1
+		b = before[1]
+		a = after[1]
+		for (i = 2; i <= ncpu; i++) {
+			b = b "," before[i]
+			a = a "," after[i]
+		}
+		print "@@ result scenario=ftrace cpus=" ncpu " mode=" mode " op=" op \
+			" sites=" sites " rounds=" rounds " clock=" clock " ns=" ns \
+			" syncs=" d[0] " batches=" d[1] " entries=" d[2] " int3_hits=" d[3] \
+			" ipis=" d[4] " max_batch=" max " max_batch_ns=" maxns \
+			" cal_before=" b " cal_after=" a
+	}'
+}
+
+# ftrace_mode MODE: the function tracer on the whole kernel enabled and
+# disabled $rounds times with text_poke=MODE; a "@@ result" line for each
+# of enable and disable. The clock and the counters are read around each
+# write to current_tracer, each read a process of its own.
+ftrace_mode() {
+	mode=$1
+	if ! echo "$mode" > $m; then
+		echo "@@ error ftrace: cannot switch to text_poke=$mode"
+		return 1
+	fi
+	# One enable and disable first, not counted, as in measure().
+	if ! tracer function; then
+		tracer nop
+		return 1
+	fi
+	tracer nop || return 1
+	on=
+	off=
+	i=0
+	while [ $i -lt $rounds ]; do
+		echo 0 > $st
+		s0=$(snap)
+		t0=$(now_ns)
+		if ! tracer function; then
+			tracer nop
+			return 1
+		fi
+		t1=$(now_ns)
+		s1=$(snap)
+		echo 0 > $st
+		s1r=$(snap)
+		t2=$(now_ns)
+		tracer nop || return 1
+		t3=$(now_ns)
+		s2=$(snap)
+		on="$on$((t1 - t0)) $s0 $s1
+"
+		off="$off$((t3 - t2)) $s1r $s2
+"
+		i=$((i + 1))
+	done
+	ftrace_report enable "$on" && ftrace_report disable "$off"
+}
+
 rc=0
 for scenario in "$@"; do
 	case $scenario in
@@ -72,14 +199,36 @@ for scenario in "$@"; do
 		echo "@@ progress txn: 8 keys x 64 sites, one by one and as one transaction, c and rust"
 		for mode in c rust; do
 			# Two flips first, not counted, as in measure().
-			if ! echo $mode > $m || ! echo "txn 2" > $b || ! echo "txn 4" > $b; then
-				echo "@@ error txn: 'txn 4' failed with text_poke=$mode"
+			if ! echo $mode > $m || ! echo "txn 2" > $b || ! echo "txn 20" > $b; then
+				echo "@@ error txn: 'txn 20' failed with text_poke=$mode"
 				rc=1
 				continue
 			fi
 			echo "@@ result scenario=txn cpus=$ncpu $(tr '\n' ' ' < $b | sed 's/\([a-z_]*\) \([^ ]*\) */\1=\2 /g')"
 		done
 		echo "@@ done txn"
+		continue
+		;;
+	ftrace)
+		if [ ! -e $t/current_tracer ] || [ ! -e $st ]; then
+			echo "@@ error ftrace: $t/current_tracer or $st missing (tracefs not mounted, CONFIG_FUNCTION_TRACER off?)"
+			rc=1
+			continue
+		fi
+		sites=$(wc -l < $t/available_filter_functions | tr -d ' ')
+		case $(now_ns) in
+		''|*[!0-9]*)
+			echo "@@ error ftrace: no clock (date +%s%N, /proc/timer_list)"
+			rc=1
+			continue
+			;;
+		esac
+		rounds=2
+		echo "@@ progress ftrace: the function tracer on $sites functions, enabled and disabled $rounds times, c and rust"
+		for mode in c rust; do
+			ftrace_mode $mode || rc=1
+		done
+		echo "@@ done ftrace"
 		continue
 		;;
 	*)

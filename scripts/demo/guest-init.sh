@@ -6,6 +6,11 @@
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t debugfs debugfs /sys/kernel/debug
+# The function tracer's files (scenario ftrace), unless already mounted;
+# without them ftrace reports an error and the others go on.
+if [ -d /sys/kernel/tracing ] && ! grep -q ' /sys/kernel/tracing ' /proc/mounts; then
+	mount -t tracefs nodev /sys/kernel/tracing
+fi
 echo "@@ boot ok $(uname -r) cpus=$(grep -c ^processor /proc/cpuinfo)"
 # The scenarios to run: demo=a,b,... on the kernel command line.
 scenarios=$(tr ' ' '\n' < /proc/cmdline | sed -n 's/^demo=//p' | tr ',' ' ')
@@ -13,7 +18,7 @@ rc=0
 for s in $scenarios; do
 	case $s in
 	sample) sh /demo/sample.sh || rc=1 ;;
-	flip|lookup|txn|scale) sh /demo/bench.sh "$s" || rc=1 ;;
+	flip|lookup|txn|ftrace|scale) sh /demo/bench.sh "$s" || rc=1 ;;
 	*) echo "@@ error unknown scenario $s"; rc=1 ;;
 	esac
 done

@@ -153,6 +153,36 @@ def txn_rows(results, unit):
     return rows
 
 
+def ftrace_rows(results, unit):
+    """The function tracer enabled and disabled: figures per enable or disable."""
+    rows = []
+    for r in results:
+        if r.get("scenario") != "ftrace":
+            continue
+        rounds = int(r["rounds"])
+        cal = cal_delta(r)
+        rows.append({
+            "mode": r["mode"],
+            "op": r["op"],
+            "sites": int(r["sites"]),
+            "rounds": rounds,
+            "cost_per_op": int(r["ns"]) / rounds,
+            "syncs_per_op": int(r["syncs"]) / rounds,
+            "batches_per_op": int(r["batches"]) / rounds,
+            "entries_per_op": int(r["entries"]) / rounds,
+            "int3_hits_per_op": int(r["int3_hits"]) / rounds,
+            "ipis_per_op": int(r["ipis"]) / rounds,
+            "cal_per_op_per_cpu": [round(c / rounds, 2) for c in cal] if cal else None,
+            # The largest and the longest batch of any one write, the stats'
+            # maxima being reset before each.
+            "max_batch": int(r["max_batch"]),
+            "max_batch_ns": int(r.get("max_batch_ns", 0)),
+            "clock": r.get("clock"),
+            "unit": unit,
+        })
+    return rows
+
+
 def ratio(rows, key, value, against="c", of="rust"):
     by = {(r[key[0]], r[key[1]]): r[value] for r in rows}
     out = {}
@@ -179,6 +209,57 @@ def fmt(v, digits=1):
     return f"{v:,}"
 
 
+def share(v, of):
+    """v / of, or None when either is missing or of is 0."""
+    if v is None or not of:
+        return None
+    return v / of
+
+
+def ftrace_report(rows):
+    """The REPORT.md section of the ftrace scenario."""
+    ops = [op for op in ("enable", "disable") if any(r["op"] == op for r in rows)]
+    ops += sorted({r["op"] for r in rows} - set(ops))
+    ratios = {k: ratio(rows, ("mode", "op"), k)
+              for k in ("cost_per_op", "syncs_per_op", "int3_hits_per_op", "ipis_per_op",
+                        "max_batch_ns")}
+    out = []
+    for op in ops:
+        for r in sorted((r for r in rows if r["op"] == op), key=lambda r: r["mode"]):
+            out.append([r["mode"], op, r["rounds"], fmt(r["cost_per_op"], 0),
+                        fmt(r["syncs_per_op"], 1), fmt(r["batches_per_op"], 1),
+                        fmt(r["entries_per_op"], 0), fmt(r["int3_hits_per_op"], 1),
+                        fmt(r["ipis_per_op"], 1),
+                        ",".join(fmt(c, 1) for c in r["cal_per_op_per_cpu"] or []),
+                        fmt(r["max_batch"]), fmt(r["max_batch_ns"])])
+        out.append(["rust/c", op, "", fmt(ratios["cost_per_op"].get(op), 3),
+                    fmt(ratios["syncs_per_op"].get(op), 3), "", "",
+                    fmt(ratios["int3_hits_per_op"].get(op), 3),
+                    fmt(ratios["ipis_per_op"].get(op), 3), "", "",
+                    fmt(ratios["max_batch_ns"].get(op), 3)])
+    sites = sorted({r["sites"] for r in rows})
+    rounds = sorted({r["rounds"] for r in rows})
+    clocks = sorted({r["clock"] for r in rows if r.get("clock")})
+    return ["## ftrace: function tracer, whole kernel", "",
+            f"The function tracer on every function of available_filter_functions "
+            f"({', '.join(fmt(n) for n in sites)} sites), enabled (`echo function > "
+            f"current_tracer`) and disabled (`echo nop`), after one enable and disable "
+            f"not counted, then {' or '.join(fmt(n) for n in rounds)} times each (rounds); "
+            f"figures per enable or per disable. "
+            f"Cost: the guest time around the write to current_tracer "
+            f"({' or '.join(clocks) or 'no'} clock, whose reads are processes of their own "
+            f"and are counted in). Counters are read just before and after the write: IPIs "
+            f"received by all CPUs in that time, whatever sent them; CAL: the same for "
+            f"each CPU, from /proc/interrupts.", "",
+            table(["mode", "op", "rounds", "cost/op", "IPI rounds/op", "batches/op",
+                   "entries/op", "INT3 hits/op", "IPIs received/op, all CPUs",
+                   "CAL/op, each CPU", "largest batch", "longest batch"], out), "",
+            "Largest batch: its sites; longest batch: the time one batch took, from its "
+            "first INT3 to its last sync, the longest stretch the patching CPU spends "
+            "without a point where it could reschedule between batches (the stats' maxima "
+            "are reset before each write to current_tracer).", ""]
+
+
 def report(doc):
     unit = "guest ns (= guest instructions, -icount shift=0)" if doc["qemu"]["icount"] \
         else "ns (wall clock, no -icount: not repeatable)"
@@ -187,6 +268,11 @@ def report(doc):
              f"Linux {doc['kernel']}, QEMU {doc['qemu']['accel']} "
              f"{doc['qemu']['cpus']} vCPUs, icount {'on' if doc['qemu']['icount'] else 'off'}, "
              f"revision {doc['revision']}. Costs in {unit}.",
+             "",
+             "IPIs are IPIs received: each CPU's count of function-call IPIs (the CAL "
+             "line of /proc/interrupts). Totals (IPIs received) are the kernel's sum of "
+             "these counts over all CPUs, read before and after a run; per-CPU figures "
+             "(CAL) are the differences of /proc/interrupts read before and after it.",
              ""]
     if not doc["complete"]:
         lines += [f"**INCOMPLETE**: {', '.join(doc['incomplete'])}", ""]
@@ -204,8 +290,11 @@ def report(doc):
                          fmt(min_ratio.get(r["sites"]), 3) if rust else "",
                          r["wrong_sites"]])
         lines += ["## flip: one key, N sites, flipped on and off", "",
-                  table(["sites", "mode", "flips", "IPI rounds/flip", "IPIs/flip/CPU (counters)",
-                         "CAL/flip per CPU", "cost/flip (mean)", "cost/flip (min)",
+                  "IPIs received/flip per other CPU: the IPIs all CPUs received per flip, "
+                  "divided by the CPUs other than the one flipping.", "",
+                  table(["sites", "mode", "flips", "IPI rounds/flip",
+                         "IPIs received/flip per other CPU", "CAL/flip, each CPU",
+                         "cost/flip (mean)", "cost/flip (min)",
                          "rust/c (mean)", "rust/c (min)", "wrong sites"], rows), ""]
     if "lookup" in doc:
         lk_ratio = ratio(doc["lookup"], ("impl", "entries"), "cost")
@@ -220,19 +309,44 @@ def report(doc):
                   table(["entries", "impl", "INT3 hits", "cost with hit", "cost plain",
                          "INT3 path cost", "rust/c"], rows), ""]
     if "txn" in doc:
-        rows = [[r["mode"], r["way"].replace("_", " "), r["flips"], fmt(r["ipi_rounds"], 1),
-                 fmt(r["ipis"], 1), fmt(r["cost"], 0), r["wrong_sites"]]
-                for r in sorted(doc["txn"], key=lambda r: (r["mode"], r["way"]))]
+        by = {(r["mode"], r["way"]): r for r in doc["txn"]}
+        rows = []
+        for mode in sorted({r["mode"] for r in doc["txn"]}):
+            one, txn = by.get((mode, "one_by_one")), by.get((mode, "transaction"))
+            if one is None or txn is None:
+                continue
+            rows.append([mode, one["flips"],
+                         fmt(one["ipi_rounds"], 1), fmt(txn["ipi_rounds"], 1),
+                         fmt(one["ipis"], 1), fmt(txn["ipis"], 1),
+                         fmt(one["cost"], 0), fmt(txn["cost"], 0),
+                         fmt(share(txn["ipi_rounds"], one["ipi_rounds"]), 3),
+                         fmt(share(txn["ipis"], one["ipis"]), 3),
+                         fmt(share(txn["cost"], one["cost"]), 3),
+                         one["wrong_sites"]])
         lines += ["## txn: 8 keys x 64 sites enabled (or disabled) together", "",
-                  table(["mode", "way", "flips", "IPI rounds per flip of all 8", "IPIs",
-                         "cost", "wrong sites"], rows), ""]
+                  "Each flip enables or disables all 8 keys (512 sites), one key after "
+                  "the other, then as one transaction; figures per flip of all 8, IPIs "
+                  "received by all CPUs.", "",
+                  "With `rust` both ways go through the same update, which checks every "
+                  "site of a key before writing any, and the transaction runs that check "
+                  "on every site of all 8 keys before writing any; with `c` both ways "
+                  "write through upstream's update, key by key, the transaction after "
+                  "that same check.", "",
+                  table(["mode", "flips", "IPI rounds: one by one", "IPI rounds: transaction",
+                         "IPIs received: one by one", "IPIs received: transaction",
+                         "cost: one by one", "cost: transaction",
+                         "transaction/one by one: IPI rounds", "transaction/one by one: IPIs",
+                         "transaction/one by one: cost", "wrong sites (both ways)"], rows), ""]
+    if "ftrace" in doc:
+        lines += ftrace_report(doc["ftrace"])
     if "scale" in doc:
         rows = [[r["cpus"], r["mode"], r["flips"], fmt(r["ipi_rounds_per_flip"], 1),
                  fmt(r["ipis_per_flip"], 1), fmt(r["cal_per_flip"], 1)]
                 for r in sorted(doc["scale"], key=lambda r: (r["cpus"], r["mode"]))]
         lines += ["## scale: a 56-site key flipped on 2 to 16 vCPUs", "",
-                  table(["vCPUs", "mode", "flips", "IPI rounds/flip", "IPIs/flip (counters)",
-                         "CAL/flip, all CPUs"], rows), ""]
+                  table(["vCPUs", "mode", "flips", "IPI rounds/flip",
+                         "IPIs received/flip, all CPUs (kernel sum)",
+                         "CAL/flip, all CPUs (/proc/interrupts)"], rows), ""]
     return "\n".join(lines)
 
 
@@ -312,13 +426,18 @@ def main():
     unit = UNIT_ICOUNT if args.icount else "wall_ns"
     doc = {"kernel": args.kernel,
            "qemu": {"accel": "tcg", "icount": args.icount, "cpus": args.cpus},
-           "revision": args.revision}
+           "revision": args.revision,
+           "ipi_source": "received: each CPU's function-call IPI count (CAL in "
+                         "/proc/interrupts); ipis fields sum it over all CPUs, cal fields "
+                         "are per CPU"}
     if "flip" in args.scenario:
         doc["flip"] = flip_rows(results, args.cpus, unit)
     if "lookup" in args.scenario:
         doc["lookup"] = lookup_rows(results, unit)
     if "txn" in args.scenario:
         doc["txn"] = txn_rows(results, unit)
+    if "ftrace" in args.scenario:
+        doc["ftrace"] = ftrace_rows(results, unit)
     if "scale" in args.scenario:
         doc["scale"] = scale_rows(results)
     expected = {s for s in args.scenario if s != "scale"}
