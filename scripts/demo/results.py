@@ -327,11 +327,10 @@ def report(doc):
                   "Each flip enables or disables all 8 keys (512 sites), one key after "
                   "the other, then as one transaction; figures per flip of all 8, IPIs "
                   "received by all CPUs.", "",
-                  "With `rust` both ways go through the same update, which checks every "
-                  "site of a key before writing any, and the transaction runs that check "
-                  "on every site of all 8 keys before writing any; with `c` both ways "
-                  "write through upstream's update, key by key, the transaction after "
-                  "that same check.", "",
+                  "Both ways go through the same commit (`StaticKey::enable()` is a "
+                  "transaction of one key): it checks every site of its keys before it "
+                  "writes any, then writes them with one batch in `rust`, key by key "
+                  "through upstream's update in `c`.", "",
                   table(["mode", "flips", "IPI rounds: one by one", "IPI rounds: transaction",
                          "IPIs received: one by one", "IPIs received: transaction",
                          "cost: one by one", "cost: transaction",
