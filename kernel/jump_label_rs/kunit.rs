@@ -253,18 +253,21 @@ fn snapshot(key: &StaticKeyFalse) -> [(usize, [u8; insn::MAX_LEN]); 32] {
     sites
 }
 
-/// Rewrites the `len`-byte site at `code` with the INT3 protocol, as any other text poke.
-fn poke_site(code: usize, bytes: &[u8]) {
-    // SAFETY: `code` is a site of a test key, kernel text whose instruction is `bytes.len()`
-    // long; `bytes` holds a whole instruction. `text_mutex` is held around the poke.
+/// Rewrites the site at `code` with `bytes`.
+///
+/// The bytes are written at once, without the INT3 protocol (which cannot emulate what a
+/// corrupted site holds): no other CPU may run the site meanwhile.
+fn write_site(code: usize, bytes: &[u8]) {
+    // SAFETY: `code` is a site of a test key that only this test runs, kernel text of at least
+    // `bytes.len()` bytes; `text_mutex` is held around the write and the sync after it.
     unsafe {
         bindings::text_poke_rs_text_lock();
-        bindings::smp_text_poke_single(
+        bindings::text_poke(
             code as *mut core::ffi::c_void,
             bytes.as_ptr().cast(),
             bytes.len(),
-            core::ptr::null(),
         );
+        bindings::smp_text_poke_sync_each_cpu();
         bindings::text_poke_rs_text_unlock();
     }
 }
@@ -468,16 +471,12 @@ mod tests {
         let _track = Track::new();
         assert_eq!(check_sites(&KEY_CORRUPT), (32, 0));
         let good = snapshot(&KEY_CORRUPT);
-        // A JMP to the next instruction: harmless to run, but not what the key put there.
+        // One-byte NOPs: harmless to run, but not what the key put there, and not an
+        // instruction of the site's size (`arch_jump_entry_size()` would BUG() on them).
         let (code, bytes) = good[5];
         let len = if bytes[..2] == insn::NOP2 { 2 } else { 5 };
-        let mut bad = [0u8; insn::MAX_LEN];
-        bad[0] = if len == 2 {
-            insn::JMP8_OPCODE
-        } else {
-            insn::JMP32_OPCODE
-        };
-        poke_site(code, &bad[..len]);
+        let bad = [0x90u8; insn::MAX_LEN];
+        write_site(code, &bad[..len]);
         let mut corrupt = good;
         corrupt[5].1[..len].copy_from_slice(&bad[..len]);
         assert_eq!(snapshot(&KEY_CORRUPT), corrupt);
@@ -533,7 +532,7 @@ mod tests {
 
         // Repaired, the key flips again: the refused flips left nothing that makes the next
         // one a no-op.
-        poke_site(code, &bytes[..len]);
+        write_site(code, &bytes[..len]);
         assert_eq!(snapshot(&KEY_CORRUPT), good);
         if !c_mode {
             // SAFETY: As above.
@@ -543,8 +542,6 @@ mod tests {
             unsafe { bindings::static_key_disable(KEY_CORRUPT.as_raw()) };
             assert_eq!(row!(site_corrupt, 0), 0);
         }
-        poke_site(code, &bytes[..len]);
-        assert_eq!(snapshot(&KEY_CORRUPT), good);
         assert_eq!(KEY_CORRUPT.enable(), Ok(()));
         assert_eq!(check_sites(&KEY_CORRUPT), (32, 0));
         assert_eq!(row!(site_corrupt, 0), 32);

@@ -633,7 +633,8 @@ impl Site {
         self.branch
     }
 
-    /// The size of the site's instruction: 2 or 5 bytes.
+    /// The size of the site's instruction: 2 or 5 bytes, and 5 for a site that holds neither
+    /// instruction a key puts there (a corrupted site).
     #[inline]
     pub fn size(&self) -> usize {
         self.size
@@ -651,13 +652,15 @@ impl Site {
         insn::SiteInsn::for_site(self.code, self.target, self.size, self.jumps_when(enabled))
     }
 
-    /// The site's current bytes; the first [`size`](Self::size) are meaningful.
+    /// The site's current bytes and those after it, [`insn::MAX_LEN`] in all: the first
+    /// [`size`](Self::size) are the site's.
     pub fn read(&self) -> [u8; insn::MAX_LEN] {
         let mut bytes = [0u8; insn::MAX_LEN];
-        for (i, b) in bytes.iter_mut().enumerate().take(self.size) {
-            // SAFETY: `self.code` is the address of a `self.size`-byte instruction in live
-            // kernel text (`walk_sites` skips freed init text), which stays mapped while
-            // `jump_label_mutex` is held; a volatile byte read of mapped text is sound.
+        for (i, b) in bytes.iter_mut().enumerate() {
+            // SAFETY: `self.code` is a site in live kernel text (`walk_sites` skips freed init
+            // text), which stays mapped while `jump_label_mutex` is held, and is followed by
+            // more text or padding (see `Site::from_entry()`); a volatile byte read of mapped
+            // text is sound.
             *b = unsafe { core::ptr::read_volatile((self.code + i) as *const u8) };
         }
         bytes
