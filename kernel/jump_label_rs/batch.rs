@@ -154,8 +154,9 @@ fn base() -> usize {
 
 /// The batch, for as long as `text` proves `text_mutex` held.
 fn batch(_text: &mut TextMutex) -> &mut Queue<Storage> {
-    // SAFETY: `text_mutex` serialises every user of the batch, and the one token of the task
-    // that holds it is borrowed mutably for as long as the reference lives.
+    // SAFETY: `text_mutex` serialises every user of the batch, and a token of the task that
+    // holds it is borrowed mutably for as long as the reference lives, no other being used
+    // meanwhile (type invariant).
     unsafe { &mut *STATE.batch.get() }
 }
 
@@ -211,8 +212,8 @@ fn serial() -> bool {
 ///
 /// # Invariants
 ///
-/// The task that made it holds `text_mutex` for as long as it lives, and it is that task's only
-/// token.
+/// The task that made it holds `text_mutex` for as long as it lives, and while it is borrowed
+/// mutably no other token of that task is used.
 pub(crate) struct TextMutex {
     _not_send: core::marker::PhantomData<*mut ()>,
 }
@@ -222,7 +223,8 @@ impl TextMutex {
     ///
     /// # Safety
     ///
-    /// The caller holds `text_mutex` for as long as the token lives, and has no other token.
+    /// The caller holds `text_mutex` for as long as the token lives, and uses no other token of
+    /// its own while this one is borrowed.
     pub(crate) unsafe fn assume_held() -> Self {
         // SAFETY: Only asserts, to lockdep, what the caller guarantees.
         unsafe { bindings::text_poke_rs_assert_text_held() };
@@ -243,7 +245,9 @@ impl TextMutexGuard {
         // generic jump-label update is.
         unsafe { bindings::text_poke_rs_text_lock() };
         // SAFETY: The mutex was taken just above and is released when the guard is dropped;
-        // a task cannot take it twice, so it has no other token.
+        // a task cannot take it twice, so it has no other token but those it is handed by
+        // callees that run under its guard (see `jump_label_rs_update()`), which it does not
+        // use meanwhile.
         Self(unsafe { TextMutex::assume_held() })
     }
 }

@@ -246,7 +246,7 @@ pub unsafe extern "C" fn jump_label_rs_update(
         guard.insert(TextMutexGuard::lock())
     } else {
         // SAFETY: Not `Apply`: this runs inside `jump_label_rs_commit()`, in the task that
-        // holds `text_mutex` (see `HOW`), which keeps no token of its own while it calls out.
+        // holds `text_mutex` (see `HOW`), which does not use its own token until we return.
         held = unsafe { TextMutex::assume_held() };
         &mut held
     };
