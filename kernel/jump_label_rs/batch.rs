@@ -172,8 +172,14 @@ impl TextOps for KernelText {
 
     fn write(&mut self, addr: usize, bytes: &[u8]) {
         // SAFETY: `text_poke()` rewrites live text through a temporary mapping; the caller holds
-        // `text_mutex` as it requires.
-        unsafe { bindings::text_poke(addr as *mut c_void, bytes.as_ptr().cast(), bytes.len()) };
+        // `text_mutex` as it requires. This one is untraced, as the batch needs.
+        unsafe {
+            bindings::text_poke_rs_text_poke(
+                addr as *mut c_void,
+                bytes.as_ptr().cast(),
+                bytes.len(),
+            )
+        };
     }
 
     fn sync(&mut self) {

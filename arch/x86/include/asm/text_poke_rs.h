@@ -85,6 +85,9 @@ int text_poke_rs_set_mode(int mode);
 void text_poke_rs_poked(const void *addr, const void *old, const void *new,
 			size_t len);
 
+/* text_poke(), untraced, in alternative.c. */
+void *text_poke_rs_text_poke(void *addr, const void *opcode, size_t len);
+
 /* text_mutex, for the Rust jump-label update. */
 void text_poke_rs_text_lock(void);
 void text_poke_rs_text_unlock(void);
