@@ -85,7 +85,7 @@ now_ns() {
 snap() {
 	echo "$(awk '{ v[$1] = $2 } END {
 		print v["syncs"], v["batches"], v["entries"], v["int3_hits"], v["ipis"],
-			v["max_batch"], v["max_batch_ns"] }' $st) $(cal)"
+			v["batch_ns"], v["max_batch"], v["max_batch_ns"] }' $st) $(cal)"
 }
 
 # tracer NAME: writes NAME to current_tracer.
@@ -105,17 +105,17 @@ tracer() {
 ftrace_report() {
 	printf '%s' "$2" | awk -v op="$1" -v mode="$mode" -v ncpu="$ncpu" \
 		-v sites="$sites" -v clock="$clock" '
-	NF == 17 {
+	NF == 19 {
 		rounds++
 		ns += $1
-		for (i = 0; i < 5; i++)
-			d[i] += $(10 + i) - $(2 + i)
-		if ($15 > max)
-			max = $15
-		if ($16 > maxns)
-			maxns = $16
-		split($9, cb, ",")
-		split($17, ca, ",")
+		for (i = 0; i < 6; i++)
+			d[i] += $(11 + i) - $(2 + i)
+		if ($17 > max)
+			max = $17
+		if ($18 > maxns)
+			maxns = $18
+		split($10, cb, ",")
+		split($19, ca, ",")
 		for (i = 1; i <= ncpu; i++) {
 			before[i] += cb[i]
 			after[i] += ca[i]
@@ -133,7 +133,7 @@ ftrace_report() {
 		print "@@ result scenario=ftrace cpus=" ncpu " mode=" mode " op=" op \
 			" sites=" sites " rounds=" rounds " clock=" clock " ns=" ns \
 			" syncs=" d[0] " batches=" d[1] " entries=" d[2] " int3_hits=" d[3] \
-			" ipis=" d[4] " max_batch=" max " max_batch_ns=" maxns \
+			" ipis=" d[4] " batch_ns=" d[5] " max_batch=" max " max_batch_ns=" maxns \
 			" cal_before=" b " cal_after=" a
 	}'
 }

@@ -172,6 +172,7 @@ def ftrace_rows(results, unit):
             "entries_per_op": int(r["entries"]) / rounds,
             "int3_hits_per_op": int(r["int3_hits"]) / rounds,
             "ipis_per_op": int(r["ipis"]) / rounds,
+            "batch_ns_per_op": int(r.get("batch_ns", 0)) / rounds,
             "cal_per_op_per_cpu": [round(c / rounds, 2) for c in cal] if cal else None,
             # The largest and the longest batch of any one write, the stats'
             # maxima being reset before each.
@@ -221,18 +222,20 @@ def ftrace_report(rows):
     ops = [op for op in ("enable", "disable") if any(r["op"] == op for r in rows)]
     ops += sorted({r["op"] for r in rows} - set(ops))
     ratios = {k: ratio(rows, ("mode", "op"), k)
-              for k in ("cost_per_op", "syncs_per_op", "int3_hits_per_op", "ipis_per_op",
-                        "max_batch_ns")}
+              for k in ("cost_per_op", "batch_ns_per_op", "syncs_per_op", "int3_hits_per_op",
+                        "ipis_per_op", "max_batch_ns")}
     out = []
     for op in ops:
         for r in sorted((r for r in rows if r["op"] == op), key=lambda r: r["mode"]):
             out.append([r["mode"], op, r["rounds"], fmt(r["cost_per_op"], 0),
+                        fmt(r["batch_ns_per_op"], 0),
                         fmt(r["syncs_per_op"], 1), fmt(r["batches_per_op"], 1),
                         fmt(r["entries_per_op"], 0), fmt(r["int3_hits_per_op"], 1),
                         fmt(r["ipis_per_op"], 1),
                         ",".join(fmt(c, 1) for c in r["cal_per_op_per_cpu"] or []),
                         fmt(r["max_batch"]), fmt(r["max_batch_ns"])])
         out.append(["rust/c", op, "", fmt(ratios["cost_per_op"].get(op), 3),
+                    fmt(ratios["batch_ns_per_op"].get(op), 3),
                     fmt(ratios["syncs_per_op"].get(op), 3), "", "",
                     fmt(ratios["int3_hits_per_op"].get(op), 3),
                     fmt(ratios["ipis_per_op"].get(op), 3), "", "",
@@ -248,10 +251,14 @@ def ftrace_report(rows):
             f"figures per enable or per disable. "
             f"Cost: the guest time around the write to current_tracer "
             f"({' or '.join(clocks) or 'no'} clock, whose reads are processes of their own "
-            f"and are counted in). Counters are read just before and after the write: IPIs "
+            f"and are counted in); it includes ftrace's own work and its waits for RCU grace "
+            f"periods, which vary from write to write. In batches: the time spent applying "
+            f"text-poke batches, the part the implementations differ in. "
+            f"Counters are read just before and after the write: IPIs "
             f"received by all CPUs in that time, whatever sent them; CAL: the same for "
             f"each CPU, from /proc/interrupts.", "",
-            table(["mode", "op", "rounds", "cost/op", "IPI rounds/op", "batches/op",
+            table(["mode", "op", "rounds", "cost/op", "in batches/op", "IPI rounds/op",
+                   "batches/op",
                    "entries/op", "INT3 hits/op", "IPIs received/op, all CPUs",
                    "CAL/op, each CPU", "largest batch", "longest batch"], out), "",
             "Largest batch: its sites; longest batch: the time one batch took, from its "
