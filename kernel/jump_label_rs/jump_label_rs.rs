@@ -12,6 +12,7 @@
 //! C header: [`arch/x86/include/asm/text_poke_rs.h`](srctree/arch/x86/include/asm/text_poke_rs.h).
 
 pub mod batch;
+pub mod ct_work;
 pub mod jump_label;
 pub mod poke;
 

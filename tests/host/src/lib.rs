@@ -7,3 +7,6 @@ pub mod insn;
 
 #[path = "../../../kernel/jump_label_rs/poke.rs"]
 pub mod poke;
+
+#[path = "../../../kernel/jump_label_rs/ct_work.rs"]
+pub mod ct_work;

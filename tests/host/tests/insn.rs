@@ -126,10 +126,18 @@ fn site_size_of_key_instructions_only() {
     let mut b = [0u8; 5];
     b[..2].copy_from_slice(&insn::NOP2);
     assert_eq!(insn::site_size(&b), Some(2));
-    assert_eq!(insn::site_size(&[insn::JMP8_OPCODE, 3, 0x90, 0x90, 0x90]), Some(2));
+    assert_eq!(
+        insn::site_size(&[insn::JMP8_OPCODE, 3, 0x90, 0x90, 0x90]),
+        Some(2)
+    );
     assert_eq!(insn::site_size(&insn::NOP5), Some(5));
     assert_eq!(insn::site_size(&[insn::JMP32_OPCODE, 1, 2, 3, 4]), Some(5));
-    for bad in [[0x90; 5], [0xcc; 5], [0x0f, 0x1f, 0x40, 0x00, 0x90], [0x66, 0x0f, 0x1f, 0, 0]] {
+    for bad in [
+        [0x90; 5],
+        [0xcc; 5],
+        [0x0f, 0x1f, 0x40, 0x00, 0x90],
+        [0x66, 0x0f, 0x1f, 0, 0],
+    ] {
         assert_eq!(insn::site_size(&bad), None, "{bad:02x?}");
     }
 }

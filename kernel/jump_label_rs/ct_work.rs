@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Deferred work for CPUs in user space: the protocol of the per-CPU work word.
+//!
+//! A CPU isolated from the kernel (`nohz_full`) and running a user-space task should not be
+//! interrupted for work that only matters once it runs kernel code again, such as the
+//! `sync_core()` that a text-poke sync round sends to every CPU. Instead the sender sets a work
+//! bit in the target CPU's word, and the target runs the work when it next enters the kernel,
+//! before it executes any kernel text that may have been patched.
+//!
+//! One word per CPU holds both the CPU's context and its pending work, so that each side needs
+//! a single atomic operation (as Andy Lutomirski proposed on the upstream deferral series,
+//! where the work bits shared a word with the context-tracking state and RCU's counter and
+//! entry paid for two atomics):
+//!
+//! - the sender ([`defer`]) sets its bits with a compare-and-exchange that succeeds only while
+//!   the word says [`Context::User`]; otherwise it must send the IPI;
+//! - kernel entry ([`enter`]) exchanges the word for [`Context::Kernel`] with no work, and runs
+//!   the work it took;
+//! - return to user space ([`exit`]) stores [`Context::User`] with no work: while the word says
+//!   [`Context::Kernel`] no sender sets bits, so none can be lost.
+//!
+//! Entry takes the bits and changes the context in the same exchange, so a sender racing with
+//! it either set its bits before (they are run) or fails its compare-and-exchange and sends the
+//! IPI. This module uses only `core`: the host tests check every interleaving of it.
+
+/// A CPU's context, as the work word records it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Context {
+    /// In the kernel, or not taking part (context tracking off there): work must be sent.
+    Kernel,
+    /// In user space (or a guest): work may wait for the next kernel entry.
+    User,
+}
+
+/// Work a CPU in user space may run at its next kernel entry instead of being interrupted.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct Work(u32);
+
+impl Work {
+    /// Nothing to do.
+    pub const NONE: Self = Self(0);
+    /// Serialise the instruction stream: `sync_core()`, for a text-poke sync round.
+    pub const SYNC_CORE: Self = Self(1 << 0);
+    /// Flush the kernel's TLB entries.
+    pub const TLB_FLUSH: Self = Self(1 << 1);
+    /// Every kind of work.
+    const ALL: u32 = Self::SYNC_CORE.0 | Self::TLB_FLUSH.0;
+
+    /// The work of both.
+    #[inline(always)]
+    pub const fn union(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
+
+    /// Whether all of `other` is to be done.
+    #[inline(always)]
+    pub const fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Whether there is nothing to do.
+    #[inline(always)]
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The raw bits.
+    #[inline(always)]
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+}
+
+/// The bit of the word that says [`Context::User`]; the work bits are above it.
+const USER: u32 = 1 << 0;
+/// Where the work bits start.
+const WORK_SHIFT: u32 = 1;
+
+/// A work word's value.
+///
+/// # Invariants
+///
+/// Work bits are only set with [`USER`]: a word saying [`Context::Kernel`] has no work.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Value(u32);
+
+impl Value {
+    /// A CPU in the kernel, nothing pending: the word's initial value.
+    pub const KERNEL: Self = Self(0);
+    /// A CPU in user space, nothing pending.
+    pub const USER: Self = Self(USER);
+
+    /// The value of a raw word.
+    #[inline(always)]
+    pub const fn from_raw(raw: u32) -> Self {
+        // INVARIANT: a raw word is only ever written by this module, which keeps it.
+        Self(raw)
+    }
+
+    /// The raw word.
+    #[inline(always)]
+    pub const fn raw(self) -> u32 {
+        self.0
+    }
+
+    /// The context it records.
+    #[inline(always)]
+    pub const fn context(self) -> Context {
+        if self.0 & USER != 0 {
+            Context::User
+        } else {
+            Context::Kernel
+        }
+    }
+
+    /// The work pending.
+    #[inline(always)]
+    pub const fn work(self) -> Work {
+        Work((self.0 >> WORK_SHIFT) & Work::ALL)
+    }
+
+    /// The same value with `work` pending too.
+    #[inline(always)]
+    const fn with(self, work: Work) -> Self {
+        Self(self.0 | (work.0 & Work::ALL) << WORK_SHIFT)
+    }
+}
+
+/// The per-CPU word, as this module needs to access it: every operation is a full barrier.
+pub trait Word {
+    /// Reads the word.
+    fn load(&self) -> Value;
+    /// Replaces `old` with `new`, or returns the value found.
+    fn compare_exchange(&self, old: Value, new: Value) -> Result<Value, Value>;
+    /// Replaces the word, returning its old value.
+    fn exchange(&self, new: Value) -> Value;
+    /// Writes the word.
+    fn store(&self, new: Value);
+}
+
+/// What a sender must do about a CPU.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Deferral {
+    /// The work was recorded: the CPU runs it at its next kernel entry; no IPI.
+    Deferred,
+    /// The CPU is in the kernel (or does not take part): send the IPI.
+    Ipi,
+}
+
+/// Asks the CPU whose word is `word` to run `work` at its next kernel entry instead of being
+/// interrupted now. Succeeds only while the word says [`Context::User`]; bits already pending
+/// stay, so requests coalesce.
+///
+/// The caller made whatever the work is for visible before calling (the text written, for
+/// `sync_core()`): the compare-and-exchange orders it before the target's entry.
+#[inline]
+pub fn defer(word: &impl Word, work: Work) -> Deferral {
+    let mut old = word.load();
+    loop {
+        if old.context() != Context::User {
+            return Deferral::Ipi;
+        }
+        // INVARIANT: `old` says `Context::User`, so bits may be set.
+        match word.compare_exchange(old, old.with(work)) {
+            Ok(_) => return Deferral::Deferred,
+            Err(now) => old = now,
+        }
+    }
+}
+
+/// Kernel entry from user space: records [`Context::Kernel`] and returns the work pending, which
+/// the caller runs before it executes any kernel text that may have been patched.
+///
+/// Never panics and never calls out: it runs on the entry path.
+#[inline(always)]
+pub fn enter(word: &impl Word) -> Work {
+    // INVARIANT: `Value::KERNEL` has no work.
+    word.exchange(Value::KERNEL).work()
+}
+
+/// Return to user space: records [`Context::User`] with no work pending.
+///
+/// While the word said [`Context::Kernel`], no sender set bits ([`defer`] fails then), so none
+/// is overwritten.
+///
+/// Never panics and never calls out: it runs on the exit path.
+#[inline(always)]
+pub fn exit(word: &impl Word) {
+    // INVARIANT: `Value::USER` has no work.
+    word.store(Value::USER);
+}
