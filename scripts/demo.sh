@@ -13,13 +13,16 @@
 #   txn     8 keys x 64 sites flipped one by one and as one transaction
 #   ftrace  the function tracer on the whole kernel enabled and disabled, c and rust
 #   scale   IPIs per flip of a 56-site key on 2, 4, 8 and 16 vCPUs
+#   isolation  IPIs each CPU receives per flip while CPUs 2-3, isolated
+#           (nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3), run user-space loops:
+#           a boot of its own
 #
 # JLRS_DEMO_TIMEOUT: seconds a guest may run (default 1200).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 step demo
 
-ALL=(sample flip lookup txn ftrace scale)
+ALL=(sample flip lookup txn ftrace scale isolation)
 scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=("${ALL[@]}")
 for s in "${scenarios[@]}"; do
@@ -51,6 +54,9 @@ gen=$JLRS_BUILD/usr/gen_init_cpio
 
 work=$JLRS_CACHE/$JLRS_BASE_VERSION/demo
 mkdir -p "$work"
+# The isolated CPUs' user-space loop: static, no libc.
+clang$JLRS_LLVM -static -nostdlib -fuse-ld=lld -O2 -o "$work/spin" \
+	"$JLRS_TOP/scripts/demo/spin.c" || die "cannot build scripts/demo/spin.c"
 cat > "$work/initramfs.list" <<LIST
 dir /dev 0755 0 0
 nod /dev/console 0600 0 0 c 5 1
@@ -63,11 +69,17 @@ slink /bin/sh busybox 0777 0 0
 file /init $JLRS_TOP/scripts/demo/guest-init.sh 0755 0 0
 file /demo/sample.sh $JLRS_TOP/scripts/demo/sample.sh 0755 0 0
 file /demo/bench.sh $JLRS_TOP/scripts/demo/bench.sh 0755 0 0
+file /demo/spin $work/spin 0755 0 0
 LIST
 "$gen" "$work/initramfs.list" > "$work/initramfs.cpio" ||
 	die "gen_init_cpio failed"
 
-# boot CPUS SCENARIO...: one guest run; its log is $work/guest-<cpus>.log.
+# boot CPUS SCENARIO...: one guest run; its log is
+# $work/guest-<cpus><boot_tag>.log. $boot_args: more kernel arguments;
+# $boot_clock: QEMU's clock options.
+boot_args=
+boot_tag=
+boot_clock="-icount shift=0,sleep=off"
 limit=${JLRS_DEMO_TIMEOUT:-1200}
 [[ "$limit" =~ ^[1-9][0-9]*$ ]] || die "JLRS_DEMO_TIMEOUT=$limit: expected a number of seconds"
 problems=0
@@ -76,16 +88,17 @@ boot() {
 	local cpus=$1 list log rc
 	shift
 	list=$(IFS=,; echo "$*")
-	log=$work/guest-$cpus.log
+	log=$work/guest-$cpus$boot_tag.log
 	logs+=(--log "$log")
-	msg "booting Linux $JLRS_BASE_VERSION in QEMU (TCG, $cpus vCPUs, -icount shift=0): $list"
+	msg "booting Linux $JLRS_BASE_VERSION in QEMU (TCG, $cpus vCPUs${boot_clock:+, $boot_clock}): $list"
 	# -icount shift=0: the guest clock counts instructions (1 ns each)
 	# and jumps over idle time, so costs are repeatable.
 	set +e
+	# shellcheck disable=SC2086 # $boot_clock is several arguments.
 	timeout "$limit" qemu-system-x86_64 -accel tcg,thread=single -smp "$cpus" -m 1024 \
-		-icount shift=0,sleep=off -nographic -no-reboot -bios qboot.rom \
+		$boot_clock -nographic -no-reboot -bios qboot.rom \
 		-kernel "$kernel" -initrd "$work/initramfs.cpio" \
-		-append "console=ttyS0 kunit.enable=0 panic=-1 oops=panic loglevel=4 demo=$list" \
+		-append "console=ttyS0 kunit.enable=0 panic=-1 oops=panic loglevel=4 demo=$list $boot_args" \
 		2>&1 | tr -d '\r' | tee "$log" |
 		sed -un -e 's/^@@ progress /[demo] /p' -e 's/^@@ error /[demo] error: /p'
 	rc=${PIPESTATUS[0]}
@@ -106,12 +119,25 @@ boot() {
 	fi
 }
 
-# Every scenario on 4 vCPUs; scale also boots 2, 8 and 16.
-boot 4 "${scenarios[@]}"
+# Every scenario but isolation on 4 vCPUs; scale also boots 2, 8 and 16,
+# and isolation boots 4 vCPUs with CPUs 2 and 3 isolated.
+main=()
+for s in "${scenarios[@]}"; do
+	[ "$s" = isolation ] || main+=("$s")
+done
+[ ${#main[@]} -eq 0 ] || boot 4 "${main[@]}"
 if [[ " ${scenarios[*]} " == *" scale "* ]]; then
 	for cpus in 2 8 16; do
 		boot "$cpus" scale
 	done
+fi
+if [[ " ${scenarios[*]} " == *" isolation "* ]]; then
+	# ftrace=nop: no ftrace startup self-tests, which the main boot runs.
+	boot_args="nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3 ftrace=nop"
+	boot_tag=-isolated
+	boot 4 isolation
+	boot_args=
+	boot_tag=
 fi
 
 out=$JLRS_TOP/results

@@ -7,7 +7,7 @@
 # and the cost. One "@@ result" line per measurement; the host turns them
 # into results/demo.json.
 #
-# Usage: bench.sh SCENARIO...   (flip, lookup, txn, ftrace, scale)
+# Usage: bench.sh SCENARIO...   (flip, lookup, txn, ftrace, scale, isolation)
 m=/sys/kernel/debug/text_poke/mode
 b=/sys/kernel/debug/text_poke_bench/run
 st=/sys/kernel/debug/text_poke/stats
@@ -30,6 +30,12 @@ ncpu=$(grep -c ^processor /proc/cpuinfo)
 cal() {
 	awk -v n="$ncpu" '$1 == "CAL:" {
 		s = $2; for (i = 3; i <= n + 1; i++) s = s "," $i; print s }' /proc/interrupts
+}
+
+# Each CPU's user time and all its time, in ticks, "user/total" comma-separated.
+usertime() {
+	awk '$1 ~ /^cpu[0-9]/ { t = 0; for (i = 2; i <= NF; i++) t += $i
+		s = s (s == "" ? "" : ",") $2 "/" t } END { print s }' /proc/stat
 }
 
 # Flips for a measurement: serial takes 3 sync rounds per site.
@@ -207,6 +213,32 @@ for scenario in "$@"; do
 			echo "@@ result scenario=txn cpus=$ncpu $(tr '\n' ' ' < $b | sed 's/\([a-z_]*\) \([^ ]*\) */\1=\2 /g')"
 		done
 		echo "@@ done txn"
+		continue
+		;;
+	isolation)
+		iso=$(cat /sys/devices/system/cpu/nohz_full 2>/dev/null)
+		if [ "$iso" != 2-3 ]; then
+			echo "@@ error isolation: nohz_full is '$iso', not 2-3 (CONFIG_NO_HZ_FULL off, or booted without nohz_full=2-3?)"
+			rc=1
+			continue
+		fi
+		echo "@@ progress isolation: user-space loops on isolated CPUs 2 and 3, flips from CPU 0, c and rust, 1 to 256 sites"
+		loops=
+		for c in 2 3; do
+			taskset -c $c /demo/spin &
+			loops="$loops $!"
+		done
+		sleep 1
+		u0=$(usertime)
+		for sites in 1 8 56 256; do
+			for mode in c rust; do
+				measure flip "$mode" "$sites" || rc=1
+			done
+		done
+		u1=$(usertime)
+		kill $loops
+		echo "@@ result scenario=isolation kind=usertime cpus=$ncpu user_before=$u0 user_after=$u1"
+		echo "@@ done isolation"
 		continue
 		;;
 	ftrace)

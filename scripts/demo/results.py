@@ -89,6 +89,40 @@ def flip_rows(results, cpus, unit):
     return rows
 
 
+# The CPUs the isolation boot isolates (nohz_full=2-3), and the one it flips from.
+ISOLATED = (2, 3)
+FLIPPER = 0
+
+
+def isolation_rows(results):
+    """Flips from CPU 0 while the isolated CPUs run user-space loops."""
+    rows = []
+    user = None
+    for r in results:
+        if r.get("scenario") != "isolation":
+            continue
+        if r.get("kind") == "usertime":
+            before = [tuple(map(int, x.split("/"))) for x in r["user_before"].split(",")]
+            after = [tuple(map(int, x.split("/"))) for x in r["user_after"].split(",")]
+            user = [round((a[0] - b[0]) / max(a[1] - b[1], 1), 3)
+                    for a, b in zip(after, before)]
+            continue
+        if r.get("kind") != "flip":
+            continue
+        flips = int(r["flips"])
+        cal = cal_delta(r)
+        rows.append({
+            "mode": r["mode"],
+            "sites": int(r["sites"]),
+            "flips": flips,
+            "ipi_rounds_per_flip": int(r["syncs"]) / flips,
+            "cal_per_flip_per_cpu": [round(c / flips, 2) for c in cal] if cal else None,
+            "cal_per_flip_isolated": (round(sum(cal[c] for c in ISOLATED) / flips / len(ISOLATED), 2)
+                                      if cal and len(cal) > max(ISOLATED) else None),
+        })
+    return rows, user
+
+
 def lookup_rows(results, unit):
     rows = []
     for r in results:
@@ -345,6 +379,21 @@ def report(doc):
                          "transaction/one by one: cost", "wrong sites (both ways)"], rows), ""]
     if "ftrace" in doc:
         lines += ftrace_report(doc["ftrace"])
+    if "isolation" in doc:
+        iso = doc["isolation"]
+        rows = [[r["sites"], r["mode"], r["flips"], fmt(r["ipi_rounds_per_flip"], 2),
+                 fmt(r["cal_per_flip_isolated"], 2),
+                 ",".join(fmt(c, 2) for c in r["cal_per_flip_per_cpu"] or [])]
+                for r in sorted(iso["rows"], key=lambda r: (r["sites"], r["mode"]))]
+        user = iso.get("user_share_per_cpu")
+        lines += ["## isolation: flips while isolated CPUs run user space", "",
+                  f"4 vCPUs booted with `{iso['boot']}`; a user-space busy loop pinned on "
+                  f"each of CPUs {', '.join(map(str, ISOLATED))}; the keys flipped from CPU "
+                  f"{FLIPPER}. IPIs: each CPU's CAL count in /proc/interrupts. Share of each "
+                  f"CPU's time in user space during the flips: "
+                  f"{', '.join(fmt(u, 3) for u in user) if user else '-'}.", "",
+                  table(["sites", "mode", "flips", "IPI rounds/flip",
+                         "CAL/flip per isolated CPU", "CAL/flip, each CPU"], rows), ""]
     if "scale" in doc:
         rows = [[r["cpus"], r["mode"], r["flips"], fmt(r["ipi_rounds_per_flip"], 1),
                  fmt(r["ipis_per_flip"], 1), fmt(r["cal_per_flip"], 1)]
@@ -446,6 +495,11 @@ def main():
         doc["ftrace"] = ftrace_rows(results, unit)
     if "scale" in args.scenario:
         doc["scale"] = scale_rows(results)
+    if "isolation" in args.scenario:
+        rows, user = isolation_rows(results)
+        doc["isolation"] = {"boot": "nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3",
+                            "isolated_cpus": list(ISOLATED), "flipping_cpu": FLIPPER,
+                            "rows": rows, "user_share_per_cpu": user}
     expected = {s for s in args.scenario if s != "scale"}
     if "scale" in args.scenario:
         expected |= {f"scale cpus={c}" for c in SCALE_CPUS}
