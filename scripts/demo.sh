@@ -44,13 +44,7 @@ while read -r o; do mkopts+=("--make_options=$o"); done < <(jlrs_make_opts)
 	{ tail -n 30 "$JLRS_CACHE/demo-build.log" >&2; die "kernel build failed (log: $JLRS_CACHE/demo-build.log)"; }
 [ -f "$kernel" ] || die "no kernel image at $kernel after the build"
 
-busybox=/bin/busybox
-[ -x "$busybox" ] || die "$busybox missing (package busybox-static)"
-if readelf -l "$busybox" 2>/dev/null | grep -q 'program interpreter'; then
-	die "$busybox is dynamically linked: install busybox-static"
-fi
-gen=$JLRS_BUILD/usr/gen_init_cpio
-[ -x "$gen" ] || die "$gen missing: the kernel needs CONFIG_BLK_DEV_INITRD"
+jlrs_initramfs_tools
 
 work=$JLRS_CACHE/$JLRS_BASE_VERSION/demo
 mkdir -p "$work"

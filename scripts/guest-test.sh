@@ -20,13 +20,7 @@ modules=("$JLRS_BUILD/kernel/jump_label_rs/text_poke_mod_test.ko")
 for ko in "${modules[@]}"; do
 	[ -f "$ko" ] || die "$ko missing: is CONFIG_TEXT_POKE_RS_MOD_TEST=m in the kunitconfig?"
 done
-busybox=/bin/busybox
-[ -x "$busybox" ] || die "$busybox missing (package busybox-static)"
-if readelf -l "$busybox" 2>/dev/null | grep -q 'program interpreter'; then
-	die "$busybox is dynamically linked: install busybox-static"
-fi
-gen=$JLRS_BUILD/usr/gen_init_cpio
-[ -x "$gen" ] || die "$gen missing: the kernel needs CONFIG_BLK_DEV_INITRD"
+jlrs_initramfs_tools
 
 work=$JLRS_CACHE/$JLRS_BASE_VERSION/guest-test
 mkdir -p "$work" "$(dirname "$log")"

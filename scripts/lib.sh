@@ -28,6 +28,19 @@ jlrs_base_env() {
 	JLRS_BUILD=$JLRS_CACHE/$JLRS_BASE_VERSION/build
 }
 
+# What a busybox initramfs for the built kernel needs: sets $busybox (a
+# static busybox) and $gen (the kernel's gen_init_cpio), or dies saying
+# what is missing.
+jlrs_initramfs_tools() {
+	busybox=/bin/busybox
+	[ -x "$busybox" ] || die "$busybox missing (package busybox-static)"
+	if readelf -l "$busybox" 2>/dev/null | grep -q 'program interpreter'; then
+		die "$busybox is dynamically linked: install busybox-static"
+	fi
+	gen=$JLRS_BUILD/usr/gen_init_cpio
+	[ -x "$gen" ] || die "$gen missing: the kernel needs CONFIG_BLK_DEV_INITRD"
+}
+
 # make(1) options every kernel build here needs.
 jlrs_make_opts() {
 	printf '%s\n' "LLVM=$JLRS_LLVM" RUSTC=/usr/bin/rustc \
