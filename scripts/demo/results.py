@@ -65,20 +65,28 @@ def cal_delta(r):
     return [a - b for a, b in zip(after, before)]
 
 
+def flip_row(r):
+    """The figures every row of key flips has: mode, sites, rounds and CAL per flip."""
+    flips = int(r["flips"])
+    cal = cal_delta(r)
+    return {
+        "mode": r["mode"],
+        "sites": int(r["sites"]),
+        "flips": flips,
+        "ipi_rounds_per_flip": int(r["syncs"]) / flips,
+        "cal_per_flip_per_cpu": [round(c / flips, 2) for c in cal] if cal else None,
+    }, flips, cal
+
+
 def flip_rows(results, cpus, unit):
     rows = []
     for r in results:
         if r.get("kind") != "flip" or r.get("scenario") != "flip":
             continue
-        flips = int(r["flips"])
-        cal = cal_delta(r)
+        row, flips, _ = flip_row(r)
         rows.append({
-            "mode": r["mode"],
-            "sites": int(r["sites"]),
-            "flips": flips,
-            "ipi_rounds_per_flip": int(r["syncs"]) / flips,
+            **row,
             "ipis_per_flip_per_cpu": int(r["ipis"]) / flips / max(cpus - 1, 1),
-            "cal_per_flip_per_cpu": [round(c / flips, 2) for c in cal] if cal else None,
             "cost_per_flip": int(r["ns"]) / flips,
             "cost_min": int(r["ns_min"]),
             "cost_max": int(r["ns_max"]),
@@ -109,14 +117,9 @@ def isolation_rows(results):
             continue
         if r.get("kind") != "flip":
             continue
-        flips = int(r["flips"])
-        cal = cal_delta(r)
+        row, flips, cal = flip_row(r)
         rows.append({
-            "mode": r["mode"],
-            "sites": int(r["sites"]),
-            "flips": flips,
-            "ipi_rounds_per_flip": int(r["syncs"]) / flips,
-            "cal_per_flip_per_cpu": [round(c / flips, 2) for c in cal] if cal else None,
+            **row,
             "cal_per_flip_isolated": (round(sum(cal[c] for c in ISOLATED) / flips / len(ISOLATED), 2)
                                       if cal and len(cal) > max(ISOLATED) else None),
         })
