@@ -161,7 +161,28 @@ fn batch(_text: &mut TextMutex) -> &mut Queue<Storage> {
 }
 
 /// Kernel text, patched with `text_poke()` and synchronised with an IPI round.
-struct KernelText;
+struct KernelText {
+    /// Isolated CPUs in user space may take the syncs at their next kernel entry: the batch
+    /// writes no text they can run before that.
+    #[cfg_attr(not(CONFIG_TEXT_POKE_RS_DEFER), allow(dead_code))]
+    may_defer: bool,
+}
+
+impl KernelText {
+    /// The text of the batch `sites`.
+    fn of(sites: &[PokeLoc]) -> Self {
+        #[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
+        let may_defer = !sites
+            .iter()
+            .any(|s| crate::defer::entry_text(s.addr(base())));
+        #[cfg(not(CONFIG_TEXT_POKE_RS_DEFER))]
+        let may_defer = {
+            let _ = sites;
+            false
+        };
+        Self { may_defer }
+    }
+}
 
 impl TextOps for KernelText {
     fn read(&mut self, addr: usize, buf: &mut [u8]) {
@@ -182,6 +203,12 @@ impl TextOps for KernelText {
         };
     }
 
+    #[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
+    fn sync(&mut self) {
+        crate::defer::sync(self.may_defer);
+    }
+
+    #[cfg(not(CONFIG_TEXT_POKE_RS_DEFER))]
     fn sync(&mut self) {
         // SAFETY: An IPI round; may be called from any context that may sleep.
         unsafe { bindings::smp_text_poke_sync_each_cpu() };
@@ -381,7 +408,7 @@ fn apply_sites(sites: &[PokeLoc], old: &mut [u8]) {
     // SAFETY: Counts the batch for the statistics.
     unsafe { bindings::text_poke_rs_note_batch(sites.len() as u32) };
 
-    poke::apply(sites, old, base(), &mut KernelText);
+    poke::apply(sites, old, base(), &mut KernelText::of(sites));
 
     // SAFETY: The last sync is done: no CPU can hit our INT3s any more; wait for handlers.
     unsafe { bindings::text_poke_rs_retire() };

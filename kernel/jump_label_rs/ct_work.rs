@@ -175,8 +175,36 @@ pub fn defer(word: &impl Word, work: Work) -> Deferral {
 /// Never panics and never calls out: it runs on the entry path.
 #[inline(always)]
 pub fn enter(word: &impl Word) -> Work {
+    interrupt(word).1
+}
+
+/// Kernel entry from a context that may or may not be user space (an NMI, or an interrupt while
+/// RCU was not watching): records [`Context::Kernel`] and returns the context left and the work
+/// pending, which the caller runs first. Hand the context to [`resume`] on the way back.
+///
+/// A word that says [`Context::Kernel`] is only read: only its own CPU moves it to
+/// [`Context::User`], and no sender sets bits in it, so nothing can be missed; a CPU whose
+/// deferral is off pays a load at entry, not an atomic exchange.
+///
+/// Never panics and never calls out: it runs on the entry path.
+#[inline(always)]
+pub fn interrupt(word: &impl Word) -> (Context, Work) {
+    if word.load() == Value::KERNEL {
+        return (Context::Kernel, Work::NONE);
+    }
     // INVARIANT: `Value::KERNEL` has no work.
-    word.exchange(Value::KERNEL).work()
+    let old = word.exchange(Value::KERNEL);
+    (old.context(), old.work())
+}
+
+/// The way back from [`interrupt`]: returns the word to the context `left`, with no work.
+///
+/// Never panics and never calls out: it runs on the exit path.
+#[inline(always)]
+pub fn resume(word: &impl Word, left: Context) {
+    if left == Context::User {
+        exit(word);
+    }
 }
 
 /// Return to user space: records [`Context::User`] with no work pending.

@@ -7,12 +7,15 @@
 //! ftrace, kprobes, alternatives) go through [`batch`] unless the kernel was booted with
 //! `text_poke=c`. `text_poke=serial` applies every site as a batch of its own. The generic
 //! jump-label update of a key goes through [`jump_label`], which checks every site before it
-//! queues any.
+//! queues any. With `CONFIG_TEXT_POKE_RS_DEFER`, [`defer`] lets isolated CPUs in user space take
+//! a batch's syncs at their next kernel entry instead of as IPIs ([`ct_work`] is the protocol).
 //!
 //! C header: [`arch/x86/include/asm/text_poke_rs.h`](srctree/arch/x86/include/asm/text_poke_rs.h).
 
 pub mod batch;
 pub mod ct_work;
+#[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
+pub mod defer;
 pub mod jump_label;
 pub mod poke;
 

@@ -13,6 +13,7 @@
 #include <linux/atomic.h>
 #include <linux/cpu.h>
 #include <linux/cpumask.h>
+#include <linux/ct_work_rs.h>
 #include <linux/debugfs.h>
 #include <linux/init.h>
 #include <linux/jump_label.h>
@@ -250,6 +251,7 @@ static int text_poke_rs_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "batch_ns %llu\n", s.batch_ns);
 	seq_printf(m, "max_batch_ns %llu\n", s.max_batch_ns);
 	seq_printf(m, "refused %llu\n", s.refused);
+	ct_work_rs_stats_show(m);
 	return 0;
 }
 
@@ -319,7 +321,8 @@ static const struct file_operations text_poke_rs_mode_fops = {
 /*
  * /sys/kernel/debug/text_poke/: "stats", the counters, one "name value" a
  * line, whose maxima a write resets; "mode", the implementation in use,
- * which a write of rust, c or serial switches.
+ * which a write of rust, c or serial switches; with deferral, "defer" and
+ * "cpus" (ct_work_rs.c).
  */
 static int __init text_poke_rs_debugfs_init(void)
 {
@@ -327,6 +330,7 @@ static int __init text_poke_rs_debugfs_init(void)
 
 	debugfs_create_file("stats", 0644, dir, NULL, &text_poke_rs_stats_fops);
 	debugfs_create_file("mode", 0644, dir, NULL, &text_poke_rs_mode_fops);
+	ct_work_rs_debugfs_init(dir);
 	return 0;
 }
 late_initcall(text_poke_rs_debugfs_init);

@@ -1,0 +1,315 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Deferred work for isolated CPUs in user space, x86 side: the per-CPU work
+ * word, the context-tracking hooks that take the work at kernel entry and
+ * run it, the sync round of the Rust text-poke batch that defers to them,
+ * and the switches. The protocol itself is Rust: kernel/jump_label_rs/
+ * ct_work.rs (checked by every interleaving on the host) and defer.rs.
+ *
+ * The danger zone: a CPU coming from user space takes its work in
+ * ct_work_rs_user_exit(), the first thing __ct_user_exit() does on a CPU
+ * where context tracking is active, or in ct_work_rs_nmi_enter() for an NMI.
+ * Everything it runs before that, and everything it runs after
+ * ct_work_rs_user_enter() on the way out, may run text that a deferred sync
+ * has not yet made safe: the entry asm (.entry.text) and the C entry up to
+ * context tracking (do_syscall_64(), irqentry_enter(), exc_nmi() and their
+ * inlined helpers). objtool keeps all of it in .noinstr.text or
+ * .entry.text: noinstr code may only call noinstr code. So the sender
+ * follows one rule, a superset of the danger zone: a batch that writes any
+ * byte in those sections is never deferred (ct_work_rs_entry_text()), and
+ * every CPU takes its IPIs. scripts/danger-zone.py lists the static branch
+ * and static call sites in those sections at build time, and warns about
+ * every one whose key can be flipped after boot: flipping it costs the
+ * isolated CPUs their IPIs. Keys in .data..ro_after_init cannot be flipped
+ * after boot; context_tracking_key, which guards the call into context
+ * tracking itself, is only flipped by ct_cpu_track_user(), which is __init.
+ *
+ * Work is never lost across CPU hotplug: a CPU goes offline from the
+ * kernel, where its word says "kernel" and no sender sets bits, and a CPU
+ * coming online starts with its word taken and sync_core() run
+ * (ct_work_rs_cpu_online()).
+ */
+
+#include <linux/context_tracking_state.h>
+#include <linux/cpu.h>
+#include <linux/cpuhotplug.h>
+#include <linux/ct_work_rs.h>
+#include <linux/debugfs.h>
+#include <linux/init.h>
+#include <linux/kstrtox.h>
+#include <linux/ktime.h>
+#include <linux/memory.h>
+#include <linux/percpu.h>
+#include <linux/printk.h>
+#include <linux/seq_file.h>
+#include <linux/smp.h>
+#include <linux/string_choices.h>
+#include <linux/tick.h>
+#include <linux/uaccess.h>
+
+#include <asm/sections.h>
+#include <asm/sync_core.h>
+#include <asm/text_poke_rs.h>
+
+bool ct_work_rs_enabled __read_mostly = true;
+/*
+ * How long a sync round waits for an isolated CPU found in the kernel to
+ * return to user space before it sends the IPI: about what a tick or a short
+ * system call takes. Only the sender waits.
+ */
+unsigned long ct_work_rs_wait_ns __read_mostly = 50 * NSEC_PER_USEC;
+
+static DEFINE_PER_CPU_ALIGNED(u32, ct_work_rs_words);
+/* The NMI being handled came from user space: ct_work_rs_nmi_enter(). */
+static DEFINE_PER_CPU(bool, ct_work_rs_nmi_user);
+/* Entries that ran work instead of taking an IPI. */
+static DEFINE_PER_CPU(unsigned long, ct_work_rs_run);
+
+static atomic64_t text_poke_rs_deferred;
+static atomic64_t text_poke_rs_waited;
+static atomic64_t text_poke_rs_sent;
+
+static __always_inline void ct_work_rs_run_work(unsigned int work)
+{
+	if (work & CT_WORK_RS_SYNC_CORE)
+		sync_core();
+	raw_cpu_inc(ct_work_rs_run);
+}
+
+noinstr void ct_work_rs_user_exit(void)
+{
+	unsigned int work = ct_work_rs_enter(raw_cpu_ptr(&ct_work_rs_words));
+
+	if (unlikely(work))
+		ct_work_rs_run_work(work);
+}
+
+/*
+ * Deferral's switch is read here and nowhere on entry: with it off, words
+ * stay "kernel", every sender sends IPIs, and entry costs one load; a CPU
+ * that went to user space while it was on still takes its bits at entry.
+ * A plain variable, not a static key: this runs in the danger zone.
+ */
+noinstr void ct_work_rs_user_enter(void)
+{
+	if (READ_ONCE(ct_work_rs_enabled))
+		ct_work_rs_exit(raw_cpu_ptr(&ct_work_rs_words));
+}
+
+noinstr void ct_work_rs_nmi_enter(void)
+{
+	unsigned int work;
+	bool user;
+
+	work = ct_work_rs_interrupt(raw_cpu_ptr(&ct_work_rs_words), &user);
+	raw_cpu_write(ct_work_rs_nmi_user, user);
+	if (unlikely(work))
+		ct_work_rs_run_work(work);
+}
+
+noinstr void ct_work_rs_nmi_exit(void)
+{
+	bool user = raw_cpu_read(ct_work_rs_nmi_user);
+
+	raw_cpu_write(ct_work_rs_nmi_user, false);
+	ct_work_rs_resume(raw_cpu_ptr(&ct_work_rs_words), user);
+}
+
+static void text_poke_rs_do_sync_core(void *info)
+{
+	sync_core();
+}
+
+static bool text_poke_rs_needs_ipi(int cpu, void *info)
+{
+	struct text_poke_rs_round *round = info;
+
+	if (cpu == round->local)
+		return true;
+	if (cpumask_test_cpu(cpu, round->deferred_cpus))
+		return false;
+	round->sent++;
+	return true;
+}
+
+struct cpumask *text_poke_rs_round_mask(void)
+{
+	static struct cpumask mask;
+
+	lockdep_assert_held(&text_mutex);
+	cpumask_clear(&mask);
+	return &mask;
+}
+
+void text_poke_rs_sync_round(struct text_poke_rs_round *round)
+{
+	text_poke_rs_note_sync();
+	preempt_disable();
+	round->local = smp_processor_id();
+	on_each_cpu_cond(text_poke_rs_needs_ipi, text_poke_rs_do_sync_core,
+			 round, true);
+	preempt_enable();
+	atomic64_add(round->deferred, &text_poke_rs_deferred);
+	atomic64_add(round->waited, &text_poke_rs_waited);
+	atomic64_add(round->sent, &text_poke_rs_sent);
+}
+
+int ct_work_rs_next_isolated(int cpu)
+{
+	if (!tick_nohz_full_enabled())
+		return nr_cpu_ids;
+	return cpumask_next_and(cpu, tick_nohz_full_mask, cpu_online_mask);
+}
+
+/*
+ * Context tracking says "user" a little before the word does on the way out
+ * (ct_work_rs_user_enter() comes last) and a little after on the way in
+ * (ct_work_rs_user_exit() comes first): a CPU whose word refused work and
+ * whose context is "kernel" or "user" is about to be in user space again,
+ * or in the kernel running a task.
+ */
+bool ct_work_rs_cpu_running(int cpu)
+{
+	int state = atomic_read(&per_cpu(context_tracking.state, cpu));
+
+	state &= CT_STATE_MASK;
+	return state == CT_STATE_KERNEL || state == CT_STATE_USER;
+}
+
+u32 *ct_work_rs_word(int cpu)
+{
+	if (cpu < 0 || cpu >= nr_cpu_ids || !cpu_online(cpu) ||
+	    !tick_nohz_full_cpu(cpu))
+		return NULL;
+	return per_cpu_ptr(&ct_work_rs_words, cpu);
+}
+
+bool ct_work_rs_entry_text(unsigned long addr)
+{
+	return (addr >= (unsigned long)__noinstr_text_start &&
+		addr < (unsigned long)__noinstr_text_end) ||
+	       (addr >= (unsigned long)__entry_text_start &&
+		addr < (unsigned long)__entry_text_end);
+}
+
+unsigned long ct_work_rs_runs(int cpu)
+{
+	return READ_ONCE(per_cpu(ct_work_rs_run, cpu));
+}
+
+/*
+ * Sync rounds of other CPUs deferred (of which waited: found in the kernel
+ * first) and sent as IPIs, and the work CPUs ran at entry instead.
+ */
+void ct_work_rs_stats_show(struct seq_file *m)
+{
+	u64 runs = 0;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		runs += ct_work_rs_runs(cpu);
+	seq_printf(m, "deferred %lld\n", atomic64_read(&text_poke_rs_deferred));
+	seq_printf(m, "waited %lld\n", atomic64_read(&text_poke_rs_waited));
+	seq_printf(m, "sent %lld\n", atomic64_read(&text_poke_rs_sent));
+	seq_printf(m, "run_at_entry %llu\n", runs);
+}
+
+/*
+ * A CPU coming online runs no user space before it gets here, but its word
+ * may say anything its last life left there: take it, and serialise.
+ */
+static int ct_work_rs_cpu_online(unsigned int cpu)
+{
+	unsigned int work = ct_work_rs_enter(this_cpu_ptr(&ct_work_rs_words));
+
+	sync_core();
+	if (work)
+		this_cpu_inc(ct_work_rs_run);
+	return 0;
+}
+
+static int __init ct_work_rs_setup(char *str)
+{
+	if (!str || kstrtobool(str, &ct_work_rs_enabled)) {
+		pr_warn("text_poke_defer=%s: expected on or off; keeping %s\n",
+			str ?: "", str_on_off(ct_work_rs_enabled));
+		return -EINVAL;
+	}
+	return 0;
+}
+early_param("text_poke_defer", ct_work_rs_setup);
+
+static int ct_work_rs_defer_show(struct seq_file *m, void *v)
+{
+	seq_printf(m, "%s\n", str_on_off(READ_ONCE(ct_work_rs_enabled)));
+	return 0;
+}
+
+static int ct_work_rs_defer_open(struct inode *inode, struct file *file)
+{
+	return single_open(file, ct_work_rs_defer_show, NULL);
+}
+
+static ssize_t ct_work_rs_defer_write(struct file *file,
+				      const char __user *ubuf, size_t count,
+				      loff_t *ppos)
+{
+	bool on;
+	int ret;
+
+	ret = kstrtobool_from_user(ubuf, count, &on);
+	if (ret)
+		return ret;
+	WRITE_ONCE(ct_work_rs_enabled, on);
+	return count;
+}
+
+static const struct file_operations ct_work_rs_defer_fops = {
+	.owner		= THIS_MODULE,
+	.open		= ct_work_rs_defer_open,
+	.read		= seq_read,
+	.llseek		= seq_lseek,
+	.release	= single_release,
+	.write		= ct_work_rs_defer_write,
+};
+
+/* One line a CPU: its word's context, its work pending, work run at entry. */
+static int ct_work_rs_cpus_show(struct seq_file *m, void *v)
+{
+	int cpu;
+
+	for_each_online_cpu(cpu) {
+		u32 word = READ_ONCE(per_cpu(ct_work_rs_words, cpu));
+
+		seq_printf(m, "cpu%d %s work %#x runs %lu isolated %d\n", cpu,
+			   word & 1 ? "user" : "kernel", word >> 1,
+			   ct_work_rs_runs(cpu), !!ct_work_rs_word(cpu));
+	}
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(ct_work_rs_cpus);
+
+/*
+ * In /sys/kernel/debug/text_poke/: "defer", "on" or "off", which a write
+ * (any kstrtobool() spelling) switches at once, even during a storm: rounds
+ * already deferred are run at entry either way, and a CPU takes part from
+ * its next return to user space on; "cpus", each online CPU's
+ * word and the work it ran at entry; "defer_wait_ns", how long a round waits
+ * for an isolated CPU in the kernel to return to user space.
+ */
+void ct_work_rs_debugfs_init(struct dentry *dir)
+{
+	debugfs_create_file("defer", 0644, dir, NULL, &ct_work_rs_defer_fops);
+	debugfs_create_file("cpus", 0444, dir, NULL, &ct_work_rs_cpus_fops);
+	debugfs_create_ulong("defer_wait_ns", 0644, dir, &ct_work_rs_wait_ns);
+}
+
+static int __init ct_work_rs_init(void)
+{
+	int ret;
+
+	ret = cpuhp_setup_state_nocalls(CPUHP_AP_ONLINE_DYN, "ct_work_rs:online",
+					ct_work_rs_cpu_online, NULL);
+	return ret < 0 ? ret : 0;
+}
+early_initcall(ct_work_rs_init);

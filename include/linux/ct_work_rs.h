@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Deferred work for isolated CPUs in user space (kernel/jump_label_rs/):
+ * the hooks context tracking calls, and the interface of the C side.
+ *
+ * A nohz_full CPU running a user-space task has a per-CPU work word saying
+ * "user". A sender that would interrupt it for work that only matters once
+ * it runs kernel code again (the sync_core() of a text-poke sync round) sets
+ * a work bit there instead, with a compare-and-exchange that succeeds only
+ * while the word says "user"; the CPU takes the bits, in the same exchange
+ * that makes the word say "kernel", at its next kernel entry, and runs the
+ * work before any text that can be patched at run time.
+ */
+#ifndef _LINUX_CT_WORK_RS_H
+#define _LINUX_CT_WORK_RS_H
+
+#include <linux/compiler_types.h>
+#include <linux/types.h>
+
+struct cpumask;
+struct dentry;
+struct seq_file;
+
+/* Kinds of work, as bits of the word above its context bit. */
+enum ct_work_rs_work {
+	CT_WORK_RS_SYNC_CORE	= 1 << 0,
+	CT_WORK_RS_TLB_FLUSH	= 1 << 1,
+};
+
+#ifdef CONFIG_TEXT_POKE_RS_DEFER
+
+/*
+ * Called by context tracking, on CPUs where it is active, with interrupts
+ * off and from noinstr code:
+ *
+ * ct_work_rs_user_exit()	first thing on entry from user space, before
+ *				RCU watches (__ct_user_exit());
+ * ct_work_rs_user_enter()	last thing before user space, after RCU
+ *				stopped watching (__ct_user_enter());
+ * ct_work_rs_nmi_enter()	an NMI or interrupt came while RCU was not
+ *				watching, first thing (ct_nmi_enter());
+ * ct_work_rs_nmi_exit()	its way back, last thing (ct_nmi_exit()).
+ */
+void ct_work_rs_user_exit(void);
+void ct_work_rs_user_enter(void);
+void ct_work_rs_nmi_enter(void);
+void ct_work_rs_nmi_exit(void);
+
+/* Whether deferral is on: text_poke_defer= at boot, text_poke/defer later. */
+extern bool ct_work_rs_enabled;
+/* How long a round waits for an isolated CPU in the kernel: text_poke/defer_wait_ns. */
+extern unsigned long ct_work_rs_wait_ns;
+
+/**
+ * struct text_poke_rs_round - one sync round of the Rust batch
+ * @deferred_cpus: the CPUs that took a work bit instead of the IPI
+ * @local: the CPU sending the round, which syncs itself
+ * @deferred: how many CPUs took a work bit
+ * @waited: how many of those were found in the kernel and given a while
+ *	to return to user space first
+ * @sent: other CPUs sent the IPI
+ */
+struct text_poke_rs_round {
+	struct cpumask *deferred_cpus;
+	int local;
+	unsigned int deferred;
+	unsigned int waited;
+	unsigned int sent;
+};
+
+/*
+ * The round's CPU mask, cleared: one for all rounds, which text_mutex
+ * serialises.
+ */
+struct cpumask *text_poke_rs_round_mask(void);
+/* sync_core() on every online CPU, by IPI but to @round->deferred_cpus. */
+void text_poke_rs_sync_round(struct text_poke_rs_round *round);
+/* The next online isolated CPU after @cpu, or nr_cpu_ids. */
+int ct_work_rs_next_isolated(int cpu);
+/* Whether @cpu runs a task (in the kernel, or entering or leaving user space). */
+bool ct_work_rs_cpu_running(int cpu);
+/* The work word of @cpu, if it is online and isolated (nohz_full). */
+u32 *ct_work_rs_word(int cpu);
+/* Whether text at @addr may run before the work is taken at entry. */
+bool ct_work_rs_entry_text(unsigned long addr);
+/* Work each CPU ran at kernel entry instead of taking an IPI. */
+unsigned long ct_work_rs_runs(int cpu);
+/* Deferral's lines of text_poke/stats, and its files in text_poke/. */
+void ct_work_rs_stats_show(struct seq_file *m);
+void ct_work_rs_debugfs_init(struct dentry *dir);
+
+/* Implemented in Rust (kernel/jump_label_rs/defer.rs), in .noinstr.text. */
+unsigned int ct_work_rs_enter(u32 *word);
+void ct_work_rs_exit(u32 *word);
+unsigned int ct_work_rs_interrupt(u32 *word, bool *left_user);
+void ct_work_rs_resume(u32 *word, bool left_user);
+
+#else /* !CONFIG_TEXT_POKE_RS_DEFER */
+
+static __always_inline void ct_work_rs_user_exit(void) { }
+static __always_inline void ct_work_rs_user_enter(void) { }
+static __always_inline void ct_work_rs_nmi_enter(void) { }
+static __always_inline void ct_work_rs_nmi_exit(void) { }
+static inline void ct_work_rs_stats_show(struct seq_file *m) { }
+static inline void ct_work_rs_debugfs_init(struct dentry *dir) { }
+
+#endif /* CONFIG_TEXT_POKE_RS_DEFER */
+
+#endif /* _LINUX_CT_WORK_RS_H */

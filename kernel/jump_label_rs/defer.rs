@@ -1,0 +1,293 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Deferral of text-poke syncs to isolated CPUs in user space: the per-CPU work word of this
+//! kernel, the Rust half of the context-tracking hooks, and the sender's side of a sync round.
+//!
+//! The protocol is [`ct_work`]'s; this module applies it to `ct_work_rs_word`, one `u32` per
+//! CPU in C (`arch/x86/kernel/ct_work_rs.c`), and is the only code that touches that word.
+//!
+//! Deferral applies to a CPU only while all of these hold: it is online and `nohz_full` (never a
+//! housekeeping CPU), context tracking is active there (its hooks are what set
+//! [`Context::User`]), deferral is switched on (`text_poke_defer=`, `text_poke/defer`), it is
+//! in user space (not idle, not in a guest, not in the kernel), and the batch writes nothing
+//! that a CPU can run between its entry instruction and the hook that takes the work (see the
+//! danger zone in `ct_work_rs.c`).
+//!
+//! C header: [`include/linux/ct_work_rs.h`](srctree/include/linux/ct_work_rs.h).
+
+use crate::ct_work::{self, Context, Deferral, Value, Word, Work};
+use core::{
+    ffi::c_int,
+    ptr,
+    sync::atomic::{AtomicU32, Ordering},
+};
+use kernel::{bindings, cpu::CpuId, cpumask::Cpumask};
+
+const _: () = assert!(Work::SYNC_CORE.bits() == bindings::ct_work_rs_work_CT_WORK_RS_SYNC_CORE);
+const _: () = assert!(Work::TLB_FLUSH.bits() == bindings::ct_work_rs_work_CT_WORK_RS_TLB_FLUSH);
+
+/// A CPU's work word.
+///
+/// Every read-modify-write is sequentially consistent (a `LOCK`ed instruction or `XCHG` on
+/// x86), so the text a sender wrote before setting a bit is visible to the CPU that takes it.
+/// The store of [`ct_work::exit`] is a release: after it the CPU runs only the exit path's
+/// noinstr text, which no deferred batch writes, so nothing it runs later needs ordering
+/// against it beyond its own earlier accesses.
+struct CpuWord<'a>(&'a AtomicU32);
+
+impl CpuWord<'_> {
+    /// The word at `word`.
+    ///
+    /// # Safety
+    ///
+    /// `word` points to a CPU's `ct_work_rs_word`, which lives as long as the kernel, and is
+    /// only ever accessed atomically.
+    #[inline(always)]
+    unsafe fn at(word: *mut u32) -> Self {
+        // SAFETY: As the caller guarantees: valid, aligned, and only accessed atomically.
+        Self(unsafe { AtomicU32::from_ptr(word) })
+    }
+
+    /// The word of `cpu`, if deferral may apply to it: it is online and isolated.
+    fn of(cpu: c_int) -> Option<Self> {
+        // SAFETY: Only reads CPU masks; any `cpu` is accepted.
+        let word = unsafe { bindings::ct_work_rs_word(cpu) };
+        // SAFETY: A non-null result is that CPU's word.
+        (!word.is_null()).then(|| unsafe { Self::at(word) })
+    }
+}
+
+impl Word for CpuWord<'_> {
+    #[inline(always)]
+    fn load(&self) -> Value {
+        Value::from_raw(self.0.load(Ordering::SeqCst))
+    }
+
+    #[inline(always)]
+    fn compare_exchange(&self, old: Value, new: Value) -> Result<Value, Value> {
+        self.0
+            .compare_exchange(old.raw(), new.raw(), Ordering::SeqCst, Ordering::SeqCst)
+            .map(Value::from_raw)
+            .map_err(Value::from_raw)
+    }
+
+    #[inline(always)]
+    fn exchange(&self, new: Value) -> Value {
+        Value::from_raw(self.0.swap(new.raw(), Ordering::SeqCst))
+    }
+
+    #[inline(always)]
+    fn store(&self, new: Value) {
+        self.0.store(new.raw(), Ordering::Release)
+    }
+}
+
+/// Why a CPU cannot take work at its next entry: the sender must interrupt it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Refusal {
+    /// Offline, out of range, or a housekeeping CPU: deferral never applies to it.
+    NotIsolated,
+    /// Isolated, but in the kernel, idle, in a guest, or with deferral switched off.
+    NotInUser,
+}
+
+/// Asks `cpu` to run `work` at its next kernel entry instead of being interrupted now.
+///
+/// The caller wrote whatever the work is for (the text, for [`Work::SYNC_CORE`]) before.
+pub fn defer_on(cpu: c_int, work: Work) -> Result<(), Refusal> {
+    let word = CpuWord::of(cpu).ok_or(Refusal::NotIsolated)?;
+    match ct_work::defer(&word, work) {
+        Deferral::Deferred => Ok(()),
+        Deferral::Ipi => Err(Refusal::NotInUser),
+    }
+}
+
+/// Whether deferral is switched on.
+pub fn enabled() -> bool {
+    // SAFETY: `ct_work_rs_enabled` is a `bool` that lives as long as the kernel; a volatile read
+    // is `READ_ONCE()`.
+    unsafe { ptr::read_volatile(&raw const bindings::ct_work_rs_enabled) }
+}
+
+/// Whether a CPU may run the text at `addr` before it takes its work at entry, so that a batch
+/// writing it must not be deferred.
+pub fn entry_text(addr: usize) -> bool {
+    // SAFETY: Compares an address with section bounds.
+    unsafe { bindings::ct_work_rs_entry_text(addr) }
+}
+
+/// How long a sync round waits for isolated CPUs found in the kernel to return to user space,
+/// before it sends them the IPI: `ct_work_rs_wait_ns`, 50 µs unless `text_poke/defer_wait_ns`
+/// says otherwise; about the time a CPU takes to handle a tick or a short system call. Only the
+/// sender waits; the isolated CPU is not disturbed.
+fn wait_ns() -> u64 {
+    // SAFETY: `ct_work_rs_wait_ns` is an `unsigned long` that lives as long as the kernel; a
+    // volatile read is `READ_ONCE()`.
+    unsafe { ptr::read_volatile(&raw const bindings::ct_work_rs_wait_ns) as u64 }
+}
+
+/// Isolated CPUs a round waits for at most; beyond them, CPUs found in the kernel get the IPI.
+const MAX_WAITING: usize = 64;
+
+fn now_ns() -> u64 {
+    // SAFETY: `ktime_get_mono_fast_ns()` has no preconditions.
+    unsafe { bindings::ktime_get_mono_fast_ns() }
+}
+
+/// Whether `cpu` runs a task: in the kernel, or on its way into or out of user space; not idle,
+/// not in a guest.
+fn running(cpu: c_int) -> bool {
+    // SAFETY: Reads `cpu`'s context-tracking state; any online `cpu` is accepted.
+    unsafe { bindings::ct_work_rs_cpu_running(cpu) }
+}
+
+/// Asks every isolated CPU to take the sync at its next kernel entry, and records in `deferred`
+/// those that did. A CPU found running a task in the kernel, or on its way into or out of user
+/// space, gets a short while ([`wait_ns()`]) to be in user space: once it is, it runs no kernel
+/// text without taking the bit first, so the round needs no IPI for it either. Idle CPUs and
+/// CPUs in a guest get the IPI at once.
+fn ask(deferred: &mut Cpumask, round: &mut bindings::text_poke_rs_round) {
+    let mut waiting = [0 as c_int; MAX_WAITING];
+    let mut n = 0;
+    // SAFETY: Walks the online isolated CPUs; any `cpu` is accepted.
+    let next = |cpu: c_int| unsafe { bindings::ct_work_rs_next_isolated(cpu) };
+    let nr = kernel::cpu::nr_cpu_ids() as c_int;
+    let mut cpu = next(-1);
+    while cpu < nr {
+        match defer_on(cpu, Work::SYNC_CORE) {
+            Ok(()) => mark(deferred, round, cpu),
+            Err(Refusal::NotInUser) if n < MAX_WAITING && running(cpu) => {
+                waiting[n] = cpu;
+                n += 1;
+            }
+            Err(_) => {}
+        }
+        cpu = next(cpu);
+    }
+    let deadline = now_ns().saturating_add(wait_ns());
+    while n > 0 && now_ns() < deadline {
+        let mut i = 0;
+        while i < n {
+            let cpu = waiting[i];
+            let done = match defer_on(cpu, Work::SYNC_CORE) {
+                Ok(()) => {
+                    mark(deferred, round, cpu);
+                    round.waited += 1;
+                    true
+                }
+                Err(Refusal::NotInUser) => !running(cpu),
+                Err(Refusal::NotIsolated) => true,
+            };
+            if done {
+                n -= 1;
+                waiting[i] = waiting[n];
+            } else {
+                i += 1;
+            }
+        }
+        core::hint::spin_loop();
+    }
+}
+
+/// Records that `cpu` took the round's sync as a work bit.
+fn mark(deferred: &mut Cpumask, round: &mut bindings::text_poke_rs_round, cpu: c_int) {
+    if let Some(id) = CpuId::from_i32(cpu) {
+        deferred.set(id);
+        round.deferred += 1;
+    }
+}
+
+/// A sync round of the Rust batch: `sync_core()` on every online CPU, through an IPI for every
+/// other CPU but the isolated ones in user space, which take it at their next kernel entry,
+/// when `may_defer` and deferral is on.
+///
+/// Called with `text_mutex` held, as every batch is.
+pub fn sync(may_defer: bool) {
+    // SAFETY: The round's mask is only used under `text_mutex`, which the caller holds, until
+    // the round returns.
+    let mask = unsafe { bindings::text_poke_rs_round_mask() };
+    let mut round = bindings::text_poke_rs_round {
+        deferred_cpus: mask,
+        local: -1,
+        deferred: 0,
+        waited: 0,
+        sent: 0,
+    };
+    if may_defer && enabled() {
+        // SAFETY: As above: `mask` is valid, and only this round uses it.
+        ask(unsafe { Cpumask::from_raw_mut(mask) }, &mut round);
+    }
+    // SAFETY: `round` and its mask live until the call returns; the round may sleep, as every
+    // batch may.
+    unsafe { bindings::text_poke_rs_sync_round(&mut round) };
+}
+
+/// Kernel entry from user space, from `__ct_user_exit()`: takes the work pending and returns it
+/// for the caller to run before anything else.
+///
+/// Runs in the danger zone: it lives in `.noinstr.text`, and everything it uses is inlined;
+/// nothing panics or calls out.
+///
+/// # Safety
+///
+/// `word` is this CPU's `ct_work_rs_word`, and the caller runs with interrupts off.
+#[no_mangle]
+#[link_section = ".noinstr.text"]
+pub unsafe extern "C" fn ct_work_rs_enter(word: *mut u32) -> u32 {
+    // SAFETY: As the caller guarantees.
+    ct_work::enter(&unsafe { CpuWord::at(word) }).bits()
+}
+
+/// Return to user space, from `__ct_user_enter()`: the CPU now takes work at its next entry.
+///
+/// As [`ct_work_rs_enter`], runs in the danger zone.
+///
+/// # Safety
+///
+/// `word` is this CPU's `ct_work_rs_word`; the caller runs with interrupts off and executes
+/// only noinstr text until it is in user space.
+#[no_mangle]
+#[link_section = ".noinstr.text"]
+pub unsafe extern "C" fn ct_work_rs_exit(word: *mut u32) {
+    // SAFETY: As the caller guarantees.
+    ct_work::exit(&unsafe { CpuWord::at(word) });
+}
+
+/// An NMI, or an interrupt while RCU was not watching, from `ct_nmi_enter()`: takes the work
+/// pending, and tells in `left_user` whether the word said user space, for
+/// [`ct_work_rs_resume`].
+///
+/// As [`ct_work_rs_enter`], runs in the danger zone.
+///
+/// # Safety
+///
+/// `word` is this CPU's `ct_work_rs_word`, `left_user` is valid for a write.
+#[no_mangle]
+#[link_section = ".noinstr.text"]
+pub unsafe extern "C" fn ct_work_rs_interrupt(word: *mut u32, left_user: *mut bool) -> u32 {
+    // SAFETY: As the caller guarantees.
+    let (left, work) = ct_work::interrupt(&unsafe { CpuWord::at(word) });
+    // SAFETY: As the caller guarantees.
+    unsafe { left_user.write(left == Context::User) };
+    work.bits()
+}
+
+/// The way back from [`ct_work_rs_interrupt`], from `ct_nmi_exit()`.
+///
+/// As [`ct_work_rs_enter`], runs in the danger zone.
+///
+/// # Safety
+///
+/// `word` is this CPU's `ct_work_rs_word`; `left_user` is what [`ct_work_rs_interrupt`] told
+/// of this NMI.
+#[no_mangle]
+#[link_section = ".noinstr.text"]
+pub unsafe extern "C" fn ct_work_rs_resume(word: *mut u32, left_user: bool) {
+    let left = if left_user {
+        Context::User
+    } else {
+        Context::Kernel
+    };
+    // SAFETY: As the caller guarantees.
+    ct_work::resume(&unsafe { CpuWord::at(word) }, left);
+}
