@@ -4,7 +4,8 @@
 # Build the overlay kernel and run the project's KUnit suites through
 # kunit.py in QEMU (single-threaded TCG, 4 vCPUs). An oops reboots the
 # guest at once (oops=panic panic=-1): a test that crashes while holding a
-# lock would otherwise leave the run hanging until the timeout. Extra
+# lock would otherwise leave the run hanging until the timeout. CPU 3 is
+# isolated (nohz_full=3) for the deferral suite, text_poke_rs_defer. Extra
 # arguments go to
 # kunit.py (e.g. --kconfig_add, a suite glob). Writes the parsed results to
 # $JLRS_KUNIT_JSON (default $JLRS_CACHE/<version>/kunit.json).
@@ -27,5 +28,5 @@ cd "$JLRS_SRC"
 python3 tools/testing/kunit/kunit.py run --arch=x86_64 \
 	--kunitconfig="$KUNITCONFIG" --build_dir="$JLRS_BUILD" \
 	--jobs="$(nproc)" --timeout=600 --qemu_args='-smp 4' \
-	--kernel_args=oops=panic --kernel_args=panic=-1 \
+	--kernel_args=oops=panic --kernel_args=panic=-1 --kernel_args=nohz_full=3 \
 	"${mkopts[@]}" --json="$json" "$@"

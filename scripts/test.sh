@@ -13,7 +13,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 step test
 
-SUITES=(rust_static_key rust_static_key_sample text_poke_rs kprobes_test)
+SUITES=(rust_static_key rust_static_key_sample text_poke_rs text_poke_rs_defer kprobes_test)
 MODES=(rust c serial)
 
 start=$(date +%s)
@@ -31,7 +31,7 @@ host_rc=0
 grep -E '^test |test result:|^error|panicked' "$logs/host.log" || true
 [ "$host_rc" = 0 ] || msg "host tests failed (log: $logs/host.log)"
 
-msg "lint: rustfmt, rustc/clippy/objtool warnings, checkpatch --strict"
+msg "lint: rustfmt, rustc/clippy/objtool warnings, danger zone, checkpatch --strict"
 "$JLRS_TOP/scripts/check.sh" > "$logs/check.log" 2>&1 || true
 grep '^check:' "$logs/check.log" || echo "check: lint: FAILED (no result, log: $logs/check.log)" |
 	tee -a "$logs/check.log"

@@ -670,3 +670,158 @@ mod tests {
         assert_eq!(run_all()[1], 0);
     }
 }
+
+#[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
+static KEY_NOINSTR: StaticKeyFalse = StaticKeyFalse::new();
+
+/// A site in `.noinstr.text`, where the kernel entry code lives.
+#[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
+#[inline(never)]
+#[link_section = ".noinstr.text"]
+fn site_noinstr(x: u32) -> u32 {
+    if kernel::static_branch_unlikely!(KEY_NOINSTR) {
+        x.wrapping_add(1)
+    } else {
+        x
+    }
+}
+
+/// KUnit suite `text_poke_rs_defer`: the work word's state machine on simulated CPUs, and the
+/// real per-CPU word of this kernel, which KUnit (no user space) can only see refuse work.
+/// `make test` boots KUnit with `nohz_full=3`; its user-space boot checks deferral itself.
+#[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
+#[kernel::prelude::kunit_tests(text_poke_rs_defer)]
+mod defer_tests {
+    use super::site_noinstr;
+    use crate::{
+        ct_work::{self, Context, Deferral, Value, Word, Work},
+        defer::{self, Refusal},
+    };
+    use core::sync::atomic::{AtomicU32, Ordering::SeqCst};
+    use kernel::bindings;
+
+    /// A simulated CPU's word.
+    struct Sim(AtomicU32);
+
+    impl Word for Sim {
+        fn load(&self) -> Value {
+            Value::from_raw(self.0.load(SeqCst))
+        }
+
+        fn compare_exchange(&self, old: Value, new: Value) -> Result<Value, Value> {
+            self.0
+                .compare_exchange(old.raw(), new.raw(), SeqCst, SeqCst)
+                .map(Value::from_raw)
+                .map_err(Value::from_raw)
+        }
+
+        fn exchange(&self, new: Value) -> Value {
+            Value::from_raw(self.0.swap(new.raw(), SeqCst))
+        }
+
+        fn store(&self, new: Value) {
+            self.0.store(new.raw(), SeqCst)
+        }
+    }
+
+    const BOTH: Work = Work::SYNC_CORE.union(Work::TLB_FLUSH);
+
+    #[test]
+    fn state_machine_on_simulated_cpus() {
+        let w = Sim(AtomicU32::new(Value::KERNEL.raw()));
+        // In the kernel: the sender must interrupt.
+        assert_eq!(ct_work::defer(&w, Work::SYNC_CORE), Deferral::Ipi);
+        assert_eq!(w.load(), Value::KERNEL);
+        // In user space: work waits, and coalesces.
+        ct_work::exit(&w);
+        assert_eq!(w.load(), Value::USER);
+        assert_eq!(ct_work::defer(&w, Work::SYNC_CORE), Deferral::Deferred);
+        assert_eq!(ct_work::defer(&w, Work::SYNC_CORE), Deferral::Deferred);
+        assert_eq!(ct_work::defer(&w, Work::TLB_FLUSH), Deferral::Deferred);
+        assert_eq!(w.load().context(), Context::User);
+        assert_eq!(w.load().work(), BOTH);
+        // Entry takes all of it, once.
+        assert_eq!(ct_work::enter(&w), BOTH);
+        assert_eq!(w.load(), Value::KERNEL);
+        assert_eq!(ct_work::enter(&w), Work::NONE);
+        assert_eq!(ct_work::defer(&w, Work::TLB_FLUSH), Deferral::Ipi);
+        // An NMI from user space takes the work, refuses more while it runs, and gives the
+        // word back with none.
+        ct_work::exit(&w);
+        assert_eq!(ct_work::defer(&w, Work::SYNC_CORE), Deferral::Deferred);
+        let (left, work) = ct_work::interrupt(&w);
+        assert_eq!((left, work), (Context::User, Work::SYNC_CORE));
+        assert_eq!(ct_work::defer(&w, Work::SYNC_CORE), Deferral::Ipi);
+        ct_work::resume(&w, left);
+        assert_eq!(w.load(), Value::USER);
+        // An NMI from the kernel (or idle) leaves the word as it was.
+        assert_eq!(ct_work::enter(&w), Work::NONE);
+        let (left, work) = ct_work::interrupt(&w);
+        assert_eq!((left, work), (Context::Kernel, Work::NONE));
+        ct_work::resume(&w, left);
+        assert_eq!(w.load(), Value::KERNEL);
+    }
+
+    /// Whether `cpu` is online.
+    fn online(cpu: u32) -> bool {
+        // SAFETY: Only reads the online mask.
+        unsafe { bindings::cpumask_test_cpu(cpu as i32, &raw mut bindings::__cpu_online_mask) }
+    }
+
+    #[test]
+    fn real_word_refuses_cpus_not_in_user_space() {
+        // SAFETY: Reads a variable set at boot.
+        let nr = unsafe { bindings::nr_cpu_ids };
+        let mut isolated = None;
+        for cpu in 0..nr {
+            // No CPU runs user space while KUnit runs: an isolated one is in the kernel or
+            // idle, the others never defer.
+            match defer::defer_on(cpu as i32, Work::SYNC_CORE) {
+                Err(Refusal::NotInUser) => isolated = Some(cpu),
+                Err(Refusal::NotIsolated) => {}
+                Ok(()) => panic!("CPU {cpu} took work while no CPU runs user space"),
+            }
+        }
+        assert_eq!(
+            defer::defer_on(nr as i32, Work::SYNC_CORE),
+            Err(Refusal::NotIsolated)
+        );
+        assert_eq!(
+            defer::defer_on(-1, Work::SYNC_CORE),
+            Err(Refusal::NotIsolated)
+        );
+        // SAFETY: Any CPU number is accepted.
+        let this = unsafe { bindings::raw_smp_processor_id() };
+        assert_eq!(
+            defer::defer_on(this as i32, Work::SYNC_CORE),
+            Err(Refusal::NotIsolated)
+        );
+        // make test boots KUnit with nohz_full=3.
+        let cpu = isolated.expect("no isolated CPU: boot with nohz_full=");
+        assert_ne!(cpu, this);
+        // Offline, an isolated CPU takes nothing; back online, it is in the kernel again.
+        // SAFETY: `cpu` is online; it may sleep.
+        assert_eq!(unsafe { bindings::remove_cpu(cpu) }, 0);
+        assert!(!online(cpu));
+        assert_eq!(
+            defer::defer_on(cpu as i32, Work::SYNC_CORE),
+            Err(Refusal::NotIsolated)
+        );
+        // SAFETY: `cpu` is a present CPU that went offline above.
+        assert_eq!(unsafe { bindings::add_cpu(cpu) }, 0);
+        assert!(online(cpu));
+        assert_eq!(
+            defer::defer_on(cpu as i32, Work::SYNC_CORE),
+            Err(Refusal::NotInUser)
+        );
+    }
+
+    #[test]
+    fn batches_of_entry_text_are_never_deferred() {
+        assert!(defer::entry_text(site_noinstr as *const () as usize));
+        assert!(!defer::entry_text(
+            super::site_1::<0, 0> as *const () as usize
+        ));
+        assert_eq!(site_noinstr(1), 1);
+    }
+}

@@ -8,8 +8,9 @@
 //! system call, or to take the IPI), runs the work it took at entry, takes a pending IPI, runs
 //! kernel text and returns to user space, twice, then keeps taking IPIs until the sender is
 //! done. Whenever the target runs kernel text, it must have serialised since the last text of
-//! every round done: no round may be both not interrupted and not run. At the end, one more
-//! entry must catch up on whatever is still pending. Two broken variants show the check fails.
+//! every round done: no round may be both not interrupted and not run. Back in user space, it
+//! takes an NMI, which runs kernel text too. At the end, one more entry must catch up on
+//! whatever is still pending. Three broken variants show the check fails.
 
 use jump_label_rs_host::ct_work::{self, Context, Deferral, Value, Word, Work};
 use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
@@ -49,6 +50,7 @@ impl Word for LoomWord {
 struct Protocol {
     defer: fn(&LoomWord, Work) -> Deferral,
     enter: fn(&LoomWord) -> Work,
+    interrupt: fn(&LoomWord) -> (Context, Work),
 }
 
 fn defer(word: &LoomWord, work: Work) -> Deferral {
@@ -59,7 +61,20 @@ fn enter(word: &LoomWord) -> Work {
     ct_work::enter(word)
 }
 
-const CORRECT: Protocol = Protocol { defer, enter };
+fn interrupt(word: &LoomWord) -> (Context, Work) {
+    ct_work::interrupt(word)
+}
+
+const CORRECT: Protocol = Protocol {
+    defer,
+    enter,
+    interrupt,
+};
+
+/// Broken: an NMI only reads the word, leaving the work for the next entry.
+fn interrupt_peek(word: &LoomWord) -> (Context, Work) {
+    (word.load().context(), Work::NONE)
+}
 
 /// Broken: entry reads the word, then writes it, instead of exchanging it.
 fn enter_load_store(word: &LoomWord) -> Work {
@@ -114,6 +129,23 @@ fn kernel_visit(cpu: &Cpu, p: Protocol) {
     ct_work::exit(&cpu.word);
 }
 
+/// An NMI while the target is in user space: it runs kernel text (a perf handler, say) without
+/// passing the entry of a system call, and cannot take an IPI; then the target is back in user
+/// space.
+fn nmi_visit(cpu: &Cpu, p: Protocol) {
+    let (left, work) = (p.interrupt)(&cpu.word);
+    if work.contains(Work::SYNC_CORE) {
+        cpu.synced.store(cpu.text.load(SeqCst), SeqCst);
+    }
+    let done = cpu.done.load(SeqCst);
+    let synced = cpu.synced.load(SeqCst);
+    assert!(
+        synced >= done,
+        "NMI ran kernel text after round {done} with text {synced}"
+    );
+    ct_work::resume(&cpu.word, left);
+}
+
 fn model(p: Protocol) {
     // At most four preemptions: the broken variants are caught with two, and the unbounded
     // exploration, which passes too, takes about nine minutes.
@@ -147,6 +179,7 @@ fn model(p: Protocol) {
         for _ in 0..ENTRIES {
             kernel_visit(&cpu, p);
         }
+        nmi_visit(&cpu, p);
         // Back in user space for good: only an IPI brings it into the kernel.
         while !cpu.finished.load(SeqCst) {
             if cpu.ipi.load(SeqCst) {
@@ -179,6 +212,15 @@ fn broken_entry_is_caught() {
 fn broken_sender_is_caught() {
     let broken = Protocol {
         defer: defer_load_store,
+        ..CORRECT
+    };
+    assert!(std::panic::catch_unwind(|| model(broken)).is_err());
+}
+
+#[test]
+fn broken_nmi_is_caught() {
+    let broken = Protocol {
+        interrupt: interrupt_peek,
         ..CORRECT
     };
     assert!(std::panic::catch_unwind(|| model(broken)).is_err());
