@@ -127,7 +127,9 @@ if [[ " ${scenarios[*]} " == *" scale "* ]]; then
 fi
 if [[ " ${scenarios[*]} " == *" isolation "* ]]; then
 	# ftrace=nop: no ftrace startup self-tests, which the main boot runs.
-	boot_args="nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3 ftrace=nop"
+	# tsc=reliable: no clocksource watchdog skew check, which IPIs every
+	# online CPU in turn (see scripts/guest-test.sh).
+	boot_args="nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3 tsc=reliable ftrace=nop"
 	boot_tag=-isolated
 	boot 4 isolation
 	boot_args=

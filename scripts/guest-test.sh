@@ -24,6 +24,11 @@ jlrs_initramfs_tools
 
 work=$JLRS_CACHE/$JLRS_BASE_VERSION/guest-test
 mkdir -p "$work" "$(dirname "$log")"
+# User-space programs without a C library: a PAUSE loop and system calls.
+for prog in spin syscalls; do
+	clang$JLRS_LLVM -static -nostdlib -fuse-ld=lld -O2 -o "$work/$prog" \
+		"$JLRS_TOP/scripts/demo/$prog.c" || die "cannot build scripts/demo/$prog.c"
+done
 {
 	cat <<LIST
 dir /dev 0755 0 0
@@ -34,6 +39,9 @@ dir /sys 0755 0 0
 dir /lib 0755 0 0
 dir /lib/modules 0755 0 0
 dir /tests 0755 0 0
+dir /demo 0755 0 0
+file /demo/spin $work/spin 0755 0 0
+file /demo/syscalls $work/syscalls 0755 0 0
 file /bin/busybox $busybox 0755 0 0
 slink /bin/sh busybox 0777 0 0
 file /init $JLRS_TOP/scripts/guest-test/init.sh 0755 0 0
@@ -48,13 +56,18 @@ LIST
 } > "$work/initramfs.list"
 "$gen" "$work/initramfs.list" > "$work/initramfs.cpio" || die "gen_init_cpio failed"
 
-msg "booting the test kernel with user space (TCG, 4 vCPUs): $(cd "$JLRS_TOP/scripts/guest-test" && ls | grep -v '^init.sh$' | tr '\n' ' ')"
+msg "booting the test kernel with user space (TCG, 4 vCPUs, CPUs 2-3 isolated): $(cd "$JLRS_TOP/scripts/guest-test" && ls | grep -v '^init.sh$' | tr '\n' ' ')"
 # ftrace=nop: ftrace's startup self-tests already ran in the KUnit boots.
+# CPUs 2 and 3 isolated, as make demo's isolation boot, for defer.sh.
+# tsc=reliable: the clocksource watchdog's skew check otherwise sends a
+# function-call IPI to every online CPU in turn, isolated or not, every
+# few seconds: upstream noise that isolated systems boot without, and
+# that would hide what text poking sends.
 set +e
 timeout 600 qemu-system-x86_64 -accel tcg,thread=single -smp 4 -m 1024 \
 	-nographic -no-reboot -bios qboot.rom \
 	-kernel "$kernel" -initrd "$work/initramfs.cpio" \
-	-append "console=ttyS0 kunit.enable=0 ftrace=nop panic=-1 oops=panic loglevel=4" \
+	-append "console=ttyS0 kunit.enable=0 ftrace=nop panic=-1 oops=panic loglevel=4 nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3 tsc=reliable" \
 	2>&1 | tr -d '\r' > "$log"
 rc=${PIPESTATUS[0]}
 set -e

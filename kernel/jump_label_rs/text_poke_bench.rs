@@ -26,6 +26,11 @@
 //!   freed, then commits: `entries` tells how many sites the commit wrote. `modkey` sets the
 //!   key.
 //!
+//! - `set KEY 0|1` enables or disables a key, and `sites KEY` runs all its sites on the CPU of
+//!   the writer (pinned with `taskset`): `wrong` counts those that did not take the key's
+//!   direction. KEY is a number of sites, or `noinstr`: a key whose one site is in
+//!   `.noinstr.text`, which `flip` and `lookup` take too. For the deferral tests.
+//!
 //! The implementation measured is the one in use: `/sys/kernel/debug/text_poke/mode` switches
 //! it, so all three are measured on one boot.
 
@@ -171,6 +176,28 @@ extern "C" fn last_1024() -> c_ulong {
     site_1024::<31, 31>().into()
 }
 
+static KEY_NOINSTR: StaticKeyFalse = StaticKeyFalse::new();
+
+/// A site in `.noinstr.text`, where the kernel entry code lives: a batch that writes it is never
+/// deferred to isolated CPUs, which may run such text before they take deferred work.
+#[inline(never)]
+#[link_section = ".noinstr.text"]
+fn site_noinstr() -> u32 {
+    u32::from(kernel::static_branch_unlikely!(KEY_NOINSTR))
+}
+
+extern "C" fn last_noinstr() -> c_ulong {
+    site_noinstr().into()
+}
+
+/// The key whose one site is in `.noinstr.text`.
+static NOINSTR: BenchKey = BenchKey {
+    sites: 1,
+    key: &KEY_NOINSTR,
+    run: site_noinstr,
+    last: last_noinstr,
+};
+
 /// A benchmark key.
 struct BenchKey {
     sites: u32,
@@ -262,7 +289,8 @@ const FIELDS: [&str; 18] = [
 struct Bench {
     /// A run is going on.
     busy: AtomicBool,
-    /// What the last run was: 0 none, 1 flip, 2 lookup, 3 txn, 4 modtxn, 5 modkey.
+    /// What the last run was: 0 none, 1 flip, 2 lookup, 3 txn, 4 modtxn, 5 modkey, 6 set,
+    /// 7 sites.
     kind: AtomicU64,
     /// The implementation it measured.
     mode: AtomicU64,
@@ -486,6 +514,41 @@ impl Bench {
         Ok(())
     }
 
+    /// Enables or disables `k`.
+    fn set(&self, k: &BenchKey, on: bool) -> Result {
+        let before = stats();
+        if on {
+            k.key.enable()?;
+        } else {
+            k.key.disable()?;
+        }
+        let after = stats();
+        let mut values = [0u64; FIELDS.len()];
+        values[0] = u64::from(k.sites);
+        values[1] = 1;
+        values[2] = after.syncs - before.syncs;
+        values[3] = after.ipis - before.ipis;
+        values[4] = after.entries - before.entries;
+        self.record(6, values);
+        Ok(())
+    }
+
+    /// Runs every site of `k` on this CPU: `wrong` counts those that did not take the key's
+    /// direction.
+    fn sites(&self, k: &BenchKey) -> Result {
+        let taken = (k.run)();
+        let wrong = if k.key.is_enabled() {
+            k.sites.saturating_sub(taken)
+        } else {
+            taken
+        };
+        let mut values = [0u64; FIELDS.len()];
+        values[0] = u64::from(k.sites);
+        values[9] = u64::from(wrong);
+        self.record(7, values);
+        Ok(())
+    }
+
     /// Keeps a run's figures, in [`FIELDS`] order, for the next read.
     fn record(&self, kind: u64, values: [u64; FIELDS.len()]) {
         for (slot, v) in self.figures.iter().zip(values) {
@@ -503,29 +566,48 @@ enum Command {
     Txn(u64),
     ModTxn(u64),
     ModKey(bool),
+    Set(&'static BenchKey, bool),
+    Sites(&'static BenchKey),
 }
 
-/// Parses `flip SITES FLIPS`, `lookup SITES FLIPS`, `txn FLIPS`, `modtxn MS` or `modkey 0|1`.
+/// The key `word` names: its number of sites, or `noinstr`.
+fn key_named(word: Option<&str>) -> Result<&'static BenchKey> {
+    let word = word.ok_or(EINVAL)?;
+    if word == "noinstr" {
+        return Ok(&NOINSTR);
+    }
+    let sites: u32 = word.parse().map_err(|_| EINVAL)?;
+    KEYS.iter().find(|k| k.sites == sites).ok_or(EINVAL)
+}
+
+/// Parses `flip KEY FLIPS`, `lookup KEY FLIPS`, `txn FLIPS`, `modtxn MS`, `modkey 0|1`,
+/// `set KEY 0|1` or `sites KEY`, where KEY is a number of sites or `noinstr`.
 fn parse(cmd: &[u8]) -> Result<Command> {
     let text = core::str::from_utf8(cmd).map_err(|_| EINVAL)?;
     let mut words = text.split_ascii_whitespace();
     let verb = words.next().ok_or(EINVAL)?;
-    let mut number = || -> Result<u64> { words.next().ok_or(EINVAL)?.parse().map_err(|_| EINVAL) };
+    let number =
+        |word: Option<&str>| -> Result<u64> { word.ok_or(EINVAL)?.parse().map_err(|_| EINVAL) };
     let cmd = match verb {
-        "txn" => Command::Txn(number()?),
-        "modtxn" => Command::ModTxn(number()?.clamp(1, 10_000)),
-        "modkey" => match number()? {
+        "txn" => Command::Txn(number(words.next())?),
+        "modtxn" => Command::ModTxn(number(words.next())?.clamp(1, 10_000)),
+        "modkey" => match number(words.next())? {
             0 => Command::ModKey(false),
             1 => Command::ModKey(true),
             _ => return Err(EINVAL),
         },
+        "set" => {
+            let key = key_named(words.next())?;
+            match words.next() {
+                Some("0") => Command::Set(key, false),
+                Some("1") => Command::Set(key, true),
+                _ => return Err(EINVAL),
+            }
+        }
+        "sites" => Command::Sites(key_named(words.next())?),
         "flip" | "lookup" => {
-            let sites = number()?;
-            let key = KEYS
-                .iter()
-                .find(|k| u64::from(k.sites) == sites)
-                .ok_or(EINVAL)?;
-            let flips = number()?;
+            let key = key_named(words.next())?;
+            let flips = number(words.next())?;
             if verb == "flip" {
                 Command::Flip(key, flips)
             } else {
@@ -536,7 +618,7 @@ fn parse(cmd: &[u8]) -> Result<Command> {
     };
     let flips = match cmd {
         Command::Flip(_, n) | Command::Lookup(_, n) | Command::Txn(n) | Command::ModTxn(n) => n,
-        Command::ModKey(_) => 1,
+        Command::ModKey(_) | Command::Set(..) | Command::Sites(_) => 1,
     };
     if words.next().is_some() || flips == 0 || flips > 1_000_000 {
         return Err(EINVAL);
@@ -561,6 +643,8 @@ fn write_run(bench: &Bench, reader: &mut UserSliceReader) -> Result {
         Command::Txn(flips) => bench.txn(flips),
         Command::ModTxn(ms) => bench.modtxn(ms),
         Command::ModKey(on) => bench.modkey(on),
+        Command::Set(key, on) => bench.set(key, on),
+        Command::Sites(key) => bench.sites(key),
     };
     bench.busy.store(false, Ordering::Release);
     ret
@@ -573,6 +657,8 @@ fn show_run(bench: &Bench, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         3 => "txn",
         4 => "modtxn",
         5 => "modkey",
+        6 => "set",
+        7 => "sites",
         _ => return writeln!(f, "none"),
     };
     let mode = match bench.mode.load(Ordering::Relaxed) as u32 {

@@ -1,0 +1,176 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+# Text-poke syncs deferred to isolated CPUs in user space. The guest boots
+# with nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3; CPUs 2 and 3 run user-space
+# loops while CPU 0 flips keys of 1 to 256 sites, with deferral off and on
+# in the same boot. Off, each flip interrupts each isolated CPU with 3
+# function-call IPIs (CAL); on, with none. Then a task on each isolated CPU
+# runs the keys' sites: each takes the key's new direction. The same again
+# while the isolated CPUs make system calls all the time, and a key whose
+# site is in noinstr text, which is never deferred.
+b=/sys/kernel/debug/text_poke_bench/run
+m=/sys/kernel/debug/text_poke/mode
+d=/sys/kernel/debug/text_poke/defer
+cpus=/sys/kernel/debug/text_poke/cpus
+st=/sys/kernel/debug/text_poke/stats
+iso="2 3"
+
+ok() { echo "@@ case $1 ok"; }
+fail() { echo "@@ case $1 FAILED: $2"; rc=1; }
+fig() { sed -n "s/^$1 //p" $b; }
+stat() { sed -n "s/^$1 //p" $st; }
+# The CAL count of CPU $1.
+cal() { awk -v c="$1" '$1 == "CAL:" { print $(c + 2) }' /proc/interrupts; }
+# The work CPU $1 ran at entry.
+runs() { sed -n "s/^cpu$1 .* runs \([0-9]*\) .*/\1/p" $cpus; }
+# "c2 c3": the CAL counts of the isolated CPUs.
+cals() { for c in $iso; do printf '%s ' "$(cal $c)"; done; }
+# flips F: F flips spread over the keys of 1, 8, 56 and 256 sites.
+storm() {
+	for k in 1 8 56 256; do
+		echo "flip $k $(($1 / 4))" > $b || return 1
+		[ "$(fig wrong)" = 0 ] || return 1
+	done
+}
+# check KEY: each isolated CPU runs KEY's sites; prints what went wrong.
+check() {
+	for c in $iso; do
+		out=$(taskset -c $c sh -c "echo sites $1 > $b && cat $b") ||
+			{ echo "sites $1 failed on CPU $c"; continue; }
+		w=$(echo "$out" | sed -n 's/^wrong //p')
+		[ "$w" = 0 ] || echo "CPU $c: $w sites of key $1 took the old direction"
+	done
+}
+
+rc=0
+for f in $b $m $d $cpus /demo/spin /demo/syscalls; do
+	if [ ! -e $f ]; then
+		echo "@@ error defer: $f missing (CONFIG_TEXT_POKE_RS_DEFER or the bench off?)"
+		exit 1
+	fi
+done
+if [ "$(cat /sys/devices/system/cpu/nohz_full)" != 2-3 ]; then
+	echo "@@ error defer: nohz_full is '$(cat /sys/devices/system/cpu/nohz_full)', not 2-3"
+	exit 1
+fi
+echo rust > $m
+
+# Bad input is refused, with the switch unchanged.
+t=defer_switch_bad_input
+was=$(cat $d)
+if echo maybe > $d 2>/dev/null || [ "$(cat $d)" != "$was" ]; then
+	fail $t "'maybe' was accepted"
+else
+	ok $t
+fi
+
+# A round waits for an isolated CPU it finds in the kernel (handling a
+# residual tick, say) to go back to user space, 50 us by default: under
+# TCG a guest microsecond takes far longer than on hardware, and a vCPU
+# may wait a whole time slice for its turn.
+echo 10000000 > /sys/kernel/debug/text_poke/defer_wait_ns
+
+# start PROG: PROG on each isolated CPU, in the background.
+start() {
+	loops=
+	for c in $iso; do
+		taskset -c $c /demo/$1 &
+		loops="$loops $!"
+	done
+	sleep 1
+}
+stop() {
+	kill $loops
+	wait 2>/dev/null
+}
+
+flips=1000
+for mode in off on; do
+	t=defer_storm_$mode
+	echo $mode > $d || { fail $t "cannot switch deferral $mode"; continue; }
+	# The switch applies to a CPU from its next return to user space:
+	# the loops start after it.
+	start spin
+	before=$(cals)
+	d0=$(stat deferred)
+	w0=$(stat waited)
+	storm $flips || { fail $t "a flip failed or a site took the wrong direction on CPU 0"; stop; continue; }
+	after=$(cals)
+	d1=$(stat deferred)
+	w1=$(stat waited)
+	why=
+	set -- $before
+	for c in $after; do
+		n=$((c - $1))
+		shift
+		if [ $mode = off ]; then
+			[ $n -ge $((3 * flips)) ] || why="$why; an isolated CPU took $n IPIs, not 3 a flip"
+		else
+			[ $n = 0 ] || why="$why; an isolated CPU took $n IPIs"
+		fi
+	done
+	if [ $mode = on ]; then
+		[ $((d1 - d0)) = $((3 * flips * 2)) ] ||
+			why="$why; $((d1 - d0)) rounds deferred, not $((3 * flips * 2))"
+	fi
+	echo "@@ info $t flips=$flips cal_before=$before cal_after=$after deferred=$((d1 - d0)) waited=$((w1 - w0))"
+	if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
+	[ $mode = on ] || stop
+done
+
+# Deferred with the loops in user space, then run on the isolated CPUs.
+t=defer_sites_new_direction
+why=
+for on in 1 0; do
+	r0=$(runs 2)
+	before=$(cals)
+	echo "set 256 $on" > $b || why="$why; set 256 $on failed"
+	[ "$(cals)" = "$before" ] || why="$why; set 256 $on interrupted an isolated CPU"
+	bad=$(check 256)
+	[ -z "$bad" ] || why="$why; $bad"
+	[ "$(runs 2)" -gt "$r0" ] || why="$why; CPU 2 ran no deferred work at entry"
+done
+if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
+
+# A key whose site is in noinstr text: never deferred.
+t=defer_noinstr_never_deferred
+before=$(cals)
+echo "flip noinstr 10" > $b
+after=$(cals)
+why=
+set -- $before
+for c in $after; do
+	[ $((c - $1)) -ge 30 ] || why="$why; an isolated CPU took $((c - $1)) IPIs for 10 flips"
+	shift
+done
+[ "$(fig wrong)" = 0 ] || why="$why; the site took the wrong direction"
+if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
+stop
+
+# Flips racing CPUs that enter and leave the kernel all the time.
+t=defer_racing_syscalls
+start syscalls
+d0=$(stat deferred)
+s0=$(stat sent)
+why=
+storm $flips || why="$why; a flip failed or a site took the wrong direction on CPU 0"
+d1=$(stat deferred)
+s1=$(stat sent)
+stop
+for k in 1 8 56 256; do
+	bad=$(check $k)
+	[ -z "$bad" ] || why="$why; $bad"
+done
+echo "@@ info $t flips=$flips deferred=$((d1 - d0)) sent=$((s1 - s0)) waited=$(stat waited)"
+[ $((d1 - d0)) -gt 0 ] || why="$why; no round was deferred"
+if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
+
+t=defer_no_warning
+if dmesg | grep -qE 'WARNING:|BUG:'; then
+	fail $t "$(dmesg | grep -E 'WARNING:|BUG:' | head -1)"
+else
+	ok $t
+fi
+echo on > $d
+echo 50000 > /sys/kernel/debug/text_poke/defer_wait_ns
+exit $rc
