@@ -55,7 +55,7 @@ else
 	# A warning names a project file on its own line or on a following
 	# "--> file:line" line; objtool names the object.
 	warn=$(grep -E -A4 '^(warning|error)' "$logs/clippy.log" | grep -E "($ours_re)" ; \
-	       grep -E 'objtool.*(static_key|jump_label_rs|text_poke_rs)|(static_key|jump_label_rs|text_poke_rs)[^ ]*\.o: warning' "$logs/clippy.log")
+	       grep -E 'objtool.*(static_key|jump_label_rs|text_poke_rs|ct_work_rs)|(static_key|jump_label_rs|text_poke_rs|ct_work_rs)[^ ]*\.o: warning' "$logs/clippy.log")
 	rc=0
 	if [ -n "$warn" ]; then
 		grep -E -B2 -A12 '^(warning|error)' "$logs/clippy.log" | head -n 200
@@ -66,6 +66,16 @@ fi
 
 # checkpatch --strict: our C files, then the hook patches. It leaves a cache
 # file in the current directory: run it from the logs directory.
+# The danger zone of deferred work: the check must see the bench's key
+# whose site is in noinstr text (CONFIG_TEXT_POKE_RS_BENCH).
+rc=0
+if grep -q '^CONFIG_TEXT_POKE_RS_DEFER=y' "$JLRS_BUILD/.config"; then
+	python3 "$JLRS_TOP/scripts/danger-zone.py" "$JLRS_BUILD/vmlinux" \
+		--nm "llvm-nm$JLRS_LLVM" --objdump "llvm-objdump$JLRS_LLVM" \
+		--expect-warning text_poke_bench11KEY_NOINSTR || rc=1
+fi
+result "danger zone of deferred work (scripts/danger-zone.py)" $rc
+
 cd "$logs" || exit 1
 rc=0
 for f in "${files[@]}"; do
