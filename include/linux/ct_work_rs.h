@@ -21,6 +21,13 @@ struct cpumask;
 struct dentry;
 struct seq_file;
 
+/*
+ * The work word: bit 0 says the CPU is in user space, the work bits are
+ * above it (kernel/jump_label_rs/ct_work.rs owns the protocol).
+ */
+#define CT_WORK_RS_USER		0x1
+#define CT_WORK_RS_WORK_SHIFT	1
+
 /* Kinds of work, as bits of the word above its context bit. */
 enum ct_work_rs_work {
 	CT_WORK_RS_SYNC_CORE	= 1 << 0,
@@ -48,6 +55,8 @@ void ct_work_rs_nmi_exit(void);
 
 /* Whether deferral is on: text_poke_defer= at boot, text_poke/defer later. */
 extern bool ct_work_rs_enabled;
+/* Whether kernel TLB flushes are deferred: tlb_defer=, text_poke/defer_tlb. */
+extern bool ct_work_rs_tlb_enabled;
 /* How long a round waits for an isolated CPU in the kernel: text_poke/defer_wait_ns. */
 extern unsigned long ct_work_rs_wait_ns;
 
@@ -89,7 +98,21 @@ unsigned long ct_work_rs_runs(int cpu);
 void ct_work_rs_stats_show(struct seq_file *m);
 void ct_work_rs_debugfs_init(struct dentry *dir);
 
-/* Implemented in Rust (kernel/jump_label_rs/defer.rs), in .noinstr.text. */
+/* The entry hook's cost, for make demo: ns per entry of @n with @word. */
+int ct_work_rs_bench_entry(u32 word, unsigned int n, u64 *ns);
+
+#ifdef CONFIG_TLB_FLUSH_DEFER_RS
+/* The condition of flush_tlb_kernel_range()'s IPIs. */
+bool ct_work_rs_tlb_needs_ipi(int cpu, void *info);
+/* The entry's TLB flush on this CPU (with @cr4, the CR4.PGE way). */
+bool ct_work_rs_flush_tlb_local(bool cr4);
+#else
+#define ct_work_rs_tlb_needs_ipi NULL
+#endif
+
+/* Implemented in Rust (kernel/jump_label_rs/defer.rs). */
+bool ct_work_rs_defer(int cpu, unsigned int work);
+/* The same, in .noinstr.text. */
 unsigned int ct_work_rs_enter(u32 *word);
 void ct_work_rs_exit(u32 *word);
 unsigned int ct_work_rs_interrupt(u32 *word, bool *left_user);
@@ -103,6 +126,7 @@ static __always_inline void ct_work_rs_nmi_enter(void) { }
 static __always_inline void ct_work_rs_nmi_exit(void) { }
 static inline void ct_work_rs_stats_show(struct seq_file *m) { }
 static inline void ct_work_rs_debugfs_init(struct dentry *dir) { }
+#define ct_work_rs_tlb_needs_ipi NULL
 
 #endif /* CONFIG_TEXT_POKE_RS_DEFER */
 

@@ -75,7 +75,7 @@ impl Work {
 /// The bit of the word that says [`Context::User`]; the work bits are above it.
 const USER: u32 = 1 << 0;
 /// Where the work bits start.
-const WORK_SHIFT: u32 = 1;
+pub const WORK_SHIFT: u32 = 1;
 
 /// A work word's value.
 ///

@@ -25,6 +25,8 @@ use kernel::{bindings, cpu::CpuId, cpumask::Cpumask};
 
 const _: () = assert!(Work::SYNC_CORE.bits() == bindings::ct_work_rs_work_CT_WORK_RS_SYNC_CORE);
 const _: () = assert!(Work::TLB_FLUSH.bits() == bindings::ct_work_rs_work_CT_WORK_RS_TLB_FLUSH);
+const _: () = assert!(Value::USER.raw() == bindings::CT_WORK_RS_USER);
+const _: () = assert!(ct_work::WORK_SHIFT == bindings::CT_WORK_RS_WORK_SHIFT);
 
 /// A CPU's work word.
 ///
@@ -100,6 +102,17 @@ pub fn defer_on(cpu: c_int, work: Work) -> Result<(), Refusal> {
         Deferral::Deferred => Ok(()),
         Deferral::Ipi => Err(Refusal::NotInUser),
     }
+}
+
+/// [`defer_on`] for C callers, with the work as `enum ct_work_rs_work` bits: whether `cpu` took
+/// it (and needs no IPI). Unknown bits are refused.
+#[no_mangle]
+pub extern "C" fn ct_work_rs_defer(cpu: c_int, work: u32) -> bool {
+    let kind = [Work::SYNC_CORE, Work::TLB_FLUSH]
+        .into_iter()
+        .filter(|w| work & w.bits() != 0)
+        .fold(Work::NONE, Work::union);
+    kind.bits() == work && !kind.is_empty() && defer_on(cpu, kind).is_ok()
 }
 
 /// Whether deferral is switched on.

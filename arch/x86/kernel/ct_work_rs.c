@@ -24,6 +24,16 @@
  * after boot; context_tracking_key, which guards the call into context
  * tracking itself, is only flipped by ct_cpu_track_user(), which is __init.
  *
+ * Cost. The upstream series kept the work bits in context tracking's state
+ * word, next to RCU's counter, and paid for them on every entry of every
+ * CPU where context tracking runs (+27% to +74% on a getpid() loop on older
+ * Xeons, v7). Here the word is separate and only isolated CPUs have one in
+ * use: entry reads it and, only when deferral made it say "user",
+ * exchanges it; exit stores it; with deferral off, entry is one load. A
+ * task that enters and leaves the kernel all the time pays that on each
+ * round trip and nothing else: make demo measures a getpid() loop on an
+ * isolated CPU both ways, in one boot.
+ *
  * Work is never lost across CPU hotplug: a CPU goes offline from the
  * kernel, where its word says "kernel" and no sender sets bits, and a CPU
  * coming online starts with its word taken and sync_core() run
@@ -39,19 +49,24 @@
 #include <linux/kstrtox.h>
 #include <linux/ktime.h>
 #include <linux/memory.h>
+#include <linux/mm.h>
 #include <linux/percpu.h>
 #include <linux/printk.h>
+#include <linux/sched/clock.h>
 #include <linux/seq_file.h>
 #include <linux/smp.h>
 #include <linux/string_choices.h>
 #include <linux/tick.h>
 #include <linux/uaccess.h>
 
+#include <asm/invpcid.h>
 #include <asm/sections.h>
 #include <asm/sync_core.h>
+#include <asm/tlbflush.h>
 #include <asm/text_poke_rs.h>
 
 bool ct_work_rs_enabled __read_mostly = true;
+bool ct_work_rs_tlb_enabled __read_mostly = IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS);
 /*
  * How long a sync round waits for an isolated CPU found in the kernel to
  * return to user space before it sends the IPI: about what a tick or a short
@@ -68,9 +83,38 @@ static DEFINE_PER_CPU(unsigned long, ct_work_rs_run);
 static atomic64_t text_poke_rs_deferred;
 static atomic64_t text_poke_rs_waited;
 static atomic64_t text_poke_rs_sent;
+static atomic64_t ct_work_rs_tlb_deferred;
+static atomic64_t ct_work_rs_tlb_sent;
 
-static __always_inline void ct_work_rs_run_work(unsigned int work)
+/*
+ * A full flush of this CPU's TLB, global entries and paging-structure caches
+ * included, for kernel mappings removed while it was in user space: INVPCID
+ * "all contexts, globals too" where the CPU has it, else a CR4.PGE toggle.
+ * Interrupts are off: nothing can change CR4 between the two writes.
+ */
+static __always_inline void ct_work_rs_flush_tlb_all(bool invpcid)
 {
+	if (invpcid) {
+		struct { u64 pcid, addr; } desc = { 0, 0 };
+
+		asm volatile("invpcid %[desc], %[type]"
+			     : : [desc] "m" (desc),
+			       [type] "r" ((unsigned long)INVPCID_TYPE_ALL_INCL_GLOBAL)
+			     : "memory");
+	} else {
+		unsigned long cr4 = this_cpu_read(cpu_tlbstate.cr4);
+
+		asm volatile("mov %0, %%cr4" : : "r" (cr4 ^ X86_CR4_PGE) : "memory");
+		asm volatile("mov %0, %%cr4" : : "r" (cr4) : "memory");
+	}
+}
+
+/* Out of line: the hooks' path with no work stays a few instructions. */
+static noinstr noinline void ct_work_rs_run_work(unsigned int work)
+{
+	/* The flush first: sync_core() may IRET, on this task's stack. */
+	if (work & CT_WORK_RS_TLB_FLUSH)
+		ct_work_rs_flush_tlb_all(cpu_feature_enabled(X86_FEATURE_INVPCID));
 	if (work & CT_WORK_RS_SYNC_CORE)
 		sync_core();
 	raw_cpu_inc(ct_work_rs_run);
@@ -92,7 +136,7 @@ noinstr void ct_work_rs_user_exit(void)
  */
 noinstr void ct_work_rs_user_enter(void)
 {
-	if (READ_ONCE(ct_work_rs_enabled))
+	if (READ_ONCE(ct_work_rs_enabled) || READ_ONCE(ct_work_rs_tlb_enabled))
 		ct_work_rs_exit(raw_cpu_ptr(&ct_work_rs_words));
 }
 
@@ -176,6 +220,90 @@ bool ct_work_rs_cpu_running(int cpu)
 	return state == CT_STATE_KERNEL || state == CT_STATE_USER;
 }
 
+#ifdef CONFIG_TLB_FLUSH_DEFER_RS
+/*
+ * The condition of flush_tlb_kernel_range()'s IPIs (patch 0006): whether
+ * @cpu needs one, or takes the flush at its next kernel entry instead.
+ *
+ * Why a kernel TLB flush may wait for entry (the objections to the
+ * upstream series, answered):
+ *
+ * - vmap space reused before the flush (Jann Horn): until the CPU enters
+ *   the kernel it runs no kernel code, so it cannot use a stale entry,
+ *   whatever the freed range now maps; at entry the full flush runs before
+ *   anything that can touch vmalloc or vmap memory. What runs before it is
+ *   the danger zone (above): the entry text, the per-CPU first chunk
+ *   (direct-mapped memory: if it is vmapped, as with percpu_alloc=page,
+ *   deferral is refused at boot), the task_struct (slab)
+ *   and the task's stack, which is vmalloc'd: but a range can only be stale
+ *   on this CPU if it was unmapped while the CPU was in user space running
+ *   this task, and this task's stack was mapped before the task was last
+ *   switched in here, in the kernel.
+ * - paging-structure caches and the CR3 write in the danger zone (Dave
+ *   Hansen): both flushes drop the paging-structure caches with the TLB;
+ *   the CR3 write of the entry (with PTI) loads the kernel's own page
+ *   tables, whose upper levels for vmalloc space are never freed, and the
+ *   danger zone touches no vmalloc or vmap address but its own stack. The
+ *   state the sender tests is the work word, changed by the CPU itself, not
+ *   a kernel_cr3_loaded flag set apart from the CR3 write: there is no
+ *   window in which the word says "user" while this CPU may touch memory a
+ *   stale entry could map.
+ * - the cost of context tracking at entry (Andy Lutomirski) and frequent
+ *   enter/leave (Nadav Amit): see "Cost" above; the flush itself is only
+ *   paid by an entry that finds the bit set, and a storm of flushes costs a
+ *   CPU in user space one flush at its next entry.
+ */
+bool ct_work_rs_tlb_needs_ipi(int cpu, void *info)
+{
+	if (cpu == smp_processor_id() || !READ_ONCE(ct_work_rs_tlb_enabled))
+		return true;
+	if (ct_work_rs_defer(cpu, CT_WORK_RS_TLB_FLUSH)) {
+		atomic64_inc(&ct_work_rs_tlb_deferred);
+		return false;
+	}
+	if (ct_work_rs_word(cpu))
+		atomic64_inc(&ct_work_rs_tlb_sent);
+	return true;
+}
+
+/*
+ * The entry's flush on this CPU, for the KUnit suite: with @cr4, the CR4.PGE
+ * toggle even where the CPU has INVPCID. Returns whether INVPCID was used.
+ */
+bool ct_work_rs_flush_tlb_local(bool cr4)
+{
+	bool invpcid = !cr4 && cpu_feature_enabled(X86_FEATURE_INVPCID);
+	unsigned long flags;
+
+	local_irq_save(flags);
+	ct_work_rs_flush_tlb_all(invpcid);
+	local_irq_restore(flags);
+	return invpcid;
+}
+
+static int __init ct_work_rs_tlb_check(void)
+{
+	if (is_vmalloc_addr(per_cpu_ptr(&ct_work_rs_words, 0)) &&
+	    ct_work_rs_tlb_enabled) {
+		pr_warn("tlb_defer: the per-CPU first chunk is vmapped (percpu_alloc=page?): kernel TLB flushes are not deferred\n");
+		ct_work_rs_tlb_enabled = false;
+	}
+	return 0;
+}
+early_initcall(ct_work_rs_tlb_check);
+
+static int __init ct_work_rs_tlb_setup(char *str)
+{
+	if (!str || kstrtobool(str, &ct_work_rs_tlb_enabled)) {
+		pr_warn("tlb_defer=%s: expected on or off; keeping %s\n",
+			str ?: "", str_on_off(ct_work_rs_tlb_enabled));
+		return -EINVAL;
+	}
+	return 0;
+}
+early_param("tlb_defer", ct_work_rs_tlb_setup);
+#endif
+
 u32 *ct_work_rs_word(int cpu)
 {
 	if (cpu < 0 || cpu >= nr_cpu_ids || !cpu_online(cpu) ||
@@ -212,6 +340,46 @@ void ct_work_rs_stats_show(struct seq_file *m)
 	seq_printf(m, "waited %lld\n", atomic64_read(&text_poke_rs_waited));
 	seq_printf(m, "sent %lld\n", atomic64_read(&text_poke_rs_sent));
 	seq_printf(m, "run_at_entry %llu\n", runs);
+	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS)) {
+		seq_printf(m, "tlb_deferred %lld\n",
+			   atomic64_read(&ct_work_rs_tlb_deferred));
+		seq_printf(m, "tlb_sent %lld\n",
+			   atomic64_read(&ct_work_rs_tlb_sent));
+	}
+}
+
+/*
+ * What the entry hook costs, for make demo: @n times, this CPU's word is set
+ * to @word (CT_WORK_RS_USER with work bits, or 0 for a CPU that does not take
+ * part) and taken as kernel entry takes it, interrupts off; @ns is the time
+ * that took (guest instructions under QEMU's -icount shift=0). Only on a
+ * housekeeping CPU: no sender looks at its word, and context tracking never
+ * runs the hooks there.
+ */
+int ct_work_rs_bench_entry(u32 word, unsigned int n, u64 *ns)
+{
+	unsigned long flags;
+	unsigned int i;
+	u64 t0;
+	int cpu;
+
+	local_irq_save(flags);
+	cpu = smp_processor_id();
+	if (tick_nohz_full_cpu(cpu) || (word & ~CT_WORK_RS_USER &&
+					!(word & CT_WORK_RS_USER))) {
+		local_irq_restore(flags);
+		return -EINVAL;
+	}
+	t0 = local_clock();
+	for (i = 0; i < n; i++) {
+		WRITE_ONCE(*this_cpu_ptr(&ct_work_rs_words), word);
+		ct_work_rs_user_exit();
+	}
+	*ns = local_clock() - t0;
+	if (word >> CT_WORK_RS_WORK_SHIFT)
+		this_cpu_sub(ct_work_rs_run, n);
+	local_irq_restore(flags);
+	return 0;
 }
 
 /*
@@ -220,11 +388,13 @@ void ct_work_rs_stats_show(struct seq_file *m)
  */
 static int ct_work_rs_cpu_online(unsigned int cpu)
 {
-	unsigned int work = ct_work_rs_enter(this_cpu_ptr(&ct_work_rs_words));
+	unsigned long flags;
+	unsigned int work;
 
-	sync_core();
-	if (work)
-		this_cpu_inc(ct_work_rs_run);
+	local_irq_save(flags);
+	work = ct_work_rs_enter(this_cpu_ptr(&ct_work_rs_words));
+	ct_work_rs_run_work(work | CT_WORK_RS_SYNC_CORE);
+	local_irq_restore(flags);
 	return 0;
 }
 
@@ -239,28 +409,32 @@ static int __init ct_work_rs_setup(char *str)
 }
 early_param("text_poke_defer", ct_work_rs_setup);
 
+/* A switch's file: its data is the switch. */
 static int ct_work_rs_defer_show(struct seq_file *m, void *v)
 {
-	seq_printf(m, "%s\n", str_on_off(READ_ONCE(ct_work_rs_enabled)));
+	bool *on = m->private;
+
+	seq_printf(m, "%s\n", str_on_off(READ_ONCE(*on)));
 	return 0;
 }
 
 static int ct_work_rs_defer_open(struct inode *inode, struct file *file)
 {
-	return single_open(file, ct_work_rs_defer_show, NULL);
+	return single_open(file, ct_work_rs_defer_show, inode->i_private);
 }
 
 static ssize_t ct_work_rs_defer_write(struct file *file,
 				      const char __user *ubuf, size_t count,
 				      loff_t *ppos)
 {
+	bool *sw = ((struct seq_file *)file->private_data)->private;
 	bool on;
 	int ret;
 
 	ret = kstrtobool_from_user(ubuf, count, &on);
 	if (ret)
 		return ret;
-	WRITE_ONCE(ct_work_rs_enabled, on);
+	WRITE_ONCE(*sw, on);
 	return count;
 }
 
@@ -282,7 +456,8 @@ static int ct_work_rs_cpus_show(struct seq_file *m, void *v)
 		u32 word = READ_ONCE(per_cpu(ct_work_rs_words, cpu));
 
 		seq_printf(m, "cpu%d %s work %#x runs %lu isolated %d\n", cpu,
-			   word & 1 ? "user" : "kernel", word >> 1,
+			   word & CT_WORK_RS_USER ? "user" : "kernel",
+			   word >> CT_WORK_RS_WORK_SHIFT,
 			   ct_work_rs_runs(cpu), !!ct_work_rs_word(cpu));
 	}
 	return 0;
@@ -295,11 +470,17 @@ DEFINE_SHOW_ATTRIBUTE(ct_work_rs_cpus);
  * already deferred are run at entry either way, and a CPU takes part from
  * its next return to user space on; "cpus", each online CPU's
  * word and the work it ran at entry; "defer_wait_ns", how long a round waits
- * for an isolated CPU in the kernel to return to user space.
+ * for an isolated CPU in the kernel to return to user space; "defer_tlb",
+ * the switch of kernel TLB flush deferral, as "defer".
  */
 void ct_work_rs_debugfs_init(struct dentry *dir)
 {
-	debugfs_create_file("defer", 0644, dir, NULL, &ct_work_rs_defer_fops);
+	debugfs_create_file("defer", 0644, dir, &ct_work_rs_enabled,
+			    &ct_work_rs_defer_fops);
+	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS))
+		debugfs_create_file("defer_tlb", 0644, dir,
+				    &ct_work_rs_tlb_enabled,
+				    &ct_work_rs_defer_fops);
 	debugfs_create_file("cpus", 0444, dir, NULL, &ct_work_rs_cpus_fops);
 	debugfs_create_ulong("defer_wait_ns", 0644, dir, &ct_work_rs_wait_ns);
 }
