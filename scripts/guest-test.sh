@@ -24,11 +24,7 @@ jlrs_initramfs_tools
 
 work=$JLRS_CACHE/$JLRS_BASE_VERSION/guest-test
 mkdir -p "$work" "$(dirname "$log")"
-# User-space programs without a C library: a PAUSE loop and system calls.
-for prog in spin syscalls; do
-	clang$JLRS_LLVM -static -nostdlib -fuse-ld=lld -O2 -o "$work/$prog" \
-		"$JLRS_TOP/scripts/demo/$prog.c" || die "cannot build scripts/demo/$prog.c"
-done
+jlrs_user_programs "$work"
 {
 	cat <<LIST
 dir /dev 0755 0 0
@@ -39,6 +35,7 @@ dir /sys 0755 0 0
 dir /lib 0755 0 0
 dir /lib/modules 0755 0 0
 dir /tests 0755 0 0
+dir /tmp 1777 0 0
 dir /demo 0755 0 0
 file /demo/spin $work/spin 0755 0 0
 file /demo/syscalls $work/syscalls 0755 0 0

@@ -41,6 +41,16 @@ jlrs_initramfs_tools() {
 	[ -x "$gen" ] || die "$gen missing: the kernel needs CONFIG_BLK_DEV_INITRD"
 }
 
+# The guests' user-space programs, static and without a C library, built
+# into directory $1: spin (a PAUSE loop) and syscalls (getpid() loops).
+jlrs_user_programs() {
+	local prog
+	for prog in spin syscalls; do
+		clang$JLRS_LLVM -static -nostdlib -fuse-ld=lld -O2 -o "$1/$prog" \
+			"$JLRS_TOP/scripts/demo/$prog.c" || die "cannot build scripts/demo/$prog.c"
+	done
+}
+
 # make(1) options every kernel build here needs.
 jlrs_make_opts() {
 	printf '%s\n' "LLVM=$JLRS_LLVM" RUSTC=/usr/bin/rustc \

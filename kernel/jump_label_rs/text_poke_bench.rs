@@ -31,6 +31,15 @@
 //!   direction. KEY is a number of sites, or `noinstr`: a key whose one site is in
 //!   `.noinstr.text`, which `flip` and `lookup` take too. For the deferral tests.
 //!
+//! - `entry N`: the entry hook of deferred work run N times on the writer's CPU, which must be a
+//!   housekeeping one, for each state of the word an entry finds: `entry_kernel_ns` (deferral
+//!   off: the word only read), `entry_user_ns` (deferral on, nothing pending: the word
+//!   exchanged) and `entry_work_ns` (a sync pending: `sync_core()` too).
+//!
+//! - `vstorm N`: N vmalloc()/vfree() pairs of 16 pages, forcing lazy purges (kernel TLB
+//!   flushes); `vread`, `vreuse` and `vcheck`: the stale-mapping test of deferred kernel TLB
+//!   flushes (`reused`, `stale`), see `text_poke_stress.h`.
+//!
 //! The implementation measured is the one in use: `/sys/kernel/debug/text_poke/mode` switches
 //! it, so all three are measured on one boot.
 
@@ -255,6 +264,19 @@ extern "C" {
     // In kernel/jump_label_rs/text_poke_stress.c.
     static mut text_poke_rs_mod_key: bindings::static_key_false;
     static mut text_poke_rs_mod_go: bool;
+    fn text_poke_vstorm(n: u32, pages: u32) -> i32;
+    fn text_poke_vread() -> i32;
+    fn text_poke_vreuse() -> i32;
+    fn text_poke_vcheck(reused: *mut bool, stale: *mut bool) -> i32;
+}
+
+/// A C helper's result as a `Result`.
+fn errno(ret: i32) -> Result {
+    if ret < 0 {
+        Err(Error::from_errno(ret))
+    } else {
+        Ok(())
+    }
 }
 
 /// The key whose sites are in `text_poke_mod_test.ko`.
@@ -264,7 +286,7 @@ fn mod_key() -> &'static StaticKeyFalse {
 }
 
 /// The figures of the last run, in the order they are printed.
-const FIELDS: [&str; 18] = [
+const FIELDS: [&str; 23] = [
     "sites",
     "flips",
     "syncs",
@@ -283,6 +305,11 @@ const FIELDS: [&str; 18] = [
     "txn_ipis",
     "txn_batches",
     "txn_ns",
+    "entry_kernel_ns",
+    "entry_user_ns",
+    "entry_work_ns",
+    "reused",
+    "stale",
 ];
 
 /// The benchmark's debugfs state: the last run's figures.
@@ -290,7 +317,7 @@ struct Bench {
     /// A run is going on.
     busy: AtomicBool,
     /// What the last run was: 0 none, 1 flip, 2 lookup, 3 txn, 4 modtxn, 5 modkey, 6 set,
-    /// 7 sites.
+    /// 7 sites, 8 entry, 9 vmalloc.
     kind: AtomicU64,
     /// The implementation it measured.
     mode: AtomicU64,
@@ -381,6 +408,11 @@ impl Bench {
             0,
             0,
             0,
+            0,
+            0,
+            0,
+            0,
+            0,
         ];
         self.record(if lookup { 2 } else { 1 }, values);
         Ok(())
@@ -466,6 +498,11 @@ impl Bench {
             after.ipis - mid.ipis,
             after.batches - mid.batches,
             txn_ns,
+            0,
+            0,
+            0,
+            0,
+            0,
         ];
         self.record(3, values);
         Ok(())
@@ -549,6 +586,63 @@ impl Bench {
         Ok(())
     }
 
+    /// The entry hook of deferred work, `n` times on this (housekeeping) CPU for each state of
+    /// the word kernel entry finds: not taking part (deferral off), in user space with nothing
+    /// pending, and with a sync pending.
+    #[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
+    fn entry(&self, n: u64) -> Result {
+        let mut values = [0u64; FIELDS.len()];
+        values[1] = n;
+        let user = bindings::CT_WORK_RS_USER;
+        let sync = user
+            | bindings::ct_work_rs_work_CT_WORK_RS_SYNC_CORE << bindings::CT_WORK_RS_WORK_SHIFT;
+        for (slot, word) in [(18, 0), (19, user), (20, sync)] {
+            let mut ns = 0u64;
+            // SAFETY: `ns` is valid for writes; the function checks its CPU and word.
+            let ret = unsafe { bindings::ct_work_rs_bench_entry(word, n as u32, &mut ns) };
+            if ret < 0 {
+                return Err(Error::from_errno(ret));
+            }
+            values[slot] = ns;
+        }
+        self.record(8, values);
+        Ok(())
+    }
+
+    #[cfg(not(CONFIG_TEXT_POKE_RS_DEFER))]
+    fn entry(&self, _n: u64) -> Result {
+        Err(ENODEV)
+    }
+
+    /// The vmalloc tests of deferred kernel TLB flushes: see `text_poke_stress.h`.
+    fn vmalloc(&self, cmd: Vmalloc) -> Result {
+        let mut values = [0u64; FIELDS.len()];
+        let before = stats();
+        match cmd {
+            // SAFETY: The helpers take no pointers but those given here, valid for writes.
+            Vmalloc::Storm(n) => errno(unsafe { text_poke_vstorm(n as u32, 16) })?,
+            // SAFETY: As above.
+            Vmalloc::Read => errno(unsafe { text_poke_vread() })?,
+            // SAFETY: As above.
+            Vmalloc::Reuse => errno(unsafe { text_poke_vreuse() })?,
+            Vmalloc::Check => {
+                let (mut reused, mut stale) = (false, false);
+                // SAFETY: As above.
+                errno(unsafe { text_poke_vcheck(&mut reused, &mut stale) })?;
+                values[21] = u64::from(reused);
+                values[22] = u64::from(stale);
+            }
+        }
+        let after = stats();
+        values[1] = match cmd {
+            Vmalloc::Storm(n) => n,
+            _ => 1,
+        };
+        values[3] = after.ipis - before.ipis;
+        self.record(9, values);
+        Ok(())
+    }
+
     /// Keeps a run's figures, in [`FIELDS`] order, for the next read.
     fn record(&self, kind: u64, values: [u64; FIELDS.len()]) {
         for (slot, v) in self.figures.iter().zip(values) {
@@ -568,6 +662,17 @@ enum Command {
     ModKey(bool),
     Set(&'static BenchKey, bool),
     Sites(&'static BenchKey),
+    Entry(u64),
+    Vmalloc(Vmalloc),
+}
+
+/// A vmalloc test command.
+#[derive(Clone, Copy)]
+enum Vmalloc {
+    Storm(u64),
+    Read,
+    Reuse,
+    Check,
 }
 
 /// The key `word` names: its number of sites, or `noinstr`.
@@ -581,7 +686,8 @@ fn key_named(word: Option<&str>) -> Result<&'static BenchKey> {
 }
 
 /// Parses `flip KEY FLIPS`, `lookup KEY FLIPS`, `txn FLIPS`, `modtxn MS`, `modkey 0|1`,
-/// `set KEY 0|1` or `sites KEY`, where KEY is a number of sites or `noinstr`.
+/// `set KEY 0|1`, `sites KEY`, `entry N`, `vstorm N`, `vread`, `vreuse` or `vcheck`, where KEY is
+/// a number of sites or `noinstr`.
 fn parse(cmd: &[u8]) -> Result<Command> {
     let text = core::str::from_utf8(cmd).map_err(|_| EINVAL)?;
     let mut words = text.split_ascii_whitespace();
@@ -605,6 +711,11 @@ fn parse(cmd: &[u8]) -> Result<Command> {
             }
         }
         "sites" => Command::Sites(key_named(words.next())?),
+        "entry" => Command::Entry(number(words.next())?),
+        "vstorm" => Command::Vmalloc(Vmalloc::Storm(number(words.next())?)),
+        "vread" => Command::Vmalloc(Vmalloc::Read),
+        "vreuse" => Command::Vmalloc(Vmalloc::Reuse),
+        "vcheck" => Command::Vmalloc(Vmalloc::Check),
         "flip" | "lookup" => {
             let key = key_named(words.next())?;
             let flips = number(words.next())?;
@@ -617,7 +728,13 @@ fn parse(cmd: &[u8]) -> Result<Command> {
         _ => return Err(EINVAL),
     };
     let flips = match cmd {
-        Command::Flip(_, n) | Command::Lookup(_, n) | Command::Txn(n) | Command::ModTxn(n) => n,
+        Command::Flip(_, n)
+        | Command::Lookup(_, n)
+        | Command::Txn(n)
+        | Command::ModTxn(n)
+        | Command::Entry(n)
+        | Command::Vmalloc(Vmalloc::Storm(n)) => n,
+        Command::Vmalloc(_) => 1,
         Command::ModKey(_) | Command::Set(..) | Command::Sites(_) => 1,
     };
     if words.next().is_some() || flips == 0 || flips > 1_000_000 {
@@ -645,6 +762,8 @@ fn write_run(bench: &Bench, reader: &mut UserSliceReader) -> Result {
         Command::ModKey(on) => bench.modkey(on),
         Command::Set(key, on) => bench.set(key, on),
         Command::Sites(key) => bench.sites(key),
+        Command::Entry(n) => bench.entry(n),
+        Command::Vmalloc(v) => bench.vmalloc(v),
     };
     bench.busy.store(false, Ordering::Release);
     ret
@@ -659,6 +778,8 @@ fn show_run(bench: &Bench, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         5 => "modkey",
         6 => "set",
         7 => "sites",
+        8 => "entry",
+        9 => "vmalloc",
         _ => return writeln!(f, "none"),
     };
     let mode = match bench.mode.load(Ordering::Relaxed) as u32 {

@@ -6,17 +6,24 @@
  */
 
 #include <linux/cpumask.h>
+#include <linux/ct_work_rs.h>
 #include <linux/err.h>
 #include <linux/export.h>
 #include <linux/irqflags.h>
 #include <linux/jump_label.h>
 #include <linux/kthread.h>
+#include <linux/mutex.h>
 #include <linux/percpu.h>
 #include <linux/sched.h>
 #include <linux/sched/clock.h>
 #include <linux/smp.h>
+#include <linux/string.h>
+#include <linux/vmalloc.h>
+#include <linux/mm.h>
 
+#include <asm/pgtable.h>
 #include <asm/text_poke_rs.h>
+#include <asm/tlbflush.h>
 
 #include "text_poke_stress.h"
 
@@ -176,3 +183,159 @@ void text_poke_timed_stop(struct text_poke_timed *timed)
 	*timed = e->timed;
 	set_cpus_allowed_ptr(current, cpu_possible_mask);
 }
+
+int text_poke_vstorm(unsigned int n, unsigned int pages)
+{
+	unsigned int i;
+
+	if (!n || !pages || pages > 1024)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		void *p = vmalloc(pages * PAGE_SIZE);
+
+		if (!p)
+			return -ENOMEM;
+		memset(p, i, pages * PAGE_SIZE);
+		vfree(p);
+		if (i % 64 == 63)
+			vm_unmap_aliases();
+	}
+	vm_unmap_aliases();
+	return 0;
+}
+
+/* The buffer of the stale-mapping test, its address, and its first page. */
+static u64 *text_poke_vbuf;
+static unsigned long text_poke_vaddr;
+static struct page *text_poke_vold;
+static bool text_poke_vreused;
+static DEFINE_MUTEX(text_poke_vlock);
+
+int text_poke_vread(void)
+{
+	int ret = 0;
+
+	mutex_lock(&text_poke_vlock);
+	if (!text_poke_vbuf) {
+		text_poke_vbuf = vmalloc(PAGE_SIZE);
+		if (!text_poke_vbuf) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		memset64(text_poke_vbuf, TEXT_POKE_VOLD, PAGE_SIZE / 8);
+		text_poke_vaddr = (unsigned long)text_poke_vbuf;
+		text_poke_vreused = false;
+	}
+	/* Through this CPU's TLB. */
+	if (READ_ONCE(*text_poke_vbuf) != TEXT_POKE_VOLD)
+		ret = -EIO;
+out:
+	mutex_unlock(&text_poke_vlock);
+	return ret;
+}
+
+int text_poke_vreuse(void)
+{
+	unsigned long addr = text_poke_vaddr;
+	void *p;
+	int ret = 0;
+
+	mutex_lock(&text_poke_vlock);
+	if (!text_poke_vbuf || text_poke_vreused) {
+		ret = -EINVAL;
+		goto out;
+	}
+	/* The old page keeps its contents: a stale entry would still see them. */
+	text_poke_vold = vmalloc_to_page(text_poke_vbuf);
+	get_page(text_poke_vold);
+	vfree(text_poke_vbuf);
+	text_poke_vbuf = NULL;
+	/* The lazy purge, and its kernel TLB flush. */
+	vm_unmap_aliases();
+	/* The same address again (and its guard page), new pages. */
+	p = __vmalloc_node_range(PAGE_SIZE, PAGE_SIZE, addr, addr + 2 * PAGE_SIZE,
+				 GFP_KERNEL, PAGE_KERNEL, 0, NUMA_NO_NODE,
+				 __builtin_return_address(0));
+	if ((unsigned long)p != addr) {
+		vfree(p);
+		put_page(text_poke_vold);
+		text_poke_vold = NULL;
+		ret = -EAGAIN;
+		goto out;
+	}
+	memset64(p, TEXT_POKE_VNEW, PAGE_SIZE / 8);
+	text_poke_vbuf = p;
+	text_poke_vreused = true;
+out:
+	mutex_unlock(&text_poke_vlock);
+	return ret;
+}
+
+int text_poke_vcheck(bool *reused, bool *stale)
+{
+	mutex_lock(&text_poke_vlock);
+	*reused = text_poke_vreused;
+	*stale = false;
+	if (text_poke_vreused) {
+		/* Through this CPU's TLB, as its last entry left it. */
+		*stale = READ_ONCE(*(u64 *)text_poke_vaddr) != TEXT_POKE_VNEW;
+		vfree(text_poke_vbuf);
+		put_page(text_poke_vold);
+	} else {
+		vfree(text_poke_vbuf);
+	}
+	text_poke_vbuf = NULL;
+	text_poke_vold = NULL;
+	text_poke_vreused = false;
+	mutex_unlock(&text_poke_vlock);
+	return 0;
+}
+
+#ifdef CONFIG_TLB_FLUSH_DEFER_RS
+/*
+ * The KUnit test of the entry's TLB flush: a vmalloc page read on this CPU
+ * (its translation now in the TLB), its PTE pointed at another page without
+ * a flush, read again (QEMU's TLB, as a CPU's, keeps the old translation),
+ * then the entry's flush and a third read. Returns what the last two reads
+ * saw in *@stale and *@flushed (TEXT_POKE_VOLD or TEXT_POKE_VNEW), and
+ * whether INVPCID did the flush.
+ */
+int text_poke_tlb_selftest(bool cr4, u64 *stale, u64 *flushed, bool *invpcid)
+{
+	struct page *page;
+	unsigned long flags;
+	unsigned int level;
+	pte_t *ptep, old;
+	u64 *buf;
+
+	buf = vmalloc(PAGE_SIZE);
+	page = alloc_page(GFP_KERNEL);
+	if (!buf || !page) {
+		vfree(buf);
+		if (page)
+			__free_page(page);
+		return -ENOMEM;
+	}
+	memset64(buf, TEXT_POKE_VOLD, PAGE_SIZE / 8);
+	memset64(page_address(page), TEXT_POKE_VNEW, PAGE_SIZE / 8);
+	ptep = lookup_address((unsigned long)buf, &level);
+	if (!ptep || level != PG_LEVEL_4K) {
+		vfree(buf);
+		__free_page(page);
+		return -EINVAL;
+	}
+	local_irq_save(flags);
+	(void)READ_ONCE(*buf);
+	old = *ptep;
+	set_pte(ptep, mk_pte(page, PAGE_KERNEL));
+	*stale = READ_ONCE(*buf);
+	*invpcid = ct_work_rs_flush_tlb_local(cr4);
+	*flushed = READ_ONCE(*buf);
+	set_pte(ptep, old);
+	local_irq_restore(flags);
+	flush_tlb_kernel_range((unsigned long)buf, (unsigned long)buf + PAGE_SIZE);
+	vfree(buf);
+	__free_page(page);
+	return 0;
+}
+#endif

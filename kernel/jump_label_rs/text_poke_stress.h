@@ -55,4 +55,25 @@ int text_poke_timed_start(unsigned long (*site)(void));
 /* Stops the executor, unpins the caller and reports the runs. */
 void text_poke_timed_stop(struct text_poke_timed *timed);
 
+/*
+ * The deferred kernel TLB flush tests (scripts/guest-test/defer.sh):
+ * text_poke_vstorm() runs @n vmalloc()/vfree() pairs of @pages pages,
+ * forcing lazy purges with vm_unmap_aliases(). text_poke_vread() reads a
+ * one-page vmalloc buffer on the calling CPU, allocating it first;
+ * text_poke_vreuse() frees it, purges, and maps the same address again,
+ * with new contents and new pages (-EAGAIN if it is taken);
+ * text_poke_vcheck() reads that address on the calling CPU, tells whether
+ * it was reused and whether the read saw the old contents (a stale TLB
+ * entry), and frees it all.
+ */
+int text_poke_vstorm(unsigned int n, unsigned int pages);
+int text_poke_vread(void);
+int text_poke_vreuse(void);
+int text_poke_vcheck(bool *reused, bool *stale);
+
+/* The KUnit test of the kernel-entry TLB flush: see text_poke_stress.c. */
+#define TEXT_POKE_VOLD	0xa1a1a1a1a1a1a1a1ULL
+#define TEXT_POKE_VNEW	0xb2b2b2b2b2b2b2b2ULL
+int text_poke_tlb_selftest(bool cr4, u64 *stale, u64 *flushed, bool *invpcid);
+
 #endif /* _KERNEL_JUMP_LABEL_RS_TEXT_POKE_STRESS_H */
