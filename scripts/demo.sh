@@ -48,9 +48,8 @@ jlrs_initramfs_tools
 
 work=$JLRS_CACHE/$JLRS_BASE_VERSION/demo
 mkdir -p "$work"
-# The isolated CPUs' user-space loop: static, no libc.
-clang$JLRS_LLVM -static -nostdlib -fuse-ld=lld -O2 -o "$work/spin" \
-	"$JLRS_TOP/scripts/demo/spin.c" || die "cannot build scripts/demo/spin.c"
+# The isolated CPUs' user-space programs.
+jlrs_user_programs "$work"
 cat > "$work/initramfs.list" <<LIST
 dir /dev 0755 0 0
 nod /dev/console 0600 0 0 c 5 1
@@ -64,6 +63,7 @@ file /init $JLRS_TOP/scripts/demo/guest-init.sh 0755 0 0
 file /demo/sample.sh $JLRS_TOP/scripts/demo/sample.sh 0755 0 0
 file /demo/bench.sh $JLRS_TOP/scripts/demo/bench.sh 0755 0 0
 file /demo/spin $work/spin 0755 0 0
+file /demo/syscalls $work/syscalls 0755 0 0
 LIST
 "$gen" "$work/initramfs.list" > "$work/initramfs.cpio" ||
 	die "gen_init_cpio failed"

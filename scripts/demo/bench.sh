@@ -11,6 +11,7 @@
 m=/sys/kernel/debug/text_poke/mode
 b=/sys/kernel/debug/text_poke_bench/run
 st=/sys/kernel/debug/text_poke/stats
+d=/sys/kernel/debug/text_poke/defer
 t=/sys/kernel/tracing
 # ftrace needs no benchmark keys: the bench's file only when another
 # scenario is asked for.
@@ -67,7 +68,17 @@ measure() {
 		return 1
 	fi
 	after=$(cal)
-	echo "@@ result scenario=$scenario cpus=$ncpu $(tr '\n' ' ' < $b | sed 's/\([a-z_]*\) \([^ ]*\) */\1=\2 /g')cal_before=$before cal_after=$after"
+	echo "@@ result scenario=$scenario cpus=$ncpu $(figures)cal_before=$before cal_after=$after defer=$(defer_state)"
+}
+
+# The bench's last figures, "name=value " each.
+figures() {
+	tr '\n' ' ' < $b | sed 's/\([a-z_]*\) \([^ ]*\) */\1=\2 /g'
+}
+
+# Deferral to isolated CPUs: on, off, or none (CONFIG_TEXT_POKE_RS_DEFER off).
+defer_state() {
+	cat $d 2>/dev/null || echo none
 }
 
 # The clock of ftrace, in ns: "date +%s%N" if this busybox's date knows
@@ -222,22 +233,50 @@ for scenario in "$@"; do
 			rc=1
 			continue
 		fi
-		echo "@@ progress isolation: user-space loops on isolated CPUs 2 and 3, flips from CPU 0, c and rust, 1 to 256 sites"
-		loops=
-		for c in 2 3; do
-			taskset -c $c /demo/spin &
-			loops="$loops $!"
+		if [ ! -e $d ]; then
+			echo "@@ error isolation: $d missing (CONFIG_TEXT_POKE_RS_DEFER off?)"
+			rc=1
+			continue
+		fi
+		echo "@@ progress isolation: user-space loops on isolated CPUs 2 and 3, flips from CPU 0, 1 to 256 sites: c, rust with deferral off and on"
+		for defer in off on; do
+			echo $defer > $d
+			# Deferral applies to a CPU from its next return to user
+			# space: the loops start after the switch.
+			loops=
+			for c in 2 3; do
+				taskset -c $c /demo/spin &
+				loops="$loops $!"
+			done
+			sleep 1
+			u0=$(usertime)
+			for sites in 1 8 56 256; do
+				for mode in c rust; do
+					# text_poke=c is upstream's: deferral does not apply.
+					[ $defer = on ] && [ $mode = c ] && continue
+					measure flip "$mode" "$sites" || rc=1
+				done
+			done
+			u1=$(usertime)
+			kill $loops
+			wait 2>/dev/null
+			echo "@@ result scenario=isolation kind=usertime cpus=$ncpu defer=$defer user_before=$u0 user_after=$u1"
 		done
-		sleep 1
-		u0=$(usertime)
-		for sites in 1 8 56 256; do
-			for mode in c rust; do
-				measure flip "$mode" "$sites" || rc=1
+		echo "@@ progress isolation: kernel entry cost, getpid() on isolated CPU 2, deferral off and on"
+		for rep in 1 2 3; do
+			for defer in off on; do
+				echo $defer > $d
+				out=$(taskset -c 2 /demo/syscalls 20000)
+				echo "@@ result scenario=isolation kind=getpid cpus=$ncpu defer=$defer rep=$rep $(echo "$out" | sed 's/\([a-z_]*\) \([^ ]*\) */\1=\2 /g')"
 			done
 		done
-		u1=$(usertime)
-		kill $loops
-		echo "@@ result scenario=isolation kind=usertime cpus=$ncpu user_before=$u0 user_after=$u1"
+		if echo "entry 20000" > $b; then
+			echo "@@ result scenario=isolation cpus=$ncpu $(figures)"
+		else
+			echo "@@ error isolation: 'entry 20000' failed"
+			rc=1
+		fi
+		echo on > $d
 		echo "@@ done isolation"
 		continue
 		;;

@@ -103,27 +103,54 @@ FLIPPER = 0
 
 
 def isolation_rows(results):
-    """Flips from CPU 0 while the isolated CPUs run user-space loops."""
+    """Flips from CPU 0 while the isolated CPUs run user-space loops, deferral off and on."""
     rows = []
-    user = None
+    user = {}
     for r in results:
         if r.get("scenario") != "isolation":
             continue
         if r.get("kind") == "usertime":
             before = [tuple(map(int, x.split("/"))) for x in r["user_before"].split(",")]
             after = [tuple(map(int, x.split("/"))) for x in r["user_after"].split(",")]
-            user = [round((a[0] - b[0]) / max(a[1] - b[1], 1), 3)
-                    for a, b in zip(after, before)]
+            user[r.get("defer", "off")] = [round((a[0] - b[0]) / max(a[1] - b[1], 1), 3)
+                                           for a, b in zip(after, before)]
             continue
         if r.get("kind") != "flip":
             continue
         row, flips, cal = flip_row(r)
         rows.append({
             **row,
+            "defer": r.get("defer", "none") if r["mode"] != "c" else "n/a",
             "cal_per_flip_isolated": (round(sum(cal[c] for c in ISOLATED) / flips / len(ISOLATED), 2)
                                       if cal and len(cal) > max(ISOLATED) else None),
         })
     return rows, user
+
+
+def entry_rows(results):
+    """Kernel-entry cost on an isolated CPU: getpid() loops, then the entry hook alone."""
+    getpid = {}
+    hook = []
+    for r in results:
+        if r.get("scenario") != "isolation":
+            continue
+        if r.get("kind") == "getpid" and int(r.get("calls", 0)) > 0:
+            getpid.setdefault(r["defer"], []).append(int(r["ns"]) / int(r["calls"]))
+        elif r.get("kind") == "entry":
+            n = int(r["flips"])
+            for key, variant in (("entry_kernel_ns", "hook: deferral off (word read)"),
+                                 ("entry_user_ns", "hook: deferral on, nothing pending"),
+                                 ("entry_work_ns", "hook: deferral on, a sync pending")):
+                hook.append({"variant": variant, "calls": n,
+                             "instr_per_call": round(int(r[key]) / n, 1)})
+    rows = []
+    for defer in ("off", "on"):
+        runs = sorted(getpid.get(defer, []))
+        if runs:
+            rows.append({"variant": f"getpid() on CPU 2, deferral {defer}", "calls": len(runs),
+                         "instr_per_call": round(runs[len(runs) // 2], 1),
+                         "runs": [round(x, 1) for x in runs]})
+    return rows + hook
 
 
 def lookup_rows(results, unit):
@@ -384,19 +411,37 @@ def report(doc):
         lines += ftrace_report(doc["ftrace"])
     if "isolation" in doc:
         iso = doc["isolation"]
-        rows = [[r["sites"], r["mode"], r["flips"], fmt(r["ipi_rounds_per_flip"], 2),
+        rows = [[r["sites"], r["mode"], r["defer"], r["flips"], fmt(r["ipi_rounds_per_flip"], 2),
                  fmt(r["cal_per_flip_isolated"], 2),
                  ",".join(fmt(c, 2) for c in r["cal_per_flip_per_cpu"] or [])]
-                for r in sorted(iso["rows"], key=lambda r: (r["sites"], r["mode"]))]
-        user = iso.get("user_share_per_cpu")
+                for r in sorted(iso["rows"], key=lambda r: (r["sites"], r["mode"], r["defer"]))]
+        user = iso.get("user_share_per_cpu") or {}
+        shares = "; ".join(f"deferral {k}: " + ", ".join(fmt(u, 3) for u in v)
+                           for k, v in sorted(user.items()))
         lines += ["## isolation: flips while isolated CPUs run user space", "",
                   f"4 vCPUs booted with `{iso['boot']}`; a user-space busy loop pinned on "
                   f"each of CPUs {', '.join(map(str, ISOLATED))}; the keys flipped from CPU "
-                  f"{FLIPPER}. IPIs: each CPU's CAL count in /proc/interrupts. Share of each "
-                  f"CPU's time in user space during the flips: "
-                  f"{', '.join(fmt(u, 3) for u in user) if user else '-'}.", "",
-                  table(["sites", "mode", "flips", "IPI rounds/flip",
+                  f"{FLIPPER}, with `text_poke=c` (upstream's batch, which always interrupts) "
+                  f"and `text_poke=rust` with deferral (`text_poke/defer`) off and on. IPIs: "
+                  f"each CPU's CAL count in /proc/interrupts. Share of each CPU's time in user "
+                  f"space during the flips: {shares or '-'}.", "",
+                  table(["sites", "mode", "deferral", "flips", "IPI rounds/flip",
                          "CAL/flip per isolated CPU", "CAL/flip, each CPU"], rows), ""]
+    if doc.get("entry"):
+        rows = [[r["variant"], r["calls"], fmt(r["instr_per_call"], 1)] for r in doc["entry"]]
+        lines += ["## entry: kernel-entry cost on an isolated CPU", "",
+                  "Guest instructions per call under `-icount shift=0` (1 ns = 1 instruction). "
+                  "getpid(): a user-space loop of 20,000 calls on isolated CPU 2, median of "
+                  "3 runs per setting, same boot: what deferral adds to every entry and exit "
+                  "(a load of the switch at exit and an atomic exchange of the word at entry, "
+                  "where off pays a load). hook: the entry hook alone, run 20,000 times on "
+                  "housekeeping CPU 0 with interrupts off, for each state of the word an entry "
+                  "can find; with a sync pending it runs `sync_core()`, which is what a storm "
+                  "of flips can add to every entry at worst. An instruction count does not "
+                  "show what an atomic exchange or a serialising instruction costs in cycles "
+                  "on hardware (some tens of cycles each).", "",
+                  table(["variant", "calls (runs for getpid)", "instructions per call"], rows),
+                  ""]
     if "scale" in doc:
         rows = [[r["cpus"], r["mode"], r["flips"], fmt(r["ipi_rounds_per_flip"], 1),
                  fmt(r["ipis_per_flip"], 1), fmt(r["cal_per_flip"], 1)]
@@ -500,9 +545,10 @@ def main():
         doc["scale"] = scale_rows(results)
     if "isolation" in args.scenario:
         rows, user = isolation_rows(results)
-        doc["isolation"] = {"boot": "nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3",
+        doc["isolation"] = {"boot": "nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3 tsc=reliable",
                             "isolated_cpus": list(ISOLATED), "flipping_cpu": FLIPPER,
                             "rows": rows, "user_share_per_cpu": user}
+        doc["entry"] = entry_rows(results)
     expected = {s for s in args.scenario if s != "scale"}
     if "scale" in args.scenario:
         expected |= {f"scale cpus={c}" for c in SCALE_CPUS}
