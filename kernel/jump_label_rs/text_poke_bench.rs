@@ -34,10 +34,11 @@
 //! - `entry N`: the entry hook of deferred work run N times on the writer's CPU, which must be a
 //!   housekeeping one, for each state of the word an entry finds: `entry_kernel_ns` (deferral
 //!   off: the word only read), `entry_user_ns` (deferral on, nothing pending: the word
-//!   exchanged) and `entry_work_ns` (a sync pending: `sync_core()` too).
+//!   exchanged), `entry_work_ns` (a sync pending: `sync_core()` too) and `entry_tlb_ns` (a
+//!   kernel TLB flush pending).
 //!
 //! - `vstorm N`: N vmalloc()/vfree() pairs of 16 pages, forcing lazy purges (kernel TLB
-//!   flushes); `vread`, `vreuse` and `vcheck`: the stale-mapping test of deferred kernel TLB
+//!   flushes), and the time they took (`ns`); `vread`, `vreuse` and `vcheck`: the stale-mapping test of deferred kernel TLB
 //!   flushes (`reused`, `stale`), see `text_poke_stress.h`.
 //!
 //! The implementation measured is the one in use: `/sys/kernel/debug/text_poke/mode` switches
@@ -286,7 +287,7 @@ fn mod_key() -> &'static StaticKeyFalse {
 }
 
 /// The figures of the last run, in the order they are printed.
-const FIELDS: [&str; 23] = [
+const FIELDS: [&str; 24] = [
     "sites",
     "flips",
     "syncs",
@@ -310,6 +311,7 @@ const FIELDS: [&str; 23] = [
     "entry_work_ns",
     "reused",
     "stale",
+    "entry_tlb_ns",
 ];
 
 /// The benchmark's debugfs state: the last run's figures.
@@ -413,6 +415,7 @@ impl Bench {
             0,
             0,
             0,
+            0,
         ];
         self.record(if lookup { 2 } else { 1 }, values);
         Ok(())
@@ -503,6 +506,7 @@ impl Bench {
             0,
             0,
             0,
+            0,
         ];
         self.record(3, values);
         Ok(())
@@ -588,15 +592,16 @@ impl Bench {
 
     /// The entry hook of deferred work, `n` times on this (housekeeping) CPU for each state of
     /// the word kernel entry finds: not taking part (deferral off), in user space with nothing
-    /// pending, and with a sync pending.
+    /// pending, with a sync pending, and with a TLB flush pending.
     #[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
     fn entry(&self, n: u64) -> Result {
         let mut values = [0u64; FIELDS.len()];
         values[1] = n;
         let user = bindings::CT_WORK_RS_USER;
-        let sync = user
-            | bindings::ct_work_rs_work_CT_WORK_RS_SYNC_CORE << bindings::CT_WORK_RS_WORK_SHIFT;
-        for (slot, word) in [(18, 0), (19, user), (20, sync)] {
+        let work = |w: u32| user | w << bindings::CT_WORK_RS_WORK_SHIFT;
+        let sync = work(bindings::ct_work_rs_work_CT_WORK_RS_SYNC_CORE);
+        let tlb = work(bindings::ct_work_rs_work_CT_WORK_RS_TLB_FLUSH);
+        for (slot, word) in [(18, 0), (19, user), (20, sync), (23, tlb)] {
             let mut ns = 0u64;
             // SAFETY: `ns` is valid for writes; the function checks its CPU and word.
             let ret = unsafe { bindings::ct_work_rs_bench_entry(word, n as u32, &mut ns) };
@@ -618,6 +623,7 @@ impl Bench {
     fn vmalloc(&self, cmd: Vmalloc) -> Result {
         let mut values = [0u64; FIELDS.len()];
         let before = stats();
+        let t0 = now();
         match cmd {
             // SAFETY: The helpers take no pointers but those given here, valid for writes.
             Vmalloc::Storm(n) => errno(unsafe { text_poke_vstorm(n as u32, 16) })?,
@@ -633,6 +639,7 @@ impl Bench {
                 values[22] = u64::from(stale);
             }
         }
+        values[6] = now().wrapping_sub(t0);
         let after = stats();
         values[1] = match cmd {
             Vmalloc::Storm(n) => n,

@@ -27,10 +27,14 @@ for f in $need; do
 done
 ncpu=$(grep -c ^processor /proc/cpuinfo)
 
-# The CAL counts of every CPU, comma-separated.
-cal() {
-	awk -v n="$ncpu" '$1 == "CAL:" {
+# The counts of line $1 of /proc/interrupts (CAL, TLB) of every CPU,
+# comma-separated.
+irqline() {
+	awk -v n="$ncpu" -v l="$1:" '$1 == l {
 		s = $2; for (i = 3; i <= n + 1; i++) s = s "," $i; print s }' /proc/interrupts
+}
+cal() {
+	irqline CAL
 }
 
 # Each CPU's user time and all its time, in ticks, "user/total" comma-separated.
@@ -277,6 +281,32 @@ for scenario in "$@"; do
 			rc=1
 		fi
 		echo on > $d
+		dt=/sys/kernel/debug/text_poke/defer_tlb
+		echo "@@ progress isolation: 1000 vmalloc/vfree pairs on CPU 0, kernel TLB flush deferral off and on"
+		for tlb in off on; do
+			if ! echo $tlb > $dt; then
+				echo "@@ error isolation: cannot switch $dt $tlb"
+				rc=1
+				continue
+			fi
+			loops=
+			for c in 2 3; do
+				taskset -c $c /demo/spin &
+				loops="$loops $!"
+			done
+			sleep 1
+			before=$(cal)
+			tb=$(irqline TLB)
+			if echo "vstorm 1000" > $b; then
+				echo "@@ result scenario=isolation cpus=$ncpu defer_tlb=$tlb $(figures)cal_before=$before cal_after=$(cal) tlb_before=$tb tlb_after=$(irqline TLB)"
+			else
+				echo "@@ error isolation: 'vstorm 1000' failed"
+				rc=1
+			fi
+			kill $loops
+			wait 2>/dev/null
+		done
+		echo on > $dt
 		echo "@@ done isolation"
 		continue
 		;;

@@ -127,6 +127,26 @@ def isolation_rows(results):
     return rows, user
 
 
+def tlb_rows(results):
+    """vmalloc/vfree storms on CPU 0 while the isolated CPUs run user space."""
+    rows = []
+    for r in results:
+        if r.get("scenario") != "isolation" or r.get("kind") != "vmalloc":
+            continue
+        cal = cal_delta(r)
+        tlb = cal_delta({"cal_before": r.get("tlb_before", ""), "cal_after": r.get("tlb_after", "")})
+        pairs = int(r["flips"])
+        rows.append({
+            "defer_tlb": r["defer_tlb"],
+            "pairs": pairs,
+            "cal": [cal[c] for c in ISOLATED] if cal else None,
+            "tlb": [tlb[c] for c in ISOLATED] if tlb else None,
+            "storm_cost": int(r["ns"]),
+            "storm_cost_per_pair": round(int(r["ns"]) / pairs, 1),
+        })
+    return rows
+
+
 def entry_rows(results):
     """Kernel-entry cost on an isolated CPU: getpid() loops, then the entry hook alone."""
     getpid = {}
@@ -140,7 +160,8 @@ def entry_rows(results):
             n = int(r["flips"])
             for key, variant in (("entry_kernel_ns", "hook: deferral off (word read)"),
                                  ("entry_user_ns", "hook: deferral on, nothing pending"),
-                                 ("entry_work_ns", "hook: deferral on, a sync pending")):
+                                 ("entry_work_ns", "hook: deferral on, a sync pending"),
+                                 ("entry_tlb_ns", "hook: deferral on, a TLB flush pending")):
                 hook.append({"variant": variant, "calls": n,
                              "instr_per_call": round(int(r[key]) / n, 1)})
     rows = []
@@ -427,6 +448,17 @@ def report(doc):
                   f"space during the flips: {shares or '-'}.", "",
                   table(["sites", "mode", "deferral", "flips", "IPI rounds/flip",
                          "CAL/flip per isolated CPU", "CAL/flip, each CPU"], rows), ""]
+    if doc.get("isolation", {}).get("tlb"):
+        rows = [[r["defer_tlb"], r["pairs"], ",".join(map(str, r["cal"] or [])),
+                 ",".join(map(str, r["tlb"] or [])), fmt(r["storm_cost_per_pair"], 1)]
+                for r in doc["isolation"]["tlb"]]
+        lines += ["## isolation: kernel TLB flushes while isolated CPUs run user space", "",
+                  "1000 vmalloc()/vfree() pairs of 16 pages on CPU 0, `vm_unmap_aliases()` "
+                  "every 64 (lazy purges: `flush_tlb_kernel_range()`), kernel TLB flush "
+                  "deferral (`text_poke/defer_tlb`) off and on, same boot. x86 sends a kernel "
+                  "range flush as a function call: it shows in CAL, not in TLB.", "",
+                  table(["deferral", "pairs", "CAL on CPUs 2,3", "TLB on CPUs 2,3",
+                         "storm cost per pair (instructions)"], rows), ""]
     if doc.get("entry"):
         rows = [[r["variant"], r["calls"], fmt(r["instr_per_call"], 1)] for r in doc["entry"]]
         lines += ["## entry: kernel-entry cost on an isolated CPU", "",
@@ -436,8 +468,9 @@ def report(doc):
                   "(a load of the switch at exit and an atomic exchange of the word at entry, "
                   "where off pays a load). hook: the entry hook alone, run 20,000 times on "
                   "housekeeping CPU 0 with interrupts off, for each state of the word an entry "
-                  "can find; with a sync pending it runs `sync_core()`, which is what a storm "
-                  "of flips can add to every entry at worst. An instruction count does not "
+                  "can find; with a sync pending it runs `sync_core()`, with a TLB flush pending "
+                  "the full flush: what a storm of flips or of vfree()s can add to an entry "
+                  "at worst. An instruction count does not "
                   "show what an atomic exchange or a serialising instruction costs in cycles "
                   "on hardware (some tens of cycles each).", "",
                   table(["variant", "calls (runs for getpid)", "instructions per call"], rows),
@@ -547,7 +580,8 @@ def main():
         rows, user = isolation_rows(results)
         doc["isolation"] = {"boot": "nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3 tsc=reliable",
                             "isolated_cpus": list(ISOLATED), "flipping_cpu": FLIPPER,
-                            "rows": rows, "user_share_per_cpu": user}
+                            "rows": rows, "user_share_per_cpu": user,
+                            "tlb": tlb_rows(results)}
         doc["entry"] = entry_rows(results)
     expected = {s for s in args.scenario if s != "scale"}
     if "scale" in args.scenario:
