@@ -15,6 +15,7 @@
 #define _LINUX_CT_WORK_RS_H
 
 #include <linux/compiler_types.h>
+#include <linux/percpu.h>
 #include <linux/types.h>
 
 struct cpumask;
@@ -50,8 +51,28 @@ enum ct_work_rs_work {
  */
 void ct_work_rs_user_exit(void);
 void ct_work_rs_user_enter(void);
-void ct_work_rs_nmi_enter(void);
-void ct_work_rs_nmi_exit(void);
+void __ct_work_rs_nmi_enter(void);
+void __ct_work_rs_nmi_exit(void);
+
+DECLARE_PER_CPU_ALIGNED(u32, ct_work_rs_words);
+DECLARE_PER_CPU(bool, ct_work_rs_nmi_user);
+
+/*
+ * Every interrupt from idle comes here too, on every CPU: a word that says
+ * "kernel" (0) has no work, and only this CPU makes it say "user", so it is
+ * only read.
+ */
+static __always_inline void ct_work_rs_nmi_enter(void)
+{
+	if (unlikely(raw_cpu_read(ct_work_rs_words)))
+		__ct_work_rs_nmi_enter();
+}
+
+static __always_inline void ct_work_rs_nmi_exit(void)
+{
+	if (unlikely(raw_cpu_read(ct_work_rs_nmi_user)))
+		__ct_work_rs_nmi_exit();
+}
 
 /* Whether deferral is on: text_poke_defer= at boot, text_poke/defer later. */
 extern bool ct_work_rs_enabled;
@@ -67,7 +88,7 @@ extern unsigned long ct_work_rs_wait_ns;
  * @deferred: how many CPUs took a work bit
  * @waited: how many of those were found in the kernel and given a while
  *	to return to user space first
- * @sent: other CPUs sent the IPI
+ * @sent: isolated CPUs asked that got the IPI all the same
  */
 struct text_poke_rs_round {
 	struct cpumask *deferred_cpus;
@@ -90,8 +111,11 @@ int ct_work_rs_next_isolated(int cpu);
 bool ct_work_rs_cpu_running(int cpu);
 /* The work word of @cpu, if it is online and isolated (nohz_full). */
 u32 *ct_work_rs_word(int cpu);
-/* Whether text at @addr may run before the work is taken at entry. */
-bool ct_work_rs_entry_text(unsigned long addr);
+/*
+ * The text a CPU may run before it takes its work at entry: .noinstr.text
+ * and .entry.text, as [start, end) pairs in @bounds.
+ */
+void ct_work_rs_entry_text(unsigned long bounds[4]);
 /* Work each CPU ran at kernel entry instead of taking an IPI. */
 unsigned long ct_work_rs_runs(int cpu);
 /* Deferral's lines of text_poke/stats, and its files in text_poke/. */

@@ -172,9 +172,7 @@ impl KernelText {
     /// The text of the batch `sites`.
     fn of(sites: &[PokeLoc]) -> Self {
         #[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
-        let may_defer = !sites
-            .iter()
-            .any(|s| crate::defer::entry_text(s.addr(base())));
+        let may_defer = crate::defer::may_defer(sites, base());
         #[cfg(not(CONFIG_TEXT_POKE_RS_DEFER))]
         let may_defer = {
             let _ = sites;

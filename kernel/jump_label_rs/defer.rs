@@ -16,6 +16,7 @@
 //! C header: [`include/linux/ct_work_rs.h`](srctree/include/linux/ct_work_rs.h).
 
 use crate::ct_work::{self, Context, Deferral, Value, Word, Work};
+use crate::poke::PokeLoc;
 use core::{
     ffi::c_int,
     ptr,
@@ -122,11 +123,31 @@ pub fn enabled() -> bool {
     unsafe { ptr::read_volatile(&raw const bindings::ct_work_rs_enabled) }
 }
 
-/// Whether a CPU may run the text at `addr` before it takes its work at entry, so that a batch
-/// writing it must not be deferred.
+/// Whether a batch of `sites` (with `base`) may be deferred: deferral is on, some CPU is
+/// isolated, and no site is in text a CPU may run before it takes its work at entry.
+pub fn may_defer(sites: &[PokeLoc], base: usize) -> bool {
+    if !enabled() || next_isolated(-1) >= kernel::cpu::nr_cpu_ids() as c_int {
+        return false;
+    }
+    let mut b = [0usize; 4];
+    // SAFETY: `b` is valid for writes of four `unsigned long`s.
+    unsafe { bindings::ct_work_rs_entry_text(b.as_mut_ptr()) };
+    let inside = |a: usize| (b[0]..b[1]).contains(&a) || (b[2]..b[3]).contains(&a);
+    !sites.iter().any(|s| inside(s.addr(base)))
+}
+
+/// Whether a CPU may run the text at `addr` before it takes its work at entry.
 pub fn entry_text(addr: usize) -> bool {
-    // SAFETY: Compares an address with section bounds.
-    unsafe { bindings::ct_work_rs_entry_text(addr) }
+    let mut b = [0usize; 4];
+    // SAFETY: `b` is valid for writes of four `unsigned long`s.
+    unsafe { bindings::ct_work_rs_entry_text(b.as_mut_ptr()) };
+    (b[0]..b[1]).contains(&addr) || (b[2]..b[3]).contains(&addr)
+}
+
+/// The next online isolated CPU after `cpu`, or `nr_cpu_ids`.
+fn next_isolated(cpu: c_int) -> c_int {
+    // SAFETY: Walks the online isolated CPUs; any `cpu` is accepted.
+    unsafe { bindings::ct_work_rs_next_isolated(cpu) }
 }
 
 /// How long a sync round waits for isolated CPUs found in the kernel to return to user space,
@@ -162,10 +183,8 @@ fn running(cpu: c_int) -> bool {
 fn ask(deferred: &mut Cpumask, round: &mut bindings::text_poke_rs_round) {
     let mut waiting = [0 as c_int; MAX_WAITING];
     let mut n = 0;
-    // SAFETY: Walks the online isolated CPUs; any `cpu` is accepted.
-    let next = |cpu: c_int| unsafe { bindings::ct_work_rs_next_isolated(cpu) };
     let nr = kernel::cpu::nr_cpu_ids() as c_int;
-    let mut cpu = next(-1);
+    let mut cpu = next_isolated(-1);
     while cpu < nr {
         match defer_on(cpu, Work::SYNC_CORE) {
             Ok(()) => mark(deferred, round, cpu),
@@ -173,9 +192,13 @@ fn ask(deferred: &mut Cpumask, round: &mut bindings::text_poke_rs_round) {
                 waiting[n] = cpu;
                 n += 1;
             }
-            Err(_) => {}
+            Err(Refusal::NotInUser) => round.sent += 1,
+            Err(Refusal::NotIsolated) => {}
         }
-        cpu = next(cpu);
+        cpu = next_isolated(cpu);
+    }
+    if n == 0 {
+        return;
     }
     let deadline = now_ns().saturating_add(wait_ns());
     while n > 0 && now_ns() < deadline {
@@ -200,6 +223,8 @@ fn ask(deferred: &mut Cpumask, round: &mut bindings::text_poke_rs_round) {
         }
         core::hint::spin_loop();
     }
+    // Those still waited for get the IPI.
+    round.sent += n as u32;
 }
 
 /// Records that `cpu` took the round's sync as a work bit.

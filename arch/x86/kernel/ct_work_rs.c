@@ -74,9 +74,9 @@ bool ct_work_rs_tlb_enabled __read_mostly = IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS
  */
 unsigned long ct_work_rs_wait_ns __read_mostly = 50 * NSEC_PER_USEC;
 
-static DEFINE_PER_CPU_ALIGNED(u32, ct_work_rs_words);
+DEFINE_PER_CPU_ALIGNED(u32, ct_work_rs_words);
 /* The NMI being handled came from user space: ct_work_rs_nmi_enter(). */
-static DEFINE_PER_CPU(bool, ct_work_rs_nmi_user);
+DEFINE_PER_CPU(bool, ct_work_rs_nmi_user);
 /* Entries that ran work instead of taking an IPI. */
 static DEFINE_PER_CPU(unsigned long, ct_work_rs_run);
 
@@ -140,7 +140,7 @@ noinstr void ct_work_rs_user_enter(void)
 		ct_work_rs_exit(raw_cpu_ptr(&ct_work_rs_words));
 }
 
-noinstr void ct_work_rs_nmi_enter(void)
+noinstr void __ct_work_rs_nmi_enter(void)
 {
 	unsigned int work;
 	bool user;
@@ -151,7 +151,7 @@ noinstr void ct_work_rs_nmi_enter(void)
 		ct_work_rs_run_work(work);
 }
 
-noinstr void ct_work_rs_nmi_exit(void)
+noinstr void __ct_work_rs_nmi_exit(void)
 {
 	bool user = raw_cpu_read(ct_work_rs_nmi_user);
 
@@ -168,12 +168,7 @@ static bool text_poke_rs_needs_ipi(int cpu, void *info)
 {
 	struct text_poke_rs_round *round = info;
 
-	if (cpu == round->local)
-		return true;
-	if (cpumask_test_cpu(cpu, round->deferred_cpus))
-		return false;
-	round->sent++;
-	return true;
+	return cpu == round->local || !cpumask_test_cpu(cpu, round->deferred_cpus);
 }
 
 struct cpumask *text_poke_rs_round_mask(void)
@@ -188,6 +183,12 @@ struct cpumask *text_poke_rs_round_mask(void)
 void text_poke_rs_sync_round(struct text_poke_rs_round *round)
 {
 	text_poke_rs_note_sync();
+	atomic64_add(round->sent, &text_poke_rs_sent);
+	/* Nobody deferred: the round upstream's batch makes. */
+	if (!round->deferred) {
+		on_each_cpu(text_poke_rs_do_sync_core, NULL, 1);
+		return;
+	}
 	preempt_disable();
 	round->local = smp_processor_id();
 	on_each_cpu_cond(text_poke_rs_needs_ipi, text_poke_rs_do_sync_core,
@@ -195,7 +196,6 @@ void text_poke_rs_sync_round(struct text_poke_rs_round *round)
 	preempt_enable();
 	atomic64_add(round->deferred, &text_poke_rs_deferred);
 	atomic64_add(round->waited, &text_poke_rs_waited);
-	atomic64_add(round->sent, &text_poke_rs_sent);
 }
 
 int ct_work_rs_next_isolated(int cpu)
@@ -312,12 +312,12 @@ u32 *ct_work_rs_word(int cpu)
 	return per_cpu_ptr(&ct_work_rs_words, cpu);
 }
 
-bool ct_work_rs_entry_text(unsigned long addr)
+void ct_work_rs_entry_text(unsigned long bounds[4])
 {
-	return (addr >= (unsigned long)__noinstr_text_start &&
-		addr < (unsigned long)__noinstr_text_end) ||
-	       (addr >= (unsigned long)__entry_text_start &&
-		addr < (unsigned long)__entry_text_end);
+	bounds[0] = (unsigned long)__noinstr_text_start;
+	bounds[1] = (unsigned long)__noinstr_text_end;
+	bounds[2] = (unsigned long)__entry_text_start;
+	bounds[3] = (unsigned long)__entry_text_end;
 }
 
 unsigned long ct_work_rs_runs(int cpu)
