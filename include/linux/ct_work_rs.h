@@ -83,7 +83,8 @@ extern unsigned long ct_work_rs_wait_ns;
 
 /**
  * struct text_poke_rs_round - one sync round of the Rust batch
- * @deferred_cpus: the CPUs that took a work bit instead of the IPI
+ * @deferred_cpus: the CPUs that took a work bit instead of the IPI (set
+ *	when any did)
  * @local: the CPU sending the round, which syncs itself
  * @deferred: how many CPUs took a work bit
  * @waited: how many of those were found in the kernel and given a while

@@ -241,17 +241,18 @@ fn mark(deferred: &mut Cpumask, round: &mut bindings::text_poke_rs_round, cpu: c
 ///
 /// Called with `text_mutex` held, as every batch is.
 pub fn sync(may_defer: bool) {
-    // SAFETY: The round's mask is only used under `text_mutex`, which the caller holds, until
-    // the round returns.
-    let mask = unsafe { bindings::text_poke_rs_round_mask() };
     let mut round = bindings::text_poke_rs_round {
-        deferred_cpus: mask,
+        deferred_cpus: ptr::null_mut(),
         local: -1,
         deferred: 0,
         waited: 0,
         sent: 0,
     };
     if may_defer && enabled() {
+        // SAFETY: The round's mask is only used under `text_mutex`, which the caller holds,
+        // until the round returns.
+        let mask = unsafe { bindings::text_poke_rs_round_mask() };
+        round.deferred_cpus = mask;
         // SAFETY: As above: `mask` is valid, and only this round uses it.
         ask(unsafe { Cpumask::from_raw_mut(mask) }, &mut round);
     }

@@ -183,7 +183,8 @@ struct cpumask *text_poke_rs_round_mask(void)
 void text_poke_rs_sync_round(struct text_poke_rs_round *round)
 {
 	text_poke_rs_note_sync();
-	atomic64_add(round->sent, &text_poke_rs_sent);
+	if (round->sent)
+		atomic64_add(round->sent, &text_poke_rs_sent);
 	/* Nobody deferred: the round upstream's batch makes. */
 	if (!round->deferred) {
 		on_each_cpu(text_poke_rs_do_sync_core, NULL, 1);
