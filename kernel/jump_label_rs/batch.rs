@@ -203,7 +203,12 @@ impl TextOps for KernelText {
 
     #[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
     fn sync(&mut self) {
-        crate::defer::sync(self.may_defer);
+        if self.may_defer {
+            crate::defer::sync(true);
+        } else {
+            // SAFETY: An IPI round; may be called from any context that may sleep.
+            unsafe { bindings::smp_text_poke_sync_each_cpu() };
+        }
     }
 
     #[cfg(not(CONFIG_TEXT_POKE_RS_DEFER))]
