@@ -5,7 +5,10 @@
 # kunit.py in QEMU (single-threaded TCG, 4 vCPUs). An oops reboots the
 # guest at once (oops=panic panic=-1): a test that crashes while holding a
 # lock would otherwise leave the run hanging until the timeout. CPU 3 is
-# isolated (nohz_full=3) for the deferral suite, text_poke_rs_defer. Extra
+# isolated (nohz_full=3) for the deferral suite, text_poke_rs_defer.
+# tsc=reliable: no clocksource watchdog, whose switch to the TSC a few
+# seconds into the boot sends every CPU function calls that the IPI
+# counting test would see. Extra
 # arguments go to
 # kunit.py (e.g. --kconfig_add, a suite glob). Writes the parsed results to
 # $JLRS_KUNIT_JSON (default $JLRS_CACHE/<version>/kunit.json).
@@ -29,4 +32,5 @@ python3 tools/testing/kunit/kunit.py run --arch=x86_64 \
 	--kunitconfig="$KUNITCONFIG" --build_dir="$JLRS_BUILD" \
 	--jobs="$(nproc)" --timeout=600 --qemu_args='-smp 4' \
 	--kernel_args=oops=panic --kernel_args=panic=-1 --kernel_args=nohz_full=3 \
+	--kernel_args=tsc=reliable \
 	"${mkopts[@]}" --json="$json" "$@"
