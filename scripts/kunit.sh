@@ -6,10 +6,9 @@
 # guest at once (oops=panic panic=-1): a test that crashes while holding a
 # lock would otherwise leave the run hanging until the timeout. CPU 3 is
 # isolated (nohz_full=3) for the deferral suite, text_poke_rs_defer.
-# tsc=reliable: no clocksource watchdog, whose switch to the TSC a few
-# seconds into the boot sends every CPU function calls that the IPI
-# counting test would see. Extra
-# arguments go to
+# tsc=reliable: no clocksource watchdog. The switch to the TSC still comes
+# a second or so into the boot and sends every CPU function calls: the IPI
+# counting test retries a count such noise inflated. Extra arguments go to
 # kunit.py (e.g. --kconfig_add, a suite glob). Writes the parsed results to
 # $JLRS_KUNIT_JSON (default $JLRS_CACHE/<version>/kunit.json).
 set -euo pipefail

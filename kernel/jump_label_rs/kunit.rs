@@ -183,6 +183,9 @@ const MAX_CPUS: usize = 64;
 /// Unrelated IPIs a CPU may receive while the IPI test flips its key.
 const SLACK: u64 = 8;
 
+/// How often a count that unrelated interrupts can inflate is measured before it fails.
+const ATTEMPTS: usize = 3;
+
 /// The online CPUs below [`MAX_CPUS`], as a mask.
 fn online_cpus() -> u64 {
     let mut mask = 0u64;
@@ -335,40 +338,50 @@ mod tests {
     #[test]
     fn ipis_reach_every_cpu() {
         let _track = Track::new();
-        let cpus = online_cpus();
-        let before_cal = ipis_received();
-        let before = stats();
-        assert_eq!(KEY_64.enable(), Ok(()));
-        assert_eq!(KEY_64.disable(), Ok(()));
-        let after = stats();
-        let after_cal = ipis_received();
-        let rounds = after.own_syncs - before.own_syncs;
-        assert_eq!(rounds, 2 * expected_rounds(64));
         // Every round interrupts every other online CPU once: count what each one received,
         // from its own interrupt statistics (the CAL line of /proc/interrupts). Unrelated
-        // function calls (a TLB shootdown, another task's text poke) may add a few.
-        let mut total = 0u64;
-        let mut reached = 0u64;
-        for cpu in 0..MAX_CPUS {
-            if cpus & (1 << cpu) == 0 {
-                continue;
+        // function calls (a TLB shootdown, the switch to the TSC clocksource, another task's
+        // text poke) can only add to the counts: the lower bounds hold on every attempt, the
+        // upper bounds on at least one of a few.
+        let mut quiet = false;
+        for _ in 0..ATTEMPTS {
+            let cpus = online_cpus();
+            let before_cal = ipis_received();
+            let before = stats();
+            assert_eq!(KEY_64.enable(), Ok(()));
+            assert_eq!(KEY_64.disable(), Ok(()));
+            let after = stats();
+            let after_cal = ipis_received();
+            let rounds = after.own_syncs - before.own_syncs;
+            assert_eq!(rounds, 2 * expected_rounds(64));
+            let mut total = 0u64;
+            let mut most = 0u64;
+            let mut reached = 0u64;
+            for cpu in 0..MAX_CPUS {
+                if cpus & (1 << cpu) == 0 {
+                    continue;
+                }
+                let got = u64::from(after_cal[cpu].wrapping_sub(before_cal[cpu]));
+                total += got;
+                most = most.max(got);
+                reached += u64::from(got >= rounds);
             }
-            let got = u64::from(after_cal[cpu].wrapping_sub(before_cal[cpu]));
-            assert!(got <= rounds + SLACK);
-            total += got;
-            reached += u64::from(got >= rounds);
+            let others = u64::from(cpus.count_ones()) - 1;
+            assert!(total >= rounds * others);
+            // The flipping task may have moved between CPUs, but at most onto one at a time.
+            assert!(reached + 1 >= others);
+            assert!(after.batches > before.batches);
+            assert!(after.batch_ns > before.batch_ns);
+            // The largest batch so far, boot included, holds at least this test's 64 sites
+            // when they are one batch.
+            let one_batch = mode() != bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_SERIAL;
+            assert!(after.max_batch >= if one_batch { 64 } else { 1 });
+            if most <= rounds + SLACK && total <= rounds * others + SLACK {
+                quiet = true;
+                break;
+            }
         }
-        let others = u64::from(cpus.count_ones()) - 1;
-        assert!(total >= rounds * others);
-        assert!(total <= rounds * others + SLACK);
-        // The flipping task may have moved between CPUs, but at most onto one at a time.
-        assert!(reached + 1 >= others);
-        assert!(after.batches > before.batches);
-        assert!(after.batch_ns > before.batch_ns);
-        // The largest batch so far, boot included, holds at least this test's 64 sites when
-        // they are one batch.
-        let one_batch = mode() != bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_SERIAL;
-        assert!(after.max_batch >= if one_batch { 64 } else { 1 });
+        assert!(quiet);
     }
 
     #[test]
