@@ -8,7 +8,8 @@
 # stale-mapping test: a task on each isolated CPU reads a vmalloc buffer in
 # the kernel, spins in user space while CPU 0 frees it and reuses its
 # address with new contents and new pages, and reads it again: it must see
-# the new contents (through a stale TLB entry it would see the old).
+# the new contents (through a stale TLB entry it would see the old). Then
+# the same with CPU 3 taken offline and back while its flush is pending.
 b=/sys/kernel/debug/text_poke_bench/run
 dt=/sys/kernel/debug/text_poke/defer_tlb
 st=/sys/kernel/debug/text_poke/stats
@@ -97,4 +98,66 @@ for c in $iso; do
 	[ -n "$done_" ] || why="$why; CPU $c: the address was never reused in time"
 done
 if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
+
+# CPU hotplug with a flush pending: CPU 3 reads the buffer and goes back to
+# user space; CPU 0 frees the buffer and reuses its address, deferring the
+# flush to CPU 3; CPU 3 goes offline (the stopper's wake-up is its entry:
+# the flush runs there) and comes back; then it reads the address again,
+# and must see the new contents.
+t=tlb_hotplug_pending
+why=
+online=/sys/devices/system/cpu/cpu3/online
+if [ ! -w $online ]; then
+	fail $t "$online missing or not writable (CONFIG_HOTPLUG_CPU off?)"
+else
+	done_=
+	for spins in 100000000 400000000; do
+		out=$(mktemp)
+		taskset -c 3 /demo/syscalls vcheck $b $spins > $out &
+		pid=$!
+		sleep 1
+		d0=$(stat tlb_deferred)
+		r0=$(stat run_at_entry)
+		if ! echo vreuse > $b 2>/dev/null; then
+			kill $pid; wait $pid 2>/dev/null; rm -f $out
+			continue
+		fi
+		d1=$(stat tlb_deferred)
+		if ! echo 0 > $online; then
+			why="$why; CPU 3 cannot go offline"
+			kill $pid; wait $pid 2>/dev/null; rm -f $out
+			break
+		fi
+		r1=$(stat run_at_entry)
+		# Still spinning (on another CPU now), or done already: then it
+		# read the buffer on CPU 3 before CPU 3 went offline.
+		kill $pid 2>/dev/null
+		early=$?
+		wait $pid 2>/dev/null
+		rm -f $out
+		echo 1 > $online || { why="$why; CPU 3 cannot come back online"; break; }
+		# Done too early, or the flush was not deferred: try longer.
+		[ $early != 0 ] && continue
+		[ $((d1 - d0)) -gt 0 ] || continue
+		echo "@@ info $t spins=$spins tlb_deferred=$((d1 - d0)) run_at_entry=$((r1 - r0))"
+		[ $((r1 - r0)) -gt 0 ] || why="$why; CPU 3 went offline without running its deferred work"
+		res=$(taskset -c 3 sh -c "echo vcheck > $b && cat $b")
+		reused=$(echo "$res" | sed -n 's/^reused //p')
+		stale=$(echo "$res" | sed -n 's/^stale //p')
+		[ "$reused" = 1 ] || why="$why; the address was not reused (reused='$reused')"
+		[ "$stale" = 0 ] || why="$why; CPU 3 read the old contents after coming back online"
+		done_=1
+		break
+	done
+	[ "$(cat $online)" = 1 ] || echo 1 > $online
+	[ -n "$done_" ] || [ -n "$why" ] || why="CPU 3 never had a flush deferred before going offline"
+	if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
+fi
+
+t=tlb_no_warning
+if dmesg | grep -qE 'WARNING:|BUG:'; then
+	fail $t "$(dmesg | grep -m1 -E 'WARNING:|BUG:')"
+else
+	ok $t
+fi
 exit $rc
