@@ -67,12 +67,25 @@ measure() {
 	# implementation pays for what the switch left behind.
 	echo "flip $3 2" > $b
 	before=$(cal)
+	tb=$(irqline TLB)
 	if ! echo "$1 $3 $n" > $b; then
 		echo "@@ error $1: '$1 $3 $n' failed with text_poke=$2"
 		return 1
 	fi
 	after=$(cal)
-	echo "@@ result scenario=$scenario cpus=$ncpu $(figures)cal_before=$before cal_after=$after defer=$(defer_state)"
+	echo "@@ result scenario=$scenario cpus=$ncpu $(figures)cal_before=$before cal_after=$after tlb_before=$tb tlb_after=$(irqline TLB) defer=$(defer_state)"
+}
+
+# spin CPU...: a user-space busy loop pinned on each CPU, their PIDs in
+# $loops. A tenth of a second for them to get there: under -icount a
+# guest second with busy CPUs costs minutes.
+spin() {
+	loops=
+	for c in "$@"; do
+		taskset -c "$c" /demo/spin &
+		loops="$loops $!"
+	done
+	usleep 100000
 }
 
 # The bench's last figures, "name=value " each.
@@ -247,12 +260,7 @@ for scenario in "$@"; do
 			echo $defer > $d
 			# Deferral applies to a CPU from its next return to user
 			# space: the loops start after the switch.
-			loops=
-			for c in 2 3; do
-				taskset -c $c /demo/spin &
-				loops="$loops $!"
-			done
-			sleep 1
+			spin 2 3
 			u0=$(usertime)
 			for sites in 1 8 56 256; do
 				for mode in c rust; do
@@ -282,6 +290,25 @@ for scenario in "$@"; do
 		else
 			echo "@@ error isolation: 'entry 20000' failed"
 			rc=1
+		fi
+		if [ -e $dt ]; then
+			echo "@@ progress isolation: 1000 vmalloc/vfree pairs on a housekeeping CPU, kernel TLB flush deferral off and on"
+			for tlb in off on; do
+				echo $tlb > $dt
+				spin 2 3
+				before=$(cal)
+				tb=$(irqline TLB)
+				d0=$(sed -n 's/^tlb_deferred //p' $st)
+				if echo "vstorm 1000" > $b; then
+					echo "@@ result scenario=isolation cpus=$ncpu defer_tlb=$tlb $(figures)cal_before=$before cal_after=$(cal) tlb_before=$tb tlb_after=$(irqline TLB) deferred_before=$d0 deferred_after=$(sed -n 's/^tlb_deferred //p' $st)"
+				else
+					echo "@@ error isolation: 'vstorm 1000' failed"
+					rc=1
+				fi
+				kill $loops
+				wait 2>/dev/null
+			done
+			echo on > $dt
 		fi
 		echo on > $d
 		echo "@@ done isolation"

@@ -4,7 +4,7 @@
 results/REPORT.md and PNG plots.
 
 Usage: results.py --log GUEST_LOG... --out DIR --kernel VERSION --cpus N
-                  --revision REV [--icount] --scenario NAME...
+                  --revision REV [--icount] --scenario NAME... [--merge DEMO_JSON]
 
 The scale scenario runs in one boot per vCPU count (SCALE_CPUS); the others
 in one boot of --cpus vCPUs.
@@ -102,6 +102,18 @@ ISOLATED = (2, 3)
 FLIPPER = 0
 
 
+def tlb_delta(r):
+    """Each CPU's TLB count (/proc/interrupts) after a run minus before, if the log has them."""
+    return cal_delta({"cal_before": r.get("tlb_before", ""), "cal_after": r.get("tlb_after", "")})
+
+
+def per_isolated(counts, n):
+    """The mean of the isolated CPUs' counts, per flip (or per storm: n = 1)."""
+    if not counts or len(counts) <= max(ISOLATED):
+        return None
+    return round(sum(counts[c] for c in ISOLATED) / n / len(ISOLATED), 2)
+
+
 def isolation_rows(results):
     """Flips from CPU 0 while the isolated CPUs run user-space loops, deferral off and on."""
     rows = []
@@ -118,11 +130,12 @@ def isolation_rows(results):
         if r.get("kind") != "flip":
             continue
         row, flips, cal = flip_row(r)
+        tlb = tlb_delta(r)
         rows.append({
             **row,
             "defer": r.get("defer", "none") if r["mode"] != "c" else "n/a",
-            "cal_per_flip_isolated": (round(sum(cal[c] for c in ISOLATED) / flips / len(ISOLATED), 2)
-                                      if cal and len(cal) > max(ISOLATED) else None),
+            "cal_per_flip_isolated": per_isolated(cal, flips),
+            "tlb_per_flip_isolated": per_isolated(tlb, flips),
         })
     return rows, user
 
@@ -134,13 +147,15 @@ def tlb_rows(results):
         if r.get("scenario") != "isolation" or r.get("kind") != "vmalloc":
             continue
         cal = cal_delta(r)
-        tlb = cal_delta({"cal_before": r.get("tlb_before", ""), "cal_after": r.get("tlb_after", "")})
+        tlb = tlb_delta(r)
         pairs = int(r["flips"])
         rows.append({
             "defer_tlb": r["defer_tlb"],
             "pairs": pairs,
             "cal": [cal[c] for c in ISOLATED] if cal else None,
             "tlb": [tlb[c] for c in ISOLATED] if tlb else None,
+            "flushes_deferred": (int(r["deferred_after"]) - int(r["deferred_before"])
+                                 if "deferred_after" in r else None),
             "storm_cost": int(r["ns"]),
             "storm_cost_per_pair": round(int(r["ns"]) / pairs, 1),
         })
@@ -352,6 +367,18 @@ def ftrace_report(rows):
             "are reset before each write to current_tracer).", ""]
 
 
+def revision_note(doc):
+    """"revision R", or which revision measured which sections when they differ."""
+    revs = doc.get("revisions") or {}
+    if len(set(revs.values())) <= 1:
+        return f"revision {doc['revision']}"
+    by = {}
+    for section, rev in revs.items():
+        by.setdefault(rev, []).append(section)
+    return "sections measured at revisions " + "; ".join(
+        f"{', '.join(secs)}: {rev}" for rev, secs in by.items())
+
+
 def report(doc):
     unit = "guest ns (= guest instructions, -icount shift=0)" if doc["qemu"]["icount"] \
         else "ns (wall clock, no -icount: not repeatable)"
@@ -359,7 +386,7 @@ def report(doc):
              "",
              f"Linux {doc['kernel']}, QEMU {doc['qemu']['accel']} "
              f"{doc['qemu']['cpus']} vCPUs, icount {'on' if doc['qemu']['icount'] else 'off'}, "
-             f"revision {doc['revision']}. Costs in {unit}.",
+             f"{revision_note(doc)}. Costs in {unit}.",
              "",
              "IPIs are IPIs received: each CPU's count of function-call IPIs (the CAL "
              "line of /proc/interrupts). Totals (IPIs received) are the kernel's sum of "
@@ -433,7 +460,7 @@ def report(doc):
     if "isolation" in doc:
         iso = doc["isolation"]
         rows = [[r["sites"], r["mode"], r["defer"], r["flips"], fmt(r["ipi_rounds_per_flip"], 2),
-                 fmt(r["cal_per_flip_isolated"], 2),
+                 fmt(r["cal_per_flip_isolated"], 2), fmt(r.get("tlb_per_flip_isolated"), 2),
                  ",".join(fmt(c, 2) for c in r["cal_per_flip_per_cpu"] or [])]
                 for r in sorted(iso["rows"], key=lambda r: (r["sites"], r["mode"], r["defer"]))]
         user = iso.get("user_share_per_cpu") or {}
@@ -447,18 +474,27 @@ def report(doc):
                   f"each CPU's CAL count in /proc/interrupts. Share of each CPU's time in user "
                   f"space during the flips: {shares or '-'}.", "",
                   table(["sites", "mode", "deferral", "flips", "IPI rounds/flip",
-                         "CAL/flip per isolated CPU", "CAL/flip, each CPU"], rows), ""]
+                         "CAL/flip per isolated CPU", "TLB/flip per isolated CPU",
+                         "CAL/flip, each CPU"], rows), ""]
     if doc.get("isolation", {}).get("tlb"):
         rows = [[r["defer_tlb"], r["pairs"], ",".join(map(str, r["cal"] or [])),
-                 ",".join(map(str, r["tlb"] or [])), fmt(r["storm_cost_per_pair"], 1)]
+                 ",".join(map(str, r["tlb"] or [])), fmt(r.get("flushes_deferred"), 0),
+                 fmt(r["storm_cost_per_pair"], 1)]
                 for r in doc["isolation"]["tlb"]]
         lines += ["## isolation: kernel TLB flushes while isolated CPUs run user space", "",
-                  "1000 vmalloc()/vfree() pairs of 16 pages on CPU 0, `vm_unmap_aliases()` "
-                  "every 64 (lazy purges: `flush_tlb_kernel_range()`), kernel TLB flush "
-                  "deferral (`text_poke/defer_tlb`) off and on, same boot. x86 sends a kernel "
-                  "range flush as a function call: it shows in CAL, not in TLB.", "",
+                  "1000 vmalloc()/vfree() pairs of 16 pages on a housekeeping CPU, "
+                  "`vm_unmap_aliases()` every 64 (lazy purges: `flush_tlb_kernel_range()`), "
+                  "while user-space loops run on CPUs 2 and 3, kernel TLB flush deferral "
+                  "(`text_poke/defer_tlb`) off and on, same boot. x86 sends a kernel range "
+                  "flush as a function call: it shows in CAL, not in TLB (which counts user "
+                  "address-space shootdowns). Flushes deferred: the `tlb_deferred` count of "
+                  "`text_poke/stats` (one per isolated CPU per flush). Storm cost: guest "
+                  "instructions under `-icount` from the storm's start to its end, divided by "
+                  "the pairs; single-threaded TCG runs the vCPUs in turn, so the figure "
+                  "includes the user-space loops' share of the guest's time, the same with "
+                  "deferral off and on, and with it off the flushes the isolated CPUs run.", "",
                   table(["deferral", "pairs", "CAL on CPUs 2,3", "TLB on CPUs 2,3",
-                         "storm cost per pair (instructions)"], rows), ""]
+                         "flushes deferred", "storm cost per pair (instructions)"], rows), ""]
     if doc.get("entry"):
         rows = [[r["variant"], r["calls"], fmt(r["instr_per_call"], 1)] for r in doc["entry"]]
         lines += ["## entry: kernel-entry cost on an isolated CPU", "",
@@ -547,6 +583,10 @@ def plots(doc, out):
     return made
 
 
+# The sections of demo.json, in order.
+SECTIONS = ("flip", "lookup", "txn", "ftrace", "scale", "isolation", "entry")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--log", action="append", required=True)
@@ -556,6 +596,9 @@ def main():
     ap.add_argument("--revision", required=True)
     ap.add_argument("--icount", action="store_true")
     ap.add_argument("--scenario", action="append", default=[])
+    ap.add_argument("--merge", metavar="DEMO_JSON",
+                    help="keep the sections of this earlier demo.json that this run does not "
+                         "measure (each section records the revision it was measured at)")
     args = ap.parse_args()
 
     results, done, errors = parse_logs(args.log)
@@ -587,6 +630,29 @@ def main():
     if "scale" in args.scenario:
         expected |= {f"scale cpus={c}" for c in SCALE_CPUS}
     incomplete = sorted(s for s in expected if s not in done)
+    # Which revision measured each section.
+    revisions = {s: args.revision for s in args.scenario}
+    if "isolation" in args.scenario:
+        revisions["entry"] = args.revision
+    if args.merge:
+        try:
+            with open(args.merge, encoding="utf-8") as f:
+                old = json.load(f)
+        except (OSError, ValueError) as e:
+            print(f"error: --merge {args.merge}: {e}", file=sys.stderr)
+            return 1
+        if old.get("kernel") != args.kernel or old.get("qemu") != doc["qemu"]:
+            print(f"error: --merge {args.merge}: measured on another kernel or QEMU setup",
+                  file=sys.stderr)
+            return 1
+        old_revisions = old.get("revisions", {})
+        for section in SECTIONS:
+            if section in old and section not in doc:
+                doc[section] = old[section]
+                revisions[section] = old_revisions.get(section, old.get("revision"))
+        incomplete += [s for s in old.get("incomplete", []) if s.split()[0] not in args.scenario]
+        errors = old.get("errors", []) + errors
+    doc["revisions"] = {s: revisions[s] for s in SECTIONS if s in doc}
     doc["complete"] = not incomplete and not errors
     doc["incomplete"] = incomplete
     doc["errors"] = errors
