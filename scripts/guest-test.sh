@@ -4,7 +4,8 @@
 # The tests that need user space, which KUnit cannot give: boot the test
 # kernel (built by scripts/kunit.sh) in QEMU (single-threaded TCG, 4 vCPUs)
 # with a busybox initramfs holding the project's test modules, and run
-# every scripts/guest-test/*.sh but init.sh in it. Each test prints
+# every scripts/guest-test/*.sh but init.sh in it, booted with qpw=1; then
+# boot again with qpw=0 and run qpw.sh alone. Each test prints
 # "@@ case NAME ok" or "@@ case NAME FAILED: why"; the guest ends with
 # "@@ end RC". The log goes to $1 (default
 # $JLRS_CACHE/<version>/logs/guest-test.log), where summarize.py counts it.
@@ -53,22 +54,34 @@ LIST
 } > "$work/initramfs.list"
 "$gen" "$work/initramfs.list" > "$work/initramfs.cpio" || die "gen_init_cpio failed"
 
-msg "booting the test kernel with user space (TCG, 4 vCPUs, CPUs 2-3 isolated): $(cd "$JLRS_TOP/scripts/guest-test" && ls | grep -v '^init.sh$' | tr '\n' ' ')"
-# ftrace=nop: ftrace's startup self-tests already ran in the KUnit boots.
-# CPUs 2 and 3 isolated, as make demo's isolation boot, for defer.sh.
-# tsc=reliable: the clocksource watchdog's skew check otherwise sends a
-# function-call IPI to every online CPU in turn, isolated or not, every
-# few seconds: upstream noise that isolated systems boot without, and
-# that would hide what text poking sends.
-set +e
-timeout 600 qemu-system-x86_64 -accel tcg,thread=single -smp 4 -m 1024 \
-	-nographic -no-reboot -bios qboot.rom \
-	-kernel "$kernel" -initrd "$work/initramfs.cpio" \
-	-append "console=ttyS0 kunit.enable=0 ftrace=nop panic=-1 oops=panic loglevel=4 nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3 tsc=reliable" \
-	2>&1 | tr -d '\r' > "$log"
-rc=${PIPESTATUS[0]}
-set -e
-grep -E '^@@ (case|error)' "$log" | sed 's/^@@ /[guest-test] /' >&2 || true
-[ "$rc" = 124 ] && die "the guest timed out after 600 s (log: $log)"
-grep -q '^@@ end ' "$log" || die "the guest did not finish its tests (log: $log)"
+# boot ARGS...: one boot with these kernel arguments more, its output
+# appended to $log.
+boot() {
+	local part=$work/boot.log rc
+	msg "booting the test kernel with user space (TCG, 4 vCPUs, CPUs 2-3 isolated, $*)"
+	# ftrace=nop: ftrace's startup self-tests already ran in the KUnit boots.
+	# CPUs 2 and 3 isolated, as make demo's isolation boot, for defer.sh.
+	# tsc=reliable: the clocksource watchdog's skew check otherwise sends a
+	# function-call IPI to every online CPU in turn, isolated or not, every
+	# few seconds: upstream noise that isolated systems boot without, and
+	# that would hide what text poking sends.
+	set +e
+	timeout 600 qemu-system-x86_64 -accel tcg,thread=single -smp 4 -m 1024 \
+		-nographic -no-reboot -bios qboot.rom \
+		-kernel "$kernel" -initrd "$work/initramfs.cpio" \
+		-append "console=ttyS0 kunit.enable=0 ftrace=nop panic=-1 oops=panic loglevel=4 nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3 tsc=reliable $*" \
+		2>&1 | tr -d '\r' > "$part"
+	rc=${PIPESTATUS[0]}
+	set -e
+	cat "$part" >> "$log"
+	grep -E '^@@ (case|error)' "$part" | sed 's/^@@ /[guest-test] /' >&2 || true
+	[ "$rc" = 124 ] && die "the guest ($*) timed out after 600 s (log: $log)"
+	grep -q '^@@ end ' "$part" || die "the guest ($*) did not finish its tests (log: $log)"
+}
+
+: > "$log"
+# Every test with qpw=1; the qpw test again with qpw=0, which is chosen at
+# boot.
+boot qpw=1
+boot qpw=0 jlrs_tests=qpw
 exit 0

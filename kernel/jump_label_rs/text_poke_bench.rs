@@ -41,6 +41,10 @@
 //!   flushes), and the time they took (`ns`); `vread`, `vreuse` and `vcheck`: the stale-mapping test of deferred kernel TLB
 //!   flushes (`reused`, `stale`), see `text_poke_stress.h`.
 //!
+//! - `lrudrain N`: `lru_add_drain_all()` N times, and the time it took (`ns`): with `qpw=0` it
+//!   queues work on every CPU whose per-CPU folio batches hold folios, with `qpw=1` it drains
+//!   them from here.
+//!
 //! The implementation measured is the one in use: `/sys/kernel/debug/text_poke/mode` switches
 //! it, so all three are measured on one boot.
 
@@ -269,6 +273,7 @@ extern "C" {
     fn text_poke_vread() -> i32;
     fn text_poke_vreuse() -> i32;
     fn text_poke_vcheck(reused: *mut bool, stale: *mut bool) -> i32;
+    fn text_poke_lru_drain(n: u32) -> i32;
 }
 
 /// A C helper's result as a `Result`.
@@ -650,6 +655,18 @@ impl Bench {
         Ok(())
     }
 
+    /// `lru_add_drain_all()` `n` times from this CPU.
+    fn lru_drain(&self, n: u64) -> Result {
+        let mut values = [0u64; FIELDS.len()];
+        let t0 = now();
+        // SAFETY: The helper takes no pointers.
+        errno(unsafe { text_poke_lru_drain(n as u32) })?;
+        values[6] = now().wrapping_sub(t0);
+        values[1] = n;
+        self.record(10, values);
+        Ok(())
+    }
+
     /// Keeps a run's figures, in [`FIELDS`] order, for the next read.
     fn record(&self, kind: u64, values: [u64; FIELDS.len()]) {
         for (slot, v) in self.figures.iter().zip(values) {
@@ -671,6 +688,7 @@ enum Command {
     Sites(&'static BenchKey),
     Entry(u64),
     Vmalloc(Vmalloc),
+    LruDrain(u64),
 }
 
 /// A vmalloc test command.
@@ -693,8 +711,8 @@ fn key_named(word: Option<&str>) -> Result<&'static BenchKey> {
 }
 
 /// Parses `flip KEY FLIPS`, `lookup KEY FLIPS`, `txn FLIPS`, `modtxn MS`, `modkey 0|1`,
-/// `set KEY 0|1`, `sites KEY`, `entry N`, `vstorm N`, `vread`, `vreuse` or `vcheck`, where KEY is
-/// a number of sites or `noinstr`.
+/// `set KEY 0|1`, `sites KEY`, `entry N`, `vstorm N`, `vread`, `vreuse`, `vcheck` or
+/// `lrudrain N`, where KEY is a number of sites or `noinstr`.
 fn parse(cmd: &[u8]) -> Result<Command> {
     let text = core::str::from_utf8(cmd).map_err(|_| EINVAL)?;
     let mut words = text.split_ascii_whitespace();
@@ -723,6 +741,7 @@ fn parse(cmd: &[u8]) -> Result<Command> {
         "vread" => Command::Vmalloc(Vmalloc::Read),
         "vreuse" => Command::Vmalloc(Vmalloc::Reuse),
         "vcheck" => Command::Vmalloc(Vmalloc::Check),
+        "lrudrain" => Command::LruDrain(number(words.next())?),
         "flip" | "lookup" => {
             let key = key_named(words.next())?;
             let flips = number(words.next())?;
@@ -740,7 +759,8 @@ fn parse(cmd: &[u8]) -> Result<Command> {
         | Command::Txn(n)
         | Command::ModTxn(n)
         | Command::Entry(n)
-        | Command::Vmalloc(Vmalloc::Storm(n)) => n,
+        | Command::Vmalloc(Vmalloc::Storm(n))
+        | Command::LruDrain(n) => n,
         Command::Vmalloc(_) => 1,
         Command::ModKey(_) | Command::Set(..) | Command::Sites(_) => 1,
     };
@@ -771,6 +791,7 @@ fn write_run(bench: &Bench, reader: &mut UserSliceReader) -> Result {
         Command::Sites(key) => bench.sites(key),
         Command::Entry(n) => bench.entry(n),
         Command::Vmalloc(v) => bench.vmalloc(v),
+        Command::LruDrain(n) => bench.lru_drain(n),
     };
     bench.busy.store(false, Ordering::Release);
     ret
@@ -787,6 +808,7 @@ fn show_run(bench: &Bench, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         7 => "sites",
         8 => "entry",
         9 => "vmalloc",
+        10 => "lrudrain",
         _ => return writeln!(f, "none"),
     };
     let mode = match bench.mode.load(Ordering::Relaxed) as u32 {

@@ -18,6 +18,7 @@
 #include <linux/sched/clock.h>
 #include <linux/smp.h>
 #include <linux/string.h>
+#include <linux/swap.h>
 #include <linux/vmalloc.h>
 #include <linux/mm.h>
 
@@ -201,6 +202,17 @@ int text_poke_vstorm(unsigned int n, unsigned int pages)
 			vm_unmap_aliases();
 	}
 	vm_unmap_aliases();
+	return 0;
+}
+
+int text_poke_lru_drain(unsigned int n)
+{
+	if (!n)
+		return -EINVAL;
+	while (n--) {
+		lru_add_drain_all();
+		cond_resched();
+	}
 	return 0;
 }
 

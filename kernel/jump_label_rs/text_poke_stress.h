@@ -71,6 +71,9 @@ int text_poke_vread(void);
 int text_poke_vreuse(void);
 int text_poke_vcheck(bool *reused, bool *stale);
 
+/* lru_add_drain_all() @n times, for the qpw tests. */
+int text_poke_lru_drain(unsigned int n);
+
 /* The KUnit test of the kernel-entry TLB flush: see text_poke_stress.c. */
 #define TEXT_POKE_VOLD	0xa1a1a1a1a1a1a1a1ULL
 #define TEXT_POKE_VNEW	0xb2b2b2b2b2b2b2b2ULL

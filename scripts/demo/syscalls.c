@@ -15,17 +15,32 @@
  *			reads a vmalloc buffer on this CPU), N PAUSEs in user
  *			space while another CPU frees the buffer and reuses
  *			its address, then "vcheck" (the kernel reads it
- *			again), and FILE's answer on standard output.
+ *			again), and FILE's answer on standard output;
+ *   syscalls lru N FILE
+ *			the remote drain test of per-CPU folio batches:
+ *			faults in N (at most 16) anonymous pages, which wait
+ *			in this CPU's LRU batch, then PAUSEs in user space
+ *			until FILE (mapped shared) starts with '1', and
+ *			prints "pages N before B after A": how many of the
+ *			pages were on an LRU list before and after the
+ *			wait (/proc/self/pagemap, /proc/kpageflags).
  */
 #define SYS_read		0
 #define SYS_write		1
 #define SYS_open		2
+#define SYS_close		3
 #define SYS_lseek		8
+#define SYS_mmap		9
 #define SYS_getpid		39
 #define SYS_exit		60
 #define SYS_clock_gettime	228
 #define CLOCK_MONOTONIC		1
+#define O_RDONLY		0
 #define O_RDWR			2
+#define PROT_READ		1
+#define MAP_SHARED		1
+#define KPF_LRU			5
+#define LRU_PAGES		16
 
 struct timespec {
 	long tv_sec;
@@ -39,6 +54,20 @@ static long syscall3(long nr, long a, long b, long c)
 	__asm__ volatile("syscall"
 			 : "=a"(ret)
 			 : "a"(nr), "D"(a), "S"(b), "d"(c)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
+static long syscall6(long nr, long a, long b, long c, long d, long e, long f)
+{
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+	long ret;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
 			 : "rcx", "r11", "memory");
 	return ret;
 }
@@ -110,6 +139,77 @@ static __attribute__((noreturn)) void vcheck(const char *file, unsigned long spi
 		syscall3(SYS_exit, n > 0 ? 0 : 1, 0, 0);
 }
 
+static char area[LRU_PAGES][4096] __attribute__((aligned(4096)));
+
+/* The 8-byte entry at @index of the file open at @fd, or -1. */
+static long entry_at(long fd, unsigned long index, unsigned long *e)
+{
+	if (syscall3(SYS_lseek, fd, index * 8, 0) != (long)(index * 8))
+		return -1;
+	return syscall3(SYS_read, fd, (long)e, 8) == 8 ? 0 : -1;
+}
+
+/* How many of the first @n pages of area are on an LRU list, or -1. */
+static long on_lru(unsigned long n)
+{
+	long map, flags, count = 0;
+	unsigned long i, e, f;
+
+	map = syscall3(SYS_open, (long)"/proc/self/pagemap", O_RDONLY, 0);
+	flags = syscall3(SYS_open, (long)"/proc/kpageflags", O_RDONLY, 0);
+	for (i = 0; i < n && count >= 0; i++) {
+		if (map < 0 || flags < 0 ||
+		    entry_at(map, (unsigned long)area[i] / 4096, &e)) {
+			count = -1;
+			break;
+		}
+		/* Present, and the PFN (bits 0-54). */
+		if (!(e >> 63))
+			continue;
+		if (entry_at(flags, e & ((1UL << 55) - 1), &f))
+			count = -1;
+		else
+			count += (f >> KPF_LRU) & 1;
+	}
+	syscall3(SYS_close, map, 0, 0);
+	syscall3(SYS_close, flags, 0, 0);
+	return count;
+}
+
+static __attribute__((noreturn)) void lru(unsigned long n, const char *file)
+{
+	volatile char *go;
+	long fd, before, after;
+	char buf[64], *p = buf;
+	unsigned long i;
+
+	if (n > LRU_PAGES)
+		n = LRU_PAGES;
+	fd = syscall3(SYS_open, (long)file, O_RDONLY, 0);
+	go = (volatile char *)syscall6(SYS_mmap, 0, 4096, PROT_READ, MAP_SHARED, fd, 0);
+	if (fd < 0 || (unsigned long)go > -4096UL) {
+		syscall3(SYS_write, 2, (long)"cannot map the file\n", 20);
+		syscall3(SYS_exit, 1, 0, 0);
+	}
+	(void)*go;
+	for (i = 0; i < n; i++)
+		*(volatile char *)area[i] = 1;
+	before = on_lru(n);
+	while (*go != '1')
+		__asm__ volatile("pause");
+	after = on_lru(n);
+	p = put_string(p, "pages ");
+	p = put_number(p, n);
+	p = put_string(p, " before ");
+	p = put_number(p, before < 0 ? n + 1 : (unsigned long)before);
+	p = put_string(p, " after ");
+	p = put_number(p, after < 0 ? n + 1 : (unsigned long)after);
+	*p++ = '\n';
+	syscall3(SYS_write, 1, (long)buf, p - buf);
+	for (;;)
+		syscall3(SYS_exit, before < 0 || after < 0, 0, 0);
+}
+
 /* Called by _start with the initial stack: argc, then argv. */
 __attribute__((used, noreturn)) static void start(long *sp)
 {
@@ -128,6 +228,8 @@ __attribute__((used, noreturn)) static void start(long *sp)
 	s = argv[1];
 	if (sp[0] == 4 && s[0] == 'v')
 		vcheck(argv[2], number(argv[3]));
+	if (sp[0] == 4 && s[0] == 'l')
+		lru(number(argv[2]), argv[3]);
 	n = number(s);
 	t0 = now_ns();
 	for (i = 0; i < n; i++)

@@ -1,15 +1,24 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
-# /init of make test's user-space boot: mount what the tests read, run
-# every /tests/*.sh, power off. Every line the host parses starts with "@@".
+# /init of make test's user-space boots: mount what the tests read, run
+# every /tests/*.sh (or those jlrs_tests= names), power off. Every line
+# the host parses starts with "@@".
 /bin/busybox --install -s /bin
 mount -t devtmpfs devtmpfs /dev
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t debugfs debugfs /sys/kernel/debug
 echo "@@ boot ok $(uname -r) cpus=$(grep -c ^processor /proc/cpuinfo)"
+# jlrs_tests=a,b on the command line: only /tests/a.sh and /tests/b.sh.
+only=$(sed -n 's/.*jlrs_tests=\([^ ]*\).*/\1/p' /proc/cmdline | tr , ' ')
 rc=0
 for t in /tests/*.sh; do
+	if [ -n "$only" ]; then
+		case " $only " in
+		*" $(basename "$t" .sh) "*) ;;
+		*) continue ;;
+		esac
+	fi
 	sh "$t" || rc=1
 done
 echo "@@ end $rc"

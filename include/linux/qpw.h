@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * qpw: per-CPU data under a lock another CPU can take.
+ *
+ * Per-CPU caches (the LRU folio batches, slab sheaves, memcg stocks) are
+ * guarded by a local_lock: only their CPU touches them, with preemption
+ * off, and a CPU that wants them drained queues a work item on the owner
+ * and waits for it. The work wakes the owner, even an isolated CPU
+ * running a real-time loop in user space with nothing cached that matters.
+ *
+ * A qpw lock is that local_lock, or, when qpw is on, a spinlock of its
+ * CPU: the owner takes its own spinlock on its fast path, and a CPU that
+ * wants the cache drained takes the owner's spinlock and drains it itself.
+ * qpw_queue_work_on() then runs the work at once, on the caller, for the
+ * target CPU (qpw_work_cpu() tells the work function which), and
+ * qpw_flush_work() has nothing to wait for.
+ *
+ * Off or on is chosen once, at boot (qpw=0|1, or CONFIG_QPW_DEFAULT; on by
+ * itself when CPUs are isolated with nohz_full= or isolcpus=), before a
+ * second CPU runs: a lock is never taken in one mode and released in the
+ * other. Without CONFIG_QPW a qpw lock is a local_lock and the work is
+ * queued, as before.
+ *
+ * The owner's side:	local_qpw_lock(lock), local_qpw_unlock(lock),
+ *			local_qpw_lock_irqsave(lock, flags), ...
+ * The work's side:	qpw_lock(lock, cpu), qpw_unlock(lock, cpu),
+ *			qpw_lock_irqsave(lock, flags, cpu), ...
+ *			where @cpu is qpw_work_cpu(work): the owner, when
+ *			the work was queued on it (off), or any CPU (on).
+ * @lock is a per-CPU pointer (&pcpu_var.lock), as for local_lock(); a
+ * static one starts as QPW_LOCK_UNLOCKED.
+ */
+#ifndef _LINUX_QPW_H
+#define _LINUX_QPW_H
+
+#include <linux/jump_label.h>
+#include <linux/local_lock.h>
+#include <linux/percpu.h>
+#include <linux/smp.h>
+#include <linux/spinlock.h>
+#include <linux/workqueue.h>
+
+/* A work item that drains the per-CPU data of @cpu. */
+struct qpw_work {
+	struct work_struct work;
+	int cpu;
+};
+
+static inline void init_qpw_work(struct qpw_work *qw, work_func_t fn, int cpu)
+{
+	INIT_WORK(&qw->work, fn);
+	qw->cpu = cpu;
+}
+
+/* In the work function: the CPU whose data to work on. */
+static inline int qpw_work_cpu(struct work_struct *work)
+{
+	return container_of(work, struct qpw_work, work)->cpu;
+}
+
+struct qpw_lock {
+	/* The owner's lock with qpw off, and without CONFIG_QPW. */
+	local_lock_t ll;
+#ifdef CONFIG_QPW
+	/* With qpw on: taken by the owner, and by a CPU draining its data. */
+	spinlock_t sl;
+#endif
+};
+
+#ifdef CONFIG_QPW
+
+#define QPW_LOCK_UNLOCKED						\
+	{ .ll = INIT_LOCAL_LOCK(qpw_lock.ll), .sl = __SPIN_LOCK_UNLOCKED(qpw_lock.sl) }
+
+DECLARE_STATIC_KEY_FALSE(qpw_key);
+
+/* Whether qpw locks are spinlocks that other CPUs take. */
+static __always_inline bool qpw_enabled(void)
+{
+	return static_branch_unlikely(&qpw_key);
+}
+
+#else /* !CONFIG_QPW */
+
+#define QPW_LOCK_UNLOCKED	{ .ll = INIT_LOCAL_LOCK(qpw_lock.ll) }
+
+static __always_inline bool qpw_enabled(void)
+{
+	return false;
+}
+
+#endif /* CONFIG_QPW */
+
+/* The spinlock of @cpu, or of this CPU: with qpw on only. */
+static __always_inline spinlock_t *
+__qpw_spinlock(struct qpw_lock __percpu *lock, int cpu)
+{
+#ifdef CONFIG_QPW
+	return per_cpu_ptr(&lock->sl, cpu);
+#else
+	return NULL;
+#endif
+}
+
+static __always_inline spinlock_t *
+__qpw_this_spinlock(struct qpw_lock __percpu *lock)
+{
+#ifdef CONFIG_QPW
+	return this_cpu_ptr(&lock->sl);
+#else
+	return NULL;
+#endif
+}
+
+/*
+ * The owner's side: @lock is a per-CPU pointer (&pcpu_var.lock), as for
+ * local_lock(). With qpw on, preemption goes off first, so that the lock
+ * taken is this CPU's and stays this CPU's until the unlock, as a
+ * local_lock's holder stays on its CPU.
+ */
+static __always_inline void local_qpw_lock(struct qpw_lock __percpu *lock)
+{
+	if (qpw_enabled()) {
+		preempt_disable();
+		spin_lock(__qpw_this_spinlock(lock));
+	} else {
+		local_lock(&lock->ll);
+	}
+}
+
+static __always_inline void local_qpw_unlock(struct qpw_lock __percpu *lock)
+{
+	if (qpw_enabled()) {
+		spin_unlock(__qpw_this_spinlock(lock));
+		preempt_enable();
+	} else {
+		local_unlock(&lock->ll);
+	}
+}
+
+static __always_inline unsigned long
+__local_qpw_lock_irqsave(struct qpw_lock __percpu *lock)
+{
+	unsigned long flags;
+
+	if (qpw_enabled()) {
+		local_irq_save(flags);
+		spin_lock(__qpw_this_spinlock(lock));
+	} else {
+		local_lock_irqsave(&lock->ll, flags);
+	}
+	return flags;
+}
+
+#define local_qpw_lock_irqsave(lock, flags)	\
+	((flags) = __local_qpw_lock_irqsave(lock))
+
+static __always_inline void
+local_qpw_unlock_irqrestore(struct qpw_lock __percpu *lock, unsigned long flags)
+{
+	if (qpw_enabled()) {
+		spin_unlock(__qpw_this_spinlock(lock));
+		local_irq_restore(flags);
+	} else {
+		local_unlock_irqrestore(&lock->ll, flags);
+	}
+}
+
+/*
+ * The work's side: the data of @cpu, which is this CPU when qpw is off
+ * (the work runs in a kworker bound to it, or @cpu is dead and nobody else
+ * touches its data), and any CPU when it is on.
+ */
+static __always_inline void qpw_lock(struct qpw_lock __percpu *lock, int cpu)
+{
+	if (qpw_enabled())
+		spin_lock(__qpw_spinlock(lock, cpu));
+	else
+		local_lock(&lock->ll);
+}
+
+static __always_inline void qpw_unlock(struct qpw_lock __percpu *lock, int cpu)
+{
+	if (qpw_enabled())
+		spin_unlock(__qpw_spinlock(lock, cpu));
+	else
+		local_unlock(&lock->ll);
+}
+
+static __always_inline unsigned long
+__qpw_lock_irqsave(struct qpw_lock __percpu *lock, int cpu)
+{
+	unsigned long flags;
+
+	if (qpw_enabled())
+		spin_lock_irqsave(__qpw_spinlock(lock, cpu), flags);
+	else
+		local_lock_irqsave(&lock->ll, flags);
+	return flags;
+}
+
+#define qpw_lock_irqsave(lock, flags, cpu)	\
+	((flags) = __qpw_lock_irqsave(lock, cpu))
+
+static __always_inline void
+qpw_unlock_irqrestore(struct qpw_lock __percpu *lock, unsigned long flags, int cpu)
+{
+	if (qpw_enabled())
+		spin_unlock_irqrestore(__qpw_spinlock(lock, cpu), flags);
+	else
+		local_unlock_irqrestore(&lock->ll, flags);
+}
+
+/*
+ * Runs @qw for qw->cpu: at once, on this CPU, when qpw is on; else queued
+ * on @cpu. Returns false if it was queued already, as queue_work_on().
+ */
+static inline bool qpw_queue_work_on(int cpu, struct workqueue_struct *wq,
+				     struct qpw_work *qw)
+{
+	if (qpw_enabled()) {
+		WARN_ON_ONCE(cpu != qw->cpu);
+		qw->work.func(&qw->work);
+		return true;
+	}
+	return queue_work_on(cpu, wq, &qw->work);
+}
+
+/* Waits for qpw_queue_work_on()'s work: nothing to wait for when on. */
+static inline bool qpw_flush_work(struct qpw_work *qw)
+{
+	if (qpw_enabled())
+		return false;
+	return flush_work(&qw->work);
+}
+
+#endif /* _LINUX_QPW_H */

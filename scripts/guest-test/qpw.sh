@@ -1,0 +1,99 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+# Per-CPU folio batches drained from another CPU (qpw). make test boots the
+# image twice, with qpw=1 (every test) and with qpw=0 (this one alone),
+# CPUs 2-3 isolated both times. A task on each isolated CPU faults in a few
+# pages, which wait in its CPU's LRU batch, and spins in user space while a
+# housekeeping CPU calls lru_add_drain_all() 100 times. With qpw=1 the
+# isolated CPUs receive no interrupt (RES, CAL) and their kworkers do not
+# run; with qpw=0 the drain is queued on them. Either way the tasks' pages
+# end on the LRU lists, and were not there before the drains.
+b=/sys/kernel/debug/text_poke_bench/run
+iso="2 3"
+go=/tmp/qpw.go
+
+ok() { echo "@@ case $1 ok"; }
+fail() { echo "@@ case $1 FAILED: $2"; rc=1; }
+# The count of line $1 of /proc/interrupts of CPU $2.
+irq() { awk -v l="$1:" -v c="$2" '$1 == l { print $(c + 2) }' /proc/interrupts; }
+# The context switches of the kworkers bound to CPU $1.
+kworkers() {
+	awk -v c="$1" 'FNR == 1 { k = 0 }
+		/^Name:/ { k = ($2 ~ ("^kworker/" c ":")) }
+		k && /ctxt_switches/ { n += $2 }
+		END { print n + 0 }' /proc/[0-9]*/status 2>/dev/null
+}
+counts() { for c in $iso; do printf '%s/%s/%s ' "$(irq RES $c)" "$(irq CAL $c)" "$(kworkers $c)"; done; }
+
+rc=0
+for f in $b /demo/syscalls /proc/kpageflags; do
+	if [ ! -e $f ]; then
+		echo "@@ error qpw: $f missing (the bench or CONFIG_PROC_PAGE_MONITOR off?)"
+		exit 1
+	fi
+done
+
+# The mode this boot runs in, as the kernel says at boot.
+want=$(sed -n 's/.*qpw=\([01]\).*/\1/p' /proc/cmdline)
+t=qpw${want}_mode
+mode=$(dmesg | sed -n 's/.*qpw: remote per-CPU work .*(qpw=\([01]\)).*/\1/p' | tail -n 1)
+if [ -z "$mode" ]; then
+	fail $t "no 'qpw: remote per-CPU work' line in the kernel log (CONFIG_QPW off?)"
+	exit 1
+elif [ -n "$want" ] && [ "$mode" != "$want" ]; then
+	fail $t "booted with qpw=$want, the kernel says qpw=$mode"
+else
+	ok $t
+fi
+
+t=qpw${mode}_drain_isolated_cpus
+drains=100
+printf 0 > $go
+outs=
+for c in $iso; do
+	out=/tmp/qpw.$c
+	taskset -c $c /demo/syscalls lru 4 $go > $out &
+	outs="$outs $out"
+done
+sleep 1
+before=$(counts)
+echo "lrudrain $drains" > $b || fail $t "lrudrain failed"
+after=$(counts)
+# Lets the tasks go: they read the new byte through their shared mapping.
+printf 1 1<>$go
+wait
+why=
+set -- $before
+for x in $after; do
+	b0=$1
+	shift
+	res=$((${x%%/*} - ${b0%%/*}))
+	rest=${x#*/}
+	rest0=${b0#*/}
+	cal=$((${rest%/*} - ${rest0%/*}))
+	kw=$((${x##*/} - ${b0##*/}))
+	if [ "$mode" = 1 ]; then
+		[ $((res + cal + kw)) = 0 ] ||
+			why="$why; an isolated CPU took $res RES, $cal CAL and $kw kworker switches"
+	else
+		[ $((res + cal + kw)) -gt 0 ] ||
+			why="$why; an isolated CPU took no interrupt and ran no kworker with qpw=0"
+	fi
+done
+for out in $outs; do
+	read -r _ n _ pre _ post < $out 2>/dev/null
+	[ -n "$post" ] || { why="$why; $out: no answer from the task"; continue; }
+	[ "$pre" -lt "$n" ] || why="$why; $out: all $n pages were on the LRU before the drains"
+	[ "$post" = "$n" ] || why="$why; $out: $post of $n pages on the LRU after the drains"
+done
+echo "@@ info $t drains=$drains res/cal/kworker_before=$before res/cal/kworker_after=$after pages=$(cat $outs | tr '\n' ' ')"
+rm -f $go $outs
+if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
+
+t=qpw${mode}_no_warning
+if dmesg | grep -qE 'WARNING:|BUG:'; then
+	fail $t "$(dmesg | grep -m1 -E 'WARNING:|BUG:')"
+else
+	ok $t
+fi
+exit $rc
