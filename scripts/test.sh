@@ -52,6 +52,14 @@ for mode in "${MODES[@]}"; do
 	# CPU) and QEMU no longer advances it, while the other vCPUs idle.
 	# A boot-time tracer (ftrace=nop) turns those self-tests off there.
 	[ "$mode" = serial ] && extra=(--kernel_args=ftrace=nop)
+	# Per-CPU data under per-CPU spinlocks (qpw=1, the default with
+	# nohz_full=) with rust and serial, local_locks and queued work with
+	# upstream's c: the qpw_cache suite runs both ways.
+	if [ "$mode" = c ]; then
+		extra+=(--kernel_args=qpw=0)
+	else
+		extra+=(--kernel_args=qpw=1)
+	fi
 	JLRS_KUNIT_JSON=$json "$JLRS_TOP/scripts/kunit.sh" \
 		--kernel_args="text_poke=$mode" "${extra[@]}" 2>&1 |
 		tee "$logs/kunit-$mode.log" || rc=$?

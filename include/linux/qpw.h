@@ -91,6 +91,18 @@ static __always_inline bool qpw_enabled(void)
 
 #endif /* CONFIG_QPW */
 
+/*
+ * Initialises one CPU's instance of a qpw lock that is not static (of a
+ * per-CPU allocation). The instances initialised here share a lock class.
+ */
+static inline void qpw_lock_init(struct qpw_lock *lock)
+{
+	local_lock_init(&lock->ll);
+#ifdef CONFIG_QPW
+	spin_lock_init(&lock->sl);
+#endif
+}
+
 /* The spinlock of @cpu, or of this CPU: with qpw on only. */
 static __always_inline spinlock_t *
 __qpw_spinlock(struct qpw_lock __percpu *lock, int cpu)

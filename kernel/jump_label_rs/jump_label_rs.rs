@@ -18,6 +18,7 @@ pub mod ct_work;
 pub mod defer;
 pub mod jump_label;
 pub mod poke;
+pub mod qpw_cache;
 
 /// The prefix of this crate's messages.
 const __LOG_PREFIX: &[u8] = b"text_poke\0";

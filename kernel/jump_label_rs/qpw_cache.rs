@@ -1,0 +1,350 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A per-CPU object cache with a remote drain, on [`kernel::qpw`].
+//!
+//! Each CPU keeps up to [`DEPTH`] free objects in its magazine. [`Cache::alloc`] takes one from
+//! this CPU's magazine, or allocates one; [`Cache::free`] puts one back, or frees it when the
+//! magazine is full. [`Cache::drain_all`] empties every CPU's magazine: with `qpw=1` from the
+//! caller, under each CPU's lock, without disturbing the CPU; with `qpw=0` by work queued on each
+//! CPU that holds objects, which is what a C cache does today (the LRU batches of
+//! `lru_add_drain_all()`, slab's sheaves).
+
+use core::sync::atomic::{AtomicUsize, Ordering};
+use kernel::{cpu::CpuId, prelude::*, qpw};
+
+/// Free objects a CPU keeps.
+pub const DEPTH: usize = 16;
+
+/// One CPU's free objects.
+struct Magazine<T> {
+    objs: [Option<KBox<T>>; DEPTH],
+    len: usize,
+}
+
+impl<T> Magazine<T> {
+    fn new() -> Self {
+        Self {
+            objs: [const { None }; DEPTH],
+            len: 0,
+        }
+    }
+
+    fn pop(&mut self) -> Option<KBox<T>> {
+        let i = self.len.checked_sub(1)?;
+        self.len = i;
+        self.objs[i].take()
+    }
+
+    /// Keeps `obj`, or gives it back when full.
+    fn push(&mut self, obj: KBox<T>) -> Option<KBox<T>> {
+        match self.objs.get_mut(self.len) {
+            Some(slot) => {
+                *slot = Some(obj);
+                self.len += 1;
+                None
+            }
+            None => Some(obj),
+        }
+    }
+
+    /// Takes every object, to be freed by the caller outside the lock.
+    fn take(&mut self) -> Magazine<T> {
+        core::mem::replace(self, Magazine::new())
+    }
+}
+
+/// A per-CPU cache of free `KBox<T>`s.
+pub struct Cache<T: Send> {
+    percpu: qpw::PerCpu<Magazine<T>>,
+    /// Each CPU's count of cached objects, read without its lock to skip empty CPUs.
+    cached: KVec<AtomicUsize>,
+}
+
+impl<T: Send> Cache<T> {
+    /// An empty cache.
+    pub fn new() -> Result<Self> {
+        let n = kernel::cpu::nr_cpu_ids() as usize;
+        let mut cached = KVec::with_capacity(n, GFP_KERNEL)?;
+        for _ in 0..n {
+            cached.push(AtomicUsize::new(0), GFP_KERNEL)?;
+        }
+        Ok(Self {
+            percpu: qpw::PerCpu::new(|_| Magazine::new())?,
+            cached,
+        })
+    }
+
+    fn set_cached(&self, cpu: CpuId, len: usize) {
+        if let Some(c) = self.cached.get(cpu.as_u32() as usize) {
+            c.store(len, Ordering::Relaxed);
+        }
+    }
+
+    /// An object from this CPU's magazine, or a new one made by `make`. Might sleep.
+    pub fn alloc(&self, make: impl FnOnce() -> T) -> Result<KBox<T>> {
+        {
+            let mut mag = self.percpu.local();
+            if let Some(obj) = mag.pop() {
+                self.set_cached(mag.cpu(), mag.len);
+                return Ok(obj);
+            }
+        }
+        Ok(KBox::new(make(), GFP_KERNEL)?)
+    }
+
+    /// Keeps `obj` in this CPU's magazine, or frees it when the magazine is full.
+    pub fn free(&self, obj: KBox<T>) {
+        let full = {
+            let mut mag = self.percpu.local();
+            let full = mag.push(obj);
+            self.set_cached(mag.cpu(), mag.len);
+            full
+        };
+        // Freed outside the lock.
+        drop(full);
+    }
+
+    /// Frees the objects cached by `cpu`, from here (qpw on) or from `cpu` (qpw off), and
+    /// returns how many there were. Might sleep.
+    pub fn drain_cpu(&self, cpu: CpuId) -> usize {
+        let mag = self.percpu.with_cpu(cpu, |mag| {
+            self.set_cached(cpu, 0);
+            mag.take()
+        });
+        // Freed outside the lock, by the caller.
+        mag.len
+    }
+
+    /// Drains every online CPU that holds objects, and returns how many were freed. Might sleep.
+    pub fn drain_all(&self) -> usize {
+        qpw::online_cpus()
+            .filter(|cpu| {
+                self.cached
+                    .get(cpu.as_u32() as usize)
+                    .is_some_and(|c| c.load(Ordering::Relaxed) > 0)
+            })
+            .map(|cpu| self.drain_cpu(cpu))
+            .sum()
+    }
+
+    /// The objects cached by every CPU, as last counted.
+    pub fn cached(&self) -> usize {
+        self.cached.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+}
+
+#[cfg(CONFIG_TEXT_POKE_RS_KUNIT_TEST)]
+#[kunit_tests(qpw_cache)]
+mod tests {
+    use super::*;
+    use core::{
+        ffi::c_ulong,
+        sync::atomic::{AtomicPtr, AtomicU8},
+    };
+    use kernel::{
+        sync::Arc,
+        time::{delay::fsleep, Delta},
+    };
+
+    extern "C" {
+        fn text_poke_stress_start(pass: extern "C" fn() -> c_ulong, max: u32) -> i32;
+        fn text_poke_stress_stop(passes: *mut c_ulong, wrong: *mut c_ulong);
+    }
+
+    /// Objects the tests may make.
+    const MAX_OBJS: usize = 1 << 16;
+
+    /// An object's life: never made, handed out, cached, freed.
+    const NONE: u8 = 0;
+    const OUT: u8 = 1;
+    const CACHED: u8 = 2;
+    const FREED: u8 = 3;
+
+    /// What happened to every object, and the anomalies seen.
+    struct Ledger {
+        state: KVec<AtomicU8>,
+        next: AtomicUsize,
+        wrong: AtomicUsize,
+    }
+
+    impl Ledger {
+        fn new() -> Result<Self> {
+            let mut state = KVec::with_capacity(MAX_OBJS, GFP_KERNEL)?;
+            for _ in 0..MAX_OBJS {
+                state.push(AtomicU8::new(NONE), GFP_KERNEL)?;
+            }
+            Ok(Self {
+                state,
+                next: AtomicUsize::new(0),
+                wrong: AtomicUsize::new(0),
+            })
+        }
+
+        /// Moves object `id` from `from` to `to`; an object anywhere else is an anomaly.
+        fn step(&self, id: usize, from: u8, to: u8) {
+            let ok = self.state.get(id).is_some_and(|s| {
+                s.compare_exchange(from, to, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            });
+            if !ok {
+                self.wrong.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+
+        fn count(&self, what: u8) -> usize {
+            self.state
+                .iter()
+                .filter(|s| s.load(Ordering::Relaxed) == what)
+                .count()
+        }
+    }
+
+    /// A cached object: its id in the ledger, whose `FREED` it records when dropped.
+    struct Obj {
+        id: usize,
+        ledger: Arc<Ledger>,
+    }
+
+    impl Drop for Obj {
+        fn drop(&mut self) {
+            self.ledger.step(self.id, CACHED, FREED);
+        }
+    }
+
+    fn make(ledger: &Arc<Ledger>) -> Obj {
+        let id = ledger.next.fetch_add(1, Ordering::Relaxed);
+        ledger.step(id, NONE, OUT);
+        Obj {
+            id,
+            ledger: ledger.clone(),
+        }
+    }
+
+    fn alloc(cache: &Cache<Obj>, ledger: &Arc<Ledger>) -> Option<KBox<Obj>> {
+        let obj = cache.alloc(|| make(ledger)).ok()?;
+        // A recycled object comes back from the cache.
+        let state = obj
+            .ledger
+            .state
+            .get(obj.id)
+            .map(|s| s.load(Ordering::Relaxed));
+        if state == Some(CACHED) {
+            ledger.step(obj.id, CACHED, OUT);
+        }
+        Some(obj)
+    }
+
+    fn free(cache: &Cache<Obj>, ledger: &Ledger, obj: KBox<Obj>) {
+        ledger.step(obj.id, OUT, CACHED);
+        cache.free(obj);
+    }
+
+    #[test]
+    fn remote_drain_takes_every_cached_object() -> Result {
+        let ledger = Arc::new(Ledger::new()?, GFP_KERNEL)?;
+        let cache = Cache::new()?;
+        let mut objs = KVec::new();
+        for _ in 0..(DEPTH + 4) {
+            objs.push(alloc(&cache, &ledger).ok_or(ENOMEM)?, GFP_KERNEL)?;
+        }
+        for obj in objs.drain_all() {
+            free(&cache, &ledger, obj);
+        }
+        // A full magazine frees what does not fit.
+        assert_eq!(cache.cached(), DEPTH);
+        assert_eq!(ledger.count(FREED), 4);
+        assert_eq!(cache.drain_all(), DEPTH);
+        assert_eq!(cache.cached(), 0);
+        assert_eq!(ledger.count(FREED), DEPTH + 4);
+        assert_eq!(ledger.wrong.load(Ordering::Relaxed), 0);
+        // Nothing left to drain: nothing drained.
+        assert_eq!(cache.drain_all(), 0);
+        Ok(())
+    }
+
+    /// What the executors of the concurrent test share with it.
+    struct Shared {
+        cache: Cache<Obj>,
+        ledger: Arc<Ledger>,
+        passes: AtomicUsize,
+    }
+
+    /// The test's [`Shared`], while its executors run.
+    static SHARED: AtomicPtr<Shared> = AtomicPtr::new(core::ptr::null_mut());
+
+    /// An executor's pass: eight objects allocated on its CPU and freed there.
+    extern "C" fn pass() -> c_ulong {
+        // SAFETY: The test sets `SHARED` before it starts the executors and clears it after they
+        // have stopped, and keeps the `Shared` alive meanwhile.
+        let Some(shared) = (unsafe { SHARED.load(Ordering::Acquire).as_ref() }) else {
+            return 1;
+        };
+        let mut objs: [Option<KBox<Obj>>; 8] = [const { None }; 8];
+        for slot in objs.iter_mut() {
+            *slot = alloc(&shared.cache, &shared.ledger);
+        }
+        for obj in objs.into_iter().flatten() {
+            free(&shared.cache, &shared.ledger, obj);
+        }
+        shared.passes.fetch_add(1, Ordering::Relaxed);
+        0
+    }
+
+    #[test]
+    fn alloc_and_free_on_every_cpu_with_remote_drains() -> Result {
+        let shared = KBox::new(
+            Shared {
+                cache: Cache::new()?,
+                ledger: Arc::new(Ledger::new()?, GFP_KERNEL)?,
+                passes: AtomicUsize::new(0),
+            },
+            GFP_KERNEL,
+        )?;
+        SHARED.store((&raw const *shared).cast_mut(), Ordering::Release);
+        // SAFETY: `pass` may run on any CPU; nothing else runs executors.
+        let started = unsafe { text_poke_stress_start(pass, 3) };
+        // Drains while the executors allocate and free, until they have made enough passes.
+        let (mut drained, mut drains) = (0, 0);
+        while drains < MAX_DRAINS
+            && (drains < MIN_DRAINS || shared.passes.load(Ordering::Relaxed) < MIN_PASSES)
+        {
+            drained += shared.cache.drain_all();
+            drains += 1;
+            // Lets the executors refill their magazines: under an emulator that runs the vCPUs
+            // in turn, draining back to back mostly finds a vCPU holding its lock, descheduled.
+            fsleep(Delta::from_micros(50));
+        }
+        let (mut passes, mut wrong) = (0, 0);
+        // SAFETY: Both pointers are valid for writes.
+        unsafe { text_poke_stress_stop(&mut passes, &mut wrong) };
+        SHARED.store(core::ptr::null_mut(), Ordering::Release);
+        drained += shared.cache.drain_all();
+        let ledger = &shared.ledger;
+        pr_info!(
+            "qpw_cache: {} passes on {} CPUs, {} drains, {} objects made, {} drained, qpw {}\n",
+            passes,
+            started,
+            drains,
+            ledger.next.load(Ordering::Relaxed),
+            drained,
+            if qpw::enabled() { "on" } else { "off" }
+        );
+        assert!(started >= 1);
+        assert!(passes >= MIN_PASSES as c_ulong);
+        assert_eq!(wrong, 0);
+        // Every object made was freed once, by the cache or by a drain; none is lost.
+        assert_eq!(ledger.wrong.load(Ordering::Relaxed), 0);
+        assert_eq!(shared.cache.cached(), 0);
+        assert_eq!(ledger.count(OUT) + ledger.count(CACHED), 0);
+        assert_eq!(ledger.count(FREED), ledger.next.load(Ordering::Relaxed));
+        assert!(drained > 0);
+        Ok(())
+    }
+
+    /// Drains of every CPU while the executors run: at least, and at most.
+    const MIN_DRAINS: usize = 200;
+    const MAX_DRAINS: usize = 100_000;
+
+    /// Executor passes the drains must overlap.
+    const MIN_PASSES: usize = 2000;
+}
