@@ -22,7 +22,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 step demo
 
-ALL=(sample flip lookup txn ftrace scale isolation)
+ALL=(sample flip lookup txn ftrace scale isolation qpw)
 scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=("${ALL[@]}")
 for s in "${scenarios[@]}"; do

@@ -41,6 +41,10 @@
 //!   flushes), and the time they took (`ns`); `vread`, `vreuse` and `vcheck`: the stale-mapping test of deferred kernel TLB
 //!   flushes (`reused`, `stale`), see `text_poke_stress.h`.
 //!
+//! - `lockcost N`: the local fast path of per-CPU locks, N lock-unlock pairs with interrupts
+//!   off: an empty call (`lock_none_ns`), a `local_lock` (`lock_local_ns`) and a qpw lock in this
+//!   boot's mode (`lock_qpw_ns`; `qpw` says which).
+//!
 //! - `lrudrain N`: `lru_add_drain_all()` N times, and the time it took (`ns`): with `qpw=0` it
 //!   queues work on every CPU whose per-CPU folio batches hold folios, with `qpw=1` it drains
 //!   them from here.
@@ -274,6 +278,13 @@ extern "C" {
     fn text_poke_vreuse() -> i32;
     fn text_poke_vcheck(reused: *mut bool, stale: *mut bool) -> i32;
     fn text_poke_lru_drain(n: u32) -> i32;
+    fn text_poke_lock_bench(
+        n: u32,
+        none: *mut u64,
+        local: *mut u64,
+        qpw: *mut u64,
+        on: *mut bool,
+    ) -> i32;
 }
 
 /// A C helper's result as a `Result`.
@@ -292,7 +303,7 @@ fn mod_key() -> &'static StaticKeyFalse {
 }
 
 /// The figures of the last run, in the order they are printed.
-const FIELDS: [&str; 24] = [
+const FIELDS: [&str; 28] = [
     "sites",
     "flips",
     "syncs",
@@ -317,6 +328,10 @@ const FIELDS: [&str; 24] = [
     "reused",
     "stale",
     "entry_tlb_ns",
+    "lock_none_ns",
+    "lock_local_ns",
+    "lock_qpw_ns",
+    "qpw",
 ];
 
 /// The benchmark's debugfs state: the last run's figures.
@@ -396,7 +411,8 @@ impl Bench {
             // SAFETY: As above.
             unsafe { bindings::static_key_disable(k.key.as_raw()) };
         }
-        let values = [
+        let mut values = [0u64; FIELDS.len()];
+        values[..14].copy_from_slice(&[
             u64::from(k.sites),
             flips,
             after.syncs - before.syncs,
@@ -411,17 +427,7 @@ impl Bench {
             timed.hit_ns,
             timed.plain,
             timed.plain_ns,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-        ];
+        ]);
         self.record(if lookup { 2 } else { 1 }, values);
         Ok(())
     }
@@ -487,7 +493,8 @@ impl Bench {
                 key.disable()?;
             }
         }
-        let values = [
+        let mut values = [0u64; FIELDS.len()];
+        values[..18].copy_from_slice(&[
             512,
             flips,
             mid.syncs - before.syncs,
@@ -506,13 +513,7 @@ impl Bench {
             after.ipis - mid.ipis,
             after.batches - mid.batches,
             txn_ns,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-        ];
+        ]);
         self.record(3, values);
         Ok(())
     }
@@ -667,6 +668,20 @@ impl Bench {
         Ok(())
     }
 
+    /// The local fast path of a per-CPU lock, `n` lock-unlock pairs: an empty call, a
+    /// `local_lock`, and a qpw lock in this boot's mode.
+    fn lock_cost(&self, n: u64) -> Result {
+        let mut values = [0u64; FIELDS.len()];
+        let mut on = false;
+        let [.., none, local, qpw, _] = &mut values;
+        // SAFETY: The pointers are valid for writes.
+        errno(unsafe { text_poke_lock_bench(n as u32, none, local, qpw, &mut on) })?;
+        values[1] = n;
+        values[27] = u64::from(on);
+        self.record(11, values);
+        Ok(())
+    }
+
     /// Keeps a run's figures, in [`FIELDS`] order, for the next read.
     fn record(&self, kind: u64, values: [u64; FIELDS.len()]) {
         for (slot, v) in self.figures.iter().zip(values) {
@@ -689,6 +704,7 @@ enum Command {
     Entry(u64),
     Vmalloc(Vmalloc),
     LruDrain(u64),
+    LockCost(u64),
 }
 
 /// A vmalloc test command.
@@ -711,8 +727,8 @@ fn key_named(word: Option<&str>) -> Result<&'static BenchKey> {
 }
 
 /// Parses `flip KEY FLIPS`, `lookup KEY FLIPS`, `txn FLIPS`, `modtxn MS`, `modkey 0|1`,
-/// `set KEY 0|1`, `sites KEY`, `entry N`, `vstorm N`, `vread`, `vreuse`, `vcheck` or
-/// `lrudrain N`, where KEY is a number of sites or `noinstr`.
+/// `set KEY 0|1`, `sites KEY`, `entry N`, `vstorm N`, `vread`, `vreuse`, `vcheck`, `lrudrain N` or
+/// `lockcost N`, where KEY is a number of sites or `noinstr`.
 fn parse(cmd: &[u8]) -> Result<Command> {
     let text = core::str::from_utf8(cmd).map_err(|_| EINVAL)?;
     let mut words = text.split_ascii_whitespace();
@@ -742,6 +758,7 @@ fn parse(cmd: &[u8]) -> Result<Command> {
         "vreuse" => Command::Vmalloc(Vmalloc::Reuse),
         "vcheck" => Command::Vmalloc(Vmalloc::Check),
         "lrudrain" => Command::LruDrain(number(words.next())?),
+        "lockcost" => Command::LockCost(number(words.next())?),
         "flip" | "lookup" => {
             let key = key_named(words.next())?;
             let flips = number(words.next())?;
@@ -760,7 +777,8 @@ fn parse(cmd: &[u8]) -> Result<Command> {
         | Command::ModTxn(n)
         | Command::Entry(n)
         | Command::Vmalloc(Vmalloc::Storm(n))
-        | Command::LruDrain(n) => n,
+        | Command::LruDrain(n)
+        | Command::LockCost(n) => n,
         Command::Vmalloc(_) => 1,
         Command::ModKey(_) | Command::Set(..) | Command::Sites(_) => 1,
     };
@@ -792,6 +810,7 @@ fn write_run(bench: &Bench, reader: &mut UserSliceReader) -> Result {
         Command::Entry(n) => bench.entry(n),
         Command::Vmalloc(v) => bench.vmalloc(v),
         Command::LruDrain(n) => bench.lru_drain(n),
+        Command::LockCost(n) => bench.lock_cost(n),
     };
     bench.busy.store(false, Ordering::Release);
     ret
@@ -809,6 +828,7 @@ fn show_run(bench: &Bench, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         8 => "entry",
         9 => "vmalloc",
         10 => "lrudrain",
+        11 => "lockcost",
         _ => return writeln!(f, "none"),
     };
     let mode = match bench.mode.load(Ordering::Relaxed) as u32 {

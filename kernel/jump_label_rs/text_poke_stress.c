@@ -19,6 +19,8 @@
 #include <linux/smp.h>
 #include <linux/string.h>
 #include <linux/swap.h>
+#include <linux/local_lock.h>
+#include <linux/qpw.h>
 #include <linux/vmalloc.h>
 #include <linux/mm.h>
 
@@ -202,6 +204,55 @@ int text_poke_vstorm(unsigned int n, unsigned int pages)
 			vm_unmap_aliases();
 	}
 	vm_unmap_aliases();
+	return 0;
+}
+
+/*
+ * The local fast path of a per-CPU lock: lock and unlock, nothing in
+ * between, each variant in a function of its own that the loop calls.
+ */
+static DEFINE_PER_CPU(local_lock_t, text_poke_bench_ll) = INIT_LOCAL_LOCK(text_poke_bench_ll);
+static DEFINE_PER_CPU(struct qpw_lock, text_poke_bench_ql) = QPW_LOCK_UNLOCKED;
+
+static noinline void text_poke_lock_none(void)
+{
+	barrier();
+}
+
+static noinline void text_poke_lock_local(void)
+{
+	local_lock(&text_poke_bench_ll);
+	local_unlock(&text_poke_bench_ll);
+}
+
+static noinline void text_poke_lock_qpw(void)
+{
+	local_qpw_lock(&text_poke_bench_ql);
+	local_qpw_unlock(&text_poke_bench_ql);
+}
+
+static u64 text_poke_lock_loop(void (*pass)(void), unsigned int n)
+{
+	unsigned long flags;
+	u64 t0, t;
+
+	local_irq_save(flags);
+	t0 = local_clock();
+	while (n--)
+		pass();
+	t = local_clock() - t0;
+	local_irq_restore(flags);
+	return t;
+}
+
+int text_poke_lock_bench(unsigned int n, u64 *none, u64 *local, u64 *qpw, bool *on)
+{
+	if (!n)
+		return -EINVAL;
+	*none = text_poke_lock_loop(text_poke_lock_none, n);
+	*local = text_poke_lock_loop(text_poke_lock_local, n);
+	*qpw = text_poke_lock_loop(text_poke_lock_qpw, n);
+	*on = qpw_enabled();
 	return 0;
 }
 

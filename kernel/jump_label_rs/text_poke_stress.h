@@ -74,6 +74,14 @@ int text_poke_vcheck(bool *reused, bool *stale);
 /* lru_add_drain_all() @n times, for the qpw tests. */
 int text_poke_lru_drain(unsigned int n);
 
+/*
+ * The local fast path of per-CPU locks, @n lock-unlock pairs each with
+ * interrupts off: an empty call (*@none), a local_lock (*@local) and a qpw
+ * lock (*@qpw), in local_clock() ns (guest instructions under -icount
+ * shift=0); *@on says whether qpw is on in this boot.
+ */
+int text_poke_lock_bench(unsigned int n, u64 *none, u64 *local, u64 *qpw, bool *on);
+
 /* The KUnit test of the kernel-entry TLB flush: see text_poke_stress.c. */
 #define TEXT_POKE_VOLD	0xa1a1a1a1a1a1a1a1ULL
 #define TEXT_POKE_VNEW	0xb2b2b2b2b2b2b2b2ULL

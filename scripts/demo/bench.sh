@@ -7,7 +7,7 @@
 # and the cost. One "@@ result" line per measurement; the host turns them
 # into results/demo.json.
 #
-# Usage: bench.sh SCENARIO...   (flip, lookup, txn, ftrace, scale, isolation)
+# Usage: bench.sh SCENARIO...   (flip, lookup, txn, ftrace, scale, isolation, qpw)
 m=/sys/kernel/debug/text_poke/mode
 b=/sys/kernel/debug/text_poke_bench/run
 st=/sys/kernel/debug/text_poke/stats
@@ -86,6 +86,17 @@ spin() {
 		loops="$loops $!"
 	done
 	usleep 100000
+}
+
+# lockcost: 100,000 lock-unlock pairs of each per-CPU lock kind, in
+# whichever qpw mode this boot runs.
+lockcost() {
+	if echo "lockcost 100000" > $b; then
+		echo "@@ result scenario=qpw cpus=$ncpu $(figures)"
+	else
+		echo "@@ error qpw: 'lockcost 100000' failed"
+		return 1
+	fi
 }
 
 # The bench's last figures, "name=value " each.
@@ -311,6 +322,9 @@ for scenario in "$@"; do
 			echo on > $dt
 		fi
 		echo on > $d
+		# qpw is on by itself in this boot (CPUs isolated): the lock cost
+		# the qpw scenario measures with it off in the main boot.
+		lockcost || rc=1
 		echo "@@ done isolation"
 		continue
 		;;
@@ -334,6 +348,12 @@ for scenario in "$@"; do
 			ftrace_mode $mode || rc=1
 		done
 		echo "@@ done ftrace"
+		continue
+		;;
+	qpw)
+		echo "@@ progress qpw: the local fast path of per-CPU locks, local_lock and qpw lock"
+		lockcost || rc=1
+		echo "@@ done qpw"
 		continue
 		;;
 	*)
