@@ -16,7 +16,7 @@
 #include <linux/qpw.h>
 #include <linux/sched/isolation.h>
 
-DEFINE_STATIC_KEY_FALSE(qpw_key);
+DEFINE_STATIC_KEY_MAYBE(CONFIG_QPW_DEFAULT, qpw_key);
 
 /* -1: not given at boot. */
 static int qpw_param __initdata = -1;
@@ -47,6 +47,8 @@ static int __init qpw_init(void)
 
 	if (on)
 		static_branch_enable(&qpw_key);
+	else
+		static_branch_disable(&qpw_key);
 	pr_info("remote per-CPU work %s\n",
 		on ? "taken under the target's lock (qpw=1)" : "queued on the target (qpw=0)");
 	return 0;

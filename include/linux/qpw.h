@@ -72,12 +72,16 @@ struct qpw_lock {
 #define QPW_LOCK_UNLOCKED						\
 	{ .ll = INIT_LOCAL_LOCK(qpw_lock.ll), .sl = __SPIN_LOCK_UNLOCKED(qpw_lock.sl) }
 
-DECLARE_STATIC_KEY_FALSE(qpw_key);
+DECLARE_STATIC_KEY_MAYBE(CONFIG_QPW_DEFAULT, qpw_key);
 
-/* Whether qpw locks are spinlocks that other CPUs take. */
+/*
+ * Whether qpw locks are spinlocks that other CPUs take. The branch lays
+ * out the default of the build (CONFIG_QPW_DEFAULT) in line, the other
+ * mode behind a jump.
+ */
 static __always_inline bool qpw_enabled(void)
 {
-	return static_branch_unlikely(&qpw_key);
+	return static_branch_maybe(CONFIG_QPW_DEFAULT, &qpw_key);
 }
 
 #else /* !CONFIG_QPW */
@@ -124,6 +128,37 @@ __qpw_this_spinlock(struct qpw_lock __percpu *lock)
 #endif
 }
 
+#ifdef CONFIG_QPW
+/*
+ * This CPU's spinlock, for its owner, with preemption or interrupts off
+ * already: taken inline, as spin_lock() takes it but for the second
+ * preemption count, and annotated for lockdep as it is.
+ */
+static __always_inline void __qpw_this_lock(struct qpw_lock __percpu *lock)
+{
+	raw_spinlock_t *l = &__qpw_this_spinlock(lock)->rlock;
+
+	spin_acquire(&l->dep_map, 0, 0, _THIS_IP_);
+	LOCK_CONTENDED(l, do_raw_spin_trylock, do_raw_spin_lock);
+}
+
+static __always_inline void __qpw_this_unlock(struct qpw_lock __percpu *lock)
+{
+	raw_spinlock_t *l = &__qpw_this_spinlock(lock)->rlock;
+
+	spin_release(&l->dep_map, _THIS_IP_);
+	do_raw_spin_unlock(l);
+}
+#else
+static __always_inline void __qpw_this_lock(struct qpw_lock __percpu *lock)
+{
+}
+
+static __always_inline void __qpw_this_unlock(struct qpw_lock __percpu *lock)
+{
+}
+#endif
+
 /*
  * The owner's side: @lock is a per-CPU pointer (&pcpu_var.lock), as for
  * local_lock(). With qpw on, preemption goes off first, so that the lock
@@ -134,7 +169,7 @@ static __always_inline void local_qpw_lock(struct qpw_lock __percpu *lock)
 {
 	if (qpw_enabled()) {
 		preempt_disable();
-		spin_lock(__qpw_this_spinlock(lock));
+		__qpw_this_lock(lock);
 	} else {
 		local_lock(&lock->ll);
 	}
@@ -143,7 +178,7 @@ static __always_inline void local_qpw_lock(struct qpw_lock __percpu *lock)
 static __always_inline void local_qpw_unlock(struct qpw_lock __percpu *lock)
 {
 	if (qpw_enabled()) {
-		spin_unlock(__qpw_this_spinlock(lock));
+		__qpw_this_unlock(lock);
 		preempt_enable();
 	} else {
 		local_unlock(&lock->ll);
@@ -157,7 +192,7 @@ __local_qpw_lock_irqsave(struct qpw_lock __percpu *lock)
 
 	if (qpw_enabled()) {
 		local_irq_save(flags);
-		spin_lock(__qpw_this_spinlock(lock));
+		__qpw_this_lock(lock);
 	} else {
 		local_lock_irqsave(&lock->ll, flags);
 	}
@@ -171,7 +206,7 @@ static __always_inline void
 local_qpw_unlock_irqrestore(struct qpw_lock __percpu *lock, unsigned long flags)
 {
 	if (qpw_enabled()) {
-		spin_unlock(__qpw_this_spinlock(lock));
+		__qpw_this_unlock(lock);
 		local_irq_restore(flags);
 	} else {
 		local_unlock_irqrestore(&lock->ll, flags);
