@@ -127,6 +127,15 @@ impl<T: Send> Cache<T> {
             .sum()
     }
 
+    /// Puts `obj` in the magazine of `cpu`, or gives it back when that is full. Might sleep.
+    pub fn free_on(&self, cpu: CpuId, obj: KBox<T>) -> Option<KBox<T>> {
+        self.percpu.with_cpu(cpu, |mag| {
+            let full = mag.push(obj);
+            self.set_cached(cpu, mag.len);
+            full
+        })
+    }
+
     /// The objects cached by every CPU, as last counted.
     pub fn cached(&self) -> usize {
         self.cached.iter().map(|c| c.load(Ordering::Relaxed)).sum()
@@ -142,6 +151,7 @@ mod tests {
         sync::atomic::{AtomicPtr, AtomicU8},
     };
     use kernel::{
+        bindings,
         sync::Arc,
         time::{delay::fsleep, Delta},
     };
@@ -340,6 +350,103 @@ mod tests {
         assert!(drained > 0);
         Ok(())
     }
+
+    /// The CPU to take offline: neither CPU 0 nor 1 (where the executors start, on the first
+    /// CPU that is not this one), nor this one.
+    fn victim() -> Option<CpuId> {
+        let this = CpuId::current().as_u32();
+        qpw::online_cpus().find(|cpu| cpu.as_u32() > 1 && cpu.as_u32() != this)
+    }
+
+    #[test]
+    fn drain_of_an_offline_cpu() -> Result {
+        let ledger = Arc::new(Ledger::new()?, GFP_KERNEL)?;
+        let cache = Cache::new()?;
+        let cpu = victim().ok_or(ENODEV)?;
+        for _ in 0..4 {
+            let obj = alloc(&cache, &ledger).ok_or(ENOMEM)?;
+            ledger.step(obj.id, OUT, CACHED);
+            assert!(cache.free_on(cpu, obj).is_none());
+        }
+        // SAFETY: `cpu` is neither CPU 0 nor this one; it comes back below.
+        let ret = unsafe { bindings::remove_cpu(cpu.as_u32()) };
+        assert_eq!(ret, 0);
+        // The objects of an offline CPU are drained from here, in both modes.
+        let drained = cache.drain_all() + cache.drain_cpu(cpu);
+        // SAFETY: Taken offline above.
+        let back = unsafe { bindings::add_cpu(cpu.as_u32()) };
+        assert_eq!(drained, 4);
+        assert_eq!(ledger.count(FREED), 4);
+        assert_eq!(ledger.wrong.load(Ordering::Relaxed), 0);
+        assert_eq!(back, 0);
+        Ok(())
+    }
+
+    /// Drains of every CPU, by an executor, until the test clears `SHARED`.
+    extern "C" fn drain_pass() -> c_ulong {
+        // SAFETY: As in `pass`.
+        let Some(shared) = (unsafe { SHARED.load(Ordering::Acquire).as_ref() }) else {
+            return 1;
+        };
+        if let Some(obj) = alloc(&shared.cache, &shared.ledger) {
+            free(&shared.cache, &shared.ledger, obj);
+        }
+        shared.cache.drain_all();
+        shared.passes.fetch_add(1, Ordering::Relaxed);
+        0
+    }
+
+    #[test]
+    fn drains_racing_cpu_hotplug() -> Result {
+        let shared = KBox::new(
+            Shared {
+                cache: Cache::new()?,
+                ledger: Arc::new(Ledger::new()?, GFP_KERNEL)?,
+                passes: AtomicUsize::new(0),
+            },
+            GFP_KERNEL,
+        )?;
+        let cpu = victim().ok_or(ENODEV)?;
+        SHARED.store((&raw const *shared).cast_mut(), Ordering::Release);
+        // SAFETY: `drain_pass` may run on any CPU; nothing else runs executors.
+        let started = unsafe { text_poke_stress_start(drain_pass, 1) };
+        let mut cycles = 0;
+        for _ in 0..HOTPLUG_CYCLES {
+            // Objects on the victim, for the drains to race its going and coming.
+            for _ in 0..4 {
+                if let Some(obj) = alloc(&shared.cache, &shared.ledger) {
+                    shared.ledger.step(obj.id, OUT, CACHED);
+                    drop(shared.cache.free_on(cpu, obj));
+                }
+            }
+            // SAFETY: `cpu` is neither CPU 0 nor this one; it comes back below.
+            if unsafe { bindings::remove_cpu(cpu.as_u32()) } != 0 {
+                break;
+            }
+            // SAFETY: Taken offline above.
+            if unsafe { bindings::add_cpu(cpu.as_u32()) } != 0 {
+                break;
+            }
+            cycles += 1;
+        }
+        let (mut passes, mut wrong) = (0, 0);
+        // SAFETY: Both pointers are valid for writes.
+        unsafe { text_poke_stress_stop(&mut passes, &mut wrong) };
+        SHARED.store(core::ptr::null_mut(), Ordering::Release);
+        shared.cache.drain_all();
+        let ledger = &shared.ledger;
+        assert!(started >= 1);
+        assert_eq!(cycles, HOTPLUG_CYCLES);
+        assert!(passes > 0);
+        assert_eq!(wrong, 0);
+        assert_eq!(ledger.wrong.load(Ordering::Relaxed), 0);
+        assert_eq!(shared.cache.cached(), 0);
+        assert_eq!(ledger.count(FREED), ledger.next.load(Ordering::Relaxed));
+        Ok(())
+    }
+
+    /// Offline-online cycles of a CPU while another drains.
+    const HOTPLUG_CYCLES: usize = 5;
 
     /// Drains of every CPU while the executors run: at least, and at most.
     const MIN_DRAINS: usize = 200;
