@@ -279,6 +279,17 @@ mod tests {
         passes: AtomicUsize,
     }
 
+    impl Shared {
+        fn new() -> Result<KBox<Self>> {
+            let shared = Self {
+                cache: Cache::new()?,
+                ledger: Arc::new(Ledger::new()?, GFP_KERNEL)?,
+                passes: AtomicUsize::new(0),
+            };
+            Ok(KBox::new(shared, GFP_KERNEL)?)
+        }
+    }
+
     /// The test's [`Shared`], while its executors run.
     static SHARED: AtomicPtr<Shared> = AtomicPtr::new(core::ptr::null_mut());
 
@@ -302,14 +313,7 @@ mod tests {
 
     #[test]
     fn alloc_and_free_on_every_cpu_with_remote_drains() -> Result {
-        let shared = KBox::new(
-            Shared {
-                cache: Cache::new()?,
-                ledger: Arc::new(Ledger::new()?, GFP_KERNEL)?,
-                passes: AtomicUsize::new(0),
-            },
-            GFP_KERNEL,
-        )?;
+        let shared = Shared::new()?;
         SHARED.store((&raw const *shared).cast_mut(), Ordering::Release);
         // SAFETY: `pass` may run on any CPU; nothing else runs executors.
         let started = unsafe { text_poke_stress_start(pass, 3) };
@@ -398,14 +402,7 @@ mod tests {
 
     #[test]
     fn drains_racing_cpu_hotplug() -> Result {
-        let shared = KBox::new(
-            Shared {
-                cache: Cache::new()?,
-                ledger: Arc::new(Ledger::new()?, GFP_KERNEL)?,
-                passes: AtomicUsize::new(0),
-            },
-            GFP_KERNEL,
-        )?;
+        let shared = Shared::new()?;
         let cpu = victim().ok_or(ENODEV)?;
         SHARED.store((&raw const *shared).cast_mut(), Ordering::Release);
         // SAFETY: `drain_pass` may run on any CPU; nothing else runs executors.
