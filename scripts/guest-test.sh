@@ -47,6 +47,7 @@ LIST
 	for ko in "${modules[@]}"; do
 		echo "file /lib/modules/$(basename "$ko") $ko 0644 0 0"
 	done
+	echo "file /tests/cases.inc $JLRS_TOP/scripts/guest-test/cases.inc 0644 0 0"
 	for t in "$JLRS_TOP"/scripts/guest-test/*.sh; do
 		[ "$(basename "$t")" = init.sh ] && continue
 		echo "file /tests/$(basename "$t") $t 0755 0 0"

@@ -15,8 +15,7 @@ cpus=/sys/kernel/debug/text_poke/cpus
 st=/sys/kernel/debug/text_poke/stats
 iso="2 3"
 
-ok() { echo "@@ case $1 ok"; }
-fail() { echo "@@ case $1 FAILED: $2"; rc=1; }
+. /tests/cases.inc
 fig() { sed -n "s/^$1 //p" $b; }
 stat() { sed -n "s/^$1 //p" $st; }
 # The CAL count of CPU $1.
@@ -165,12 +164,7 @@ echo "@@ info $t flips=$flips deferred=$((d1 - d0)) sent=$((s1 - s0)) waited=$(s
 [ $((d1 - d0)) -gt 0 ] || why="$why; no round was deferred"
 if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 
-t=defer_no_warning
-if dmesg | grep -qE 'WARNING:|BUG:'; then
-	fail $t "$(dmesg | grep -E 'WARNING:|BUG:' | head -1)"
-else
-	ok $t
-fi
+no_warning defer_no_warning
 echo on > $d
 echo 50000 > /sys/kernel/debug/text_poke/defer_wait_ns
 exit $rc

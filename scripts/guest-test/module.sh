@@ -9,8 +9,7 @@ p=/sys/module/$name/parameters
 b=/sys/kernel/debug/text_poke_bench/run
 m=/sys/kernel/debug/text_poke/mode
 
-ok() { echo "@@ case $1 ok"; }
-fail() { echo "@@ case $1 FAILED: $2"; rc=1; }
+. /tests/cases.inc
 # The value of figure $1 in the benchmark's last run.
 fig() { sed -n "s/^$1 //p" $b; }
 

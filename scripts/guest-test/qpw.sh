@@ -12,10 +12,7 @@ b=/sys/kernel/debug/text_poke_bench/run
 iso="2 3"
 go=/tmp/qpw.go
 
-ok() { echo "@@ case $1 ok"; }
-fail() { echo "@@ case $1 FAILED: $2"; rc=1; }
-# The count of line $1 of /proc/interrupts of CPU $2.
-irq() { awk -v l="$1:" -v c="$2" '$1 == l { print $(c + 2) }' /proc/interrupts; }
+. /tests/cases.inc
 # The context switches of the kworkers bound to CPU $1.
 kworkers() {
 	awk -v c="$1" 'FNR == 1 { k = 0 }
@@ -90,10 +87,5 @@ echo "@@ info $t drains=$drains res/cal/kworker_before=$before res/cal/kworker_a
 rm -f $go $outs
 if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 
-t=qpw${mode}_no_warning
-if dmesg | grep -qE 'WARNING:|BUG:'; then
-	fail $t "$(dmesg | grep -m1 -E 'WARNING:|BUG:')"
-else
-	ok $t
-fi
+no_warning qpw${mode}_no_warning
 exit $rc

@@ -15,11 +15,8 @@ dt=/sys/kernel/debug/text_poke/defer_tlb
 st=/sys/kernel/debug/text_poke/stats
 iso="2 3"
 
-ok() { echo "@@ case $1 ok"; }
-fail() { echo "@@ case $1 FAILED: $2"; rc=1; }
+. /tests/cases.inc
 stat() { sed -n "s/^$1 //p" $st; }
-# The count of line $1 of /proc/interrupts (CAL, TLB) of CPU $2.
-irq() { awk -v l="$1:" -v c="$2" '$1 == l { print $(c + 2) }' /proc/interrupts; }
 counts() { for c in $iso; do printf '%s/%s ' "$(irq CAL $c)" "$(irq TLB $c)"; done; }
 
 rc=0
@@ -154,10 +151,5 @@ else
 	if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 fi
 
-t=tlb_no_warning
-if dmesg | grep -qE 'WARNING:|BUG:'; then
-	fail $t "$(dmesg | grep -m1 -E 'WARNING:|BUG:')"
-else
-	ok $t
-fi
+no_warning tlb_no_warning
 exit $rc
