@@ -142,12 +142,32 @@ static __always_inline void __qpw_this_lock(struct qpw_lock __percpu *lock)
 	LOCK_CONTENDED(l, do_raw_spin_trylock, do_raw_spin_lock);
 }
 
+/*
+ * Whether the owner's unlock can release this CPU's spinlock with one
+ * store through the per-CPU segment, in either mode, with no branch and
+ * no load of this CPU's offset: a queued spinlock is released by a
+ * release store of 0 to its locked byte (unless it is paravirtualised or
+ * debugged), a plain store is a release on x86, and without lockdep
+ * nothing else tells the modes apart. With qpw off nobody ever takes the
+ * spinlock: its locked byte is 0 already, and the store changes nothing.
+ */
+#if defined(CONFIG_X86) && defined(CONFIG_QUEUED_SPINLOCKS) &&	\
+	!defined(CONFIG_PARAVIRT_SPINLOCKS) &&				\
+	!defined(CONFIG_DEBUG_SPINLOCK) && !defined(CONFIG_DEBUG_LOCK_ALLOC)
+#define QPW_UNLOCK_STORE 1
+#endif
+
 static __always_inline void __qpw_this_unlock(struct qpw_lock __percpu *lock)
 {
+#ifdef QPW_UNLOCK_STORE
+	barrier();
+	raw_cpu_write(lock->sl.rlock.raw_lock.locked, 0);
+#else
 	raw_spinlock_t *l = &__qpw_this_spinlock(lock)->rlock;
 
 	spin_release(&l->dep_map, _THIS_IP_);
 	do_raw_spin_unlock(l);
+#endif
 }
 #else
 static __always_inline void __qpw_this_lock(struct qpw_lock __percpu *lock)
@@ -158,6 +178,28 @@ static __always_inline void __qpw_this_unlock(struct qpw_lock __percpu *lock)
 {
 }
 #endif
+
+/*
+ * local_lock() and local_unlock() with qpw off; without lockdep they are
+ * preempt_disable() and preempt_enable() (local_irq_save() and
+ * local_irq_restore() for the _irqsave forms), and then the lock's
+ * address is not even looked up.
+ */
+#define __qpw_local_lock(lock)						\
+	do {								\
+		if (IS_ENABLED(CONFIG_DEBUG_LOCK_ALLOC))		\
+			local_lock(&(lock)->ll);			\
+		else							\
+			preempt_disable();				\
+	} while (0)
+
+#define __qpw_local_unlock(lock)					\
+	do {								\
+		if (IS_ENABLED(CONFIG_DEBUG_LOCK_ALLOC))		\
+			local_unlock(&(lock)->ll);			\
+		else							\
+			preempt_enable();				\
+	} while (0)
 
 /*
  * The owner's side: @lock is a per-CPU pointer (&pcpu_var.lock), as for
@@ -171,18 +213,23 @@ static __always_inline void local_qpw_lock(struct qpw_lock __percpu *lock)
 		preempt_disable();
 		__qpw_this_lock(lock);
 	} else {
-		local_lock(&lock->ll);
+		__qpw_local_lock(lock);
 	}
 }
 
 static __always_inline void local_qpw_unlock(struct qpw_lock __percpu *lock)
 {
+#ifdef QPW_UNLOCK_STORE
+	__qpw_this_unlock(lock);
+	preempt_enable();
+#else
 	if (qpw_enabled()) {
 		__qpw_this_unlock(lock);
 		preempt_enable();
 	} else {
-		local_unlock(&lock->ll);
+		__qpw_local_unlock(lock);
 	}
+#endif
 }
 
 static __always_inline unsigned long
@@ -193,8 +240,10 @@ __local_qpw_lock_irqsave(struct qpw_lock __percpu *lock)
 	if (qpw_enabled()) {
 		local_irq_save(flags);
 		__qpw_this_lock(lock);
-	} else {
+	} else if (IS_ENABLED(CONFIG_DEBUG_LOCK_ALLOC)) {
 		local_lock_irqsave(&lock->ll, flags);
+	} else {
+		local_irq_save(flags);
 	}
 	return flags;
 }
@@ -205,12 +254,19 @@ __local_qpw_lock_irqsave(struct qpw_lock __percpu *lock)
 static __always_inline void
 local_qpw_unlock_irqrestore(struct qpw_lock __percpu *lock, unsigned long flags)
 {
+#ifdef QPW_UNLOCK_STORE
+	__qpw_this_unlock(lock);
+	local_irq_restore(flags);
+#else
 	if (qpw_enabled()) {
 		__qpw_this_unlock(lock);
 		local_irq_restore(flags);
-	} else {
+	} else if (IS_ENABLED(CONFIG_DEBUG_LOCK_ALLOC)) {
 		local_unlock_irqrestore(&lock->ll, flags);
+	} else {
+		local_irq_restore(flags);
 	}
+#endif
 }
 
 /*
