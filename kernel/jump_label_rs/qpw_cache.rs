@@ -81,9 +81,11 @@ impl<T: Send> Cache<T> {
     }
 
     /// An object from this CPU's magazine, or a new one made by `make`. Might sleep.
+    ///
+    /// A caller that holds this CPU's magazine already (it cannot: `Cache` does not lend it out)
+    /// would get a new object, as the magazine is refused to it.
     pub fn alloc(&self, make: impl FnOnce() -> T) -> Result<KBox<T>> {
-        {
-            let mut mag = self.percpu.local();
+        if let Ok(mut mag) = self.percpu.local() {
             if let Some(obj) = mag.pop() {
                 self.set_cached(mag.cpu(), mag.len);
                 return Ok(obj);
@@ -92,13 +94,15 @@ impl<T: Send> Cache<T> {
         Ok(KBox::new(make(), GFP_KERNEL)?)
     }
 
-    /// Keeps `obj` in this CPU's magazine, or frees it when the magazine is full.
+    /// Keeps `obj` in this CPU's magazine, or frees it when the magazine is full (or refused).
     pub fn free(&self, obj: KBox<T>) {
-        let full = {
-            let mut mag = self.percpu.local();
-            let full = mag.push(obj);
-            self.set_cached(mag.cpu(), mag.len);
-            full
+        let full = match self.percpu.local() {
+            Ok(mut mag) => {
+                let full = mag.push(obj);
+                self.set_cached(mag.cpu(), mag.len);
+                full
+            }
+            Err(_) => Some(obj),
         };
         // Freed outside the lock.
         drop(full);
@@ -147,7 +151,7 @@ impl<T: Send> Cache<T> {
 mod tests {
     use super::*;
     use core::{
-        ffi::c_ulong,
+        ffi::{c_ulong, c_void},
         sync::atomic::{AtomicPtr, AtomicU8},
     };
     use kernel::{
@@ -159,6 +163,7 @@ mod tests {
     extern "C" {
         fn text_poke_stress_start(pass: extern "C" fn() -> c_ulong, max: u32) -> i32;
         fn text_poke_stress_stop(passes: *mut c_ulong, wrong: *mut c_ulong);
+        fn text_poke_irq_run(f: extern "C" fn(*mut c_void), arg: *mut c_void) -> i32;
     }
 
     /// Objects the tests may make.
@@ -269,6 +274,56 @@ mod tests {
         assert_eq!(ledger.wrong.load(Ordering::Relaxed), 0);
         // Nothing left to drain: nothing drained.
         assert_eq!(cache.drain_all(), 0);
+        Ok(())
+    }
+
+    /// An interrupt's attempt at a [`qpw::PerCpu`], made while this CPU's task holds it: what
+    /// `local()` gave it. (A hard interrupt must not take it at all: it is not an interrupt-safe
+    /// lock, and lockdep says so.)
+    struct InIrq<'a> {
+        percpu: &'a qpw::PerCpu<u32>,
+        res: Option<Result>,
+    }
+
+    extern "C" fn local_in_irq(arg: *mut c_void) {
+        // SAFETY: `arg` is the `InIrq` of `recursive_local_lock_is_refused()`, which waits for
+        // this to run and does not touch it meanwhile.
+        let irq = unsafe { &mut *arg.cast::<InIrq<'_>>() };
+        irq.res = Some(irq.percpu.local().map(|mut v| *v += 1));
+    }
+
+    fn run_in_irq(irq: &mut InIrq<'_>) -> i32 {
+        irq.res = None;
+        // SAFETY: `irq` outlives the interrupt: `text_poke_irq_run()` waits for it.
+        unsafe { text_poke_irq_run(local_in_irq, core::ptr::from_mut(irq).cast()) }
+    }
+
+    #[test]
+    fn recursive_local_lock_is_refused() -> Result {
+        let edeadlk = Some(Error::from_errno(-(bindings::EDEADLK as i32)));
+        let percpu = qpw::PerCpu::new(|_| 0u32)?;
+        let mut irq = InIrq {
+            percpu: &percpu,
+            res: None,
+        };
+        {
+            let mut v = percpu.local()?;
+            *v += 1;
+            // A second guard of this CPU while the first lives: refused, neither nested (two
+            // `&mut` of one `u32`) nor deadlocked (qpw on).
+            assert_eq!(percpu.local().err(), edeadlk);
+            // An interrupt on this CPU while its task holds the lock: refused too.
+            assert_eq!(run_in_irq(&mut irq), 0);
+            assert_eq!(irq.res.map(Result::err), Some(edeadlk));
+            *v += 1;
+        }
+        // Released: the task gets it again.
+        *percpu.local()? += 1;
+        // Every increment that was let through, and none other.
+        let total: u32 = qpw::online_cpus()
+            .map(|cpu| percpu.with_cpu(cpu, |v| *v))
+            .sum();
+        assert_eq!(total, 3);
         Ok(())
     }
 

@@ -30,6 +30,17 @@ __rust_helper void rust_helper_local_qpw_unlock(struct qpw_lock __percpu *lock)
 	local_qpw_unlock(lock);
 }
 
+/* For PerCpu::local(): this CPU's data is looked at before it is locked. */
+__rust_helper void rust_helper_preempt_disable(void)
+{
+	preempt_disable();
+}
+
+__rust_helper void rust_helper_preempt_enable(void)
+{
+	preempt_enable();
+}
+
 /* Returns the CPU whose data local_qpw_lock() guards. */
 __rust_helper int rust_helper_qpw_this_cpu(void)
 {

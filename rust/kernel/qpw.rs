@@ -15,8 +15,9 @@
 use crate::{
     bindings,
     cpu::CpuId,
-    error::{code::*, Result},
+    error::{code::*, Error, Result},
     ffi::{c_long, c_void},
+    sync::atomic::{Atomic, Relaxed},
     types::{NotThreadSafe, Opaque},
 };
 use core::{
@@ -48,6 +49,9 @@ pub fn online_cpus() -> impl Iterator<Item = CpuId> {
 #[repr(C)]
 struct Slot<T> {
     lock: Opaque<bindings::qpw_lock>,
+    /// Whether a [`LocalGuard`] of this CPU is alive: set before the lock is taken, cleared once
+    /// it is released, by the CPU itself with preemption off.
+    held: Atomic<bool>,
     data: UnsafeCell<T>,
 }
 
@@ -96,6 +100,7 @@ impl<T> PerCpu<T> {
             // is the slot's); the lock is initialised before anyone can take it.
             unsafe {
                 bindings::qpw_lock_init(Opaque::cast_into(&raw const (*slot).lock));
+                (&raw mut (*slot).held).write(Atomic::new(false));
                 (&raw mut (*slot).data).cast::<T>().write(init(id));
             }
         }
@@ -118,20 +123,45 @@ impl<T> PerCpu<T> {
         unsafe { bindings::qpw_per_cpu_ptr(self.ptr.as_ptr(), cpu) }.cast()
     }
 
+    /// Whether a [`LocalGuard`] of `cpu` is alive.
+    fn held(&self, cpu: i32) -> &Atomic<bool> {
+        let slot = self.slot(cpu);
+        // SAFETY: The slot is initialised (type invariant) and lives as long as `self`.
+        unsafe { &(*slot).held }
+    }
+
     /// Locks this CPU's `T`: the task stays on this CPU until the guard is dropped (preemption is
-    /// off, as under `local_lock()`). Must not be called again while the guard is alive.
-    pub fn local(&self) -> LocalGuard<'_, T> {
-        // SAFETY: By the type invariant, `self.lock()` is the per-CPU pointer of initialised qpw
-        // locks.
-        unsafe { bindings::local_qpw_lock(self.lock()) };
-        // SAFETY: The lock keeps this task on this CPU.
+    /// off, as under `local_lock()`). Not for hard interrupt context, as a `local_lock()`: the
+    /// lock leaves interrupts on.
+    ///
+    /// Fails with `EDEADLK` if this CPU holds it already: a second call while the first guard is
+    /// alive, or a call from an interrupt that came while this CPU's task held it (or was
+    /// releasing it). A `local_lock` would nest, or deadlock with qpw on; this refuses instead.
+    pub fn local(&self) -> Result<LocalGuard<'_, T>> {
+        // SAFETY: Paired with the `preempt_enable()` below: `cpu` stays this CPU meanwhile.
+        unsafe { bindings::preempt_disable() };
+        // SAFETY: Preemption is off.
         let cpu = unsafe { bindings::qpw_this_cpu() };
-        // INVARIANT: This CPU's lock was taken above, and `cpu` is this CPU.
-        LocalGuard {
-            owner: self,
-            cpu,
-            _not_send: NotThreadSafe,
-        }
+        let held = self.held(cpu);
+        let ret = if held.load(Relaxed) {
+            Err(Error::from_errno(-(bindings::EDEADLK as i32)))
+        } else {
+            // Set before the lock is taken: an interrupt that comes once it is taken sees it.
+            held.store(true, Relaxed);
+            // SAFETY: By the type invariant, `self.lock()` is the per-CPU pointer of initialised
+            // qpw locks; this CPU does not hold its own (`held` was clear).
+            unsafe { bindings::local_qpw_lock(self.lock()) };
+            // INVARIANT: This CPU's lock was taken above, and `cpu` is this CPU, which the lock
+            // keeps this task on.
+            Ok(LocalGuard {
+                owner: self,
+                cpu,
+                _not_send: NotThreadSafe,
+            })
+        };
+        // SAFETY: Disabled above.
+        unsafe { bindings::preempt_enable() };
+        ret
     }
 
     /// Runs `f` on the `T` of `cpu`, under that CPU's lock. With qpw on, the caller takes the
@@ -145,6 +175,7 @@ impl<T> PerCpu<T> {
         R: Send,
         F: FnOnce(&mut T) -> R + Send,
     {
+        crate::task::might_sleep();
         let cpu = cpu.as_u32() as i32;
         let mut call = Call {
             owner: self,
@@ -278,7 +309,14 @@ impl<T> DerefMut for LocalGuard<'_, T> {
 
 impl<T> Drop for LocalGuard<'_, T> {
     fn drop(&mut self) {
+        // SAFETY: Paired with the `preempt_enable()` below: the task stays on `cpu` until `held`
+        // is cleared.
+        unsafe { bindings::preempt_disable() };
         // SAFETY: Taken in `PerCpu::local()` on this CPU (type invariant).
         unsafe { bindings::local_qpw_unlock(self.owner.lock()) };
+        // Cleared once the lock is released: an interrupt in between is refused, not deadlocked.
+        self.owner.held(self.cpu).store(false, Relaxed);
+        // SAFETY: Disabled above.
+        unsafe { bindings::preempt_enable() };
     }
 }
