@@ -10,11 +10,14 @@
 # a second or so into the boot and sends every CPU function calls: the IPI
 # counting test retries a count such noise inflated. Extra arguments go to
 # kunit.py (e.g. --kconfig_add, a suite glob). Writes the parsed results to
-# $JLRS_KUNIT_JSON (default $JLRS_CACHE/<version>/kunit.json).
+# $JLRS_KUNIT_JSON (default $JLRS_CACHE/<version>/kunit.json); builds in
+# $JLRS_KUNIT_BUILD (default the cache's build directory): a configuration
+# that differs (--kconfig_add) needs a directory of its own.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 step kunit
 jlrs_base_env
+JLRS_BUILD=${JLRS_KUNIT_BUILD:-$JLRS_BUILD}
 
 KUNITCONFIG=$JLRS_SRC/kernel/jump_label_rs/.kunitconfig
 [ -f "$KUNITCONFIG" ] || die "$KUNITCONFIG missing: run scripts/apply-overlay.sh"

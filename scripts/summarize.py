@@ -3,10 +3,12 @@
 """Count host and KUnit results and print the closing line of `make test`.
 
 Usage: summarize.py --cargo LOG [--checks LOG] --kunit JSON [--kunit JSON ...]
+                    [--kunit-of JSON SUITE ...]
                     [--guest LOG ...] [--cases LOG ...]
                     --suite NAME [--suite NAME ...]
 
 Every --kunit file is one boot of the kernel; each must have run every suite.
+A --kunit-of file is a boot that ran one suite, SUITE, which it must have run.
 Every --guest file is a boot's kernel log: each ftrace startup self-test
 ("Testing ...: PASSED") counts as a case; an oops, BUG, panic, or a warning
 other than the one the static key suite triggers on purpose fails the run.
@@ -49,6 +51,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cargo", required=True)
     ap.add_argument("--kunit", action="append", required=True)
+    ap.add_argument("--kunit-of", nargs=2, action="append", default=[],
+                    metavar=("JSON", "SUITE"))
     ap.add_argument("--checks")
     ap.add_argument("--guest", action="append", default=[])
     ap.add_argument("--cases", action="append", default=[])
@@ -81,7 +85,9 @@ def main():
             problems.append(f"lint: {e}")
 
     kp = kf = ks = 0
-    for path in args.kunit:
+    boots = [(path, args.suite) for path in args.kunit]
+    boots += [(path, [suite]) for path, suite in args.kunit_of]
+    for path, suites in boots:
         try:
             with open(path, encoding="utf-8") as f:
                 tree = json.load(f)
@@ -99,7 +105,7 @@ def main():
             else:
                 kf += 1
                 print(f"KUnit ({path}): {suite}.{case}: {status}")
-        for suite in args.suite:
+        for suite in suites:
             if not seen.get(suite):
                 problems.append(f"KUnit suite {suite} did not run ({path})")
 

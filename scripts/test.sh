@@ -74,6 +74,32 @@ for mode in "${MODES[@]}"; do
 	fi
 done
 
+# Lockdep (CONFIG_PROVE_LOCKING, CONFIG_DEBUG_ATOMIC_SLEEP): a second
+# configuration, in a build directory of its own, runs the qpw_cache suite
+# with qpw=1 and qpw=0. A lock taken recursively, in the wrong context or
+# in an order that can deadlock, or a sleep under a lock, prints a WARNING
+# or a BUG, which fails the run. No ftrace self-tests: they are slow under
+# lockdep, and the boots above run them.
+lockdep_build=$JLRS_CACHE/$JLRS_BASE_VERSION/build-lockdep
+for q in 1 0; do
+	msg "lockdep kernel build (build dir $lockdep_build) and KUnit qpw_cache, qpw=$q"
+	json=$JLRS_CACHE/$JLRS_BASE_VERSION/kunit-lockdep-qpw$q.json
+	jsons+=(--kunit-of "$json" qpw_cache)
+	rc=0
+	JLRS_KUNIT_BUILD=$lockdep_build JLRS_KUNIT_JSON=$json "$JLRS_TOP/scripts/kunit.sh" \
+		--kconfig_add=CONFIG_PROVE_LOCKING=y --kconfig_add=CONFIG_DEBUG_ATOMIC_SLEEP=y \
+		--kernel_args=text_poke=rust --kernel_args=qpw=$q --kernel_args=ftrace=nop \
+		qpw_cache 2>&1 | tee "$logs/kunit-lockdep-qpw$q.log" || rc=$?
+	guest=$logs/guest-lockdep-qpw$q.log
+	rm -f "$guest"
+	[ -f "$lockdep_build/test.log" ] && cp "$lockdep_build/test.log" "$guest"
+	jsons+=(--guest "$guest")
+	if [ "$rc" != 0 ]; then
+		msg "kunit.py failed under lockdep with qpw=$q (exit $rc, log: $logs/kunit-lockdep-qpw$q.log)"
+		kunit_rc=$rc
+	fi
+done
+
 msg "tests with user space (scripts/guest-test/)"
 cases=$logs/guest-test.log
 guest_rc=0
