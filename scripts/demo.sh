@@ -16,6 +16,9 @@
 #   isolation  IPIs each CPU receives per flip while CPUs 2-3, isolated
 #           (nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3), run user-space loops:
 #           a boot of its own
+#   qpw     per-CPU lock cost (local_lock, qpw lock) and the interrupts
+#           isolated CPUs take per lru_add_drain_all(): two boots with
+#           CPUs 2-3 isolated, qpw=0 and qpw=1
 #
 # JLRS_DEMO_TIMEOUT: seconds a guest may run (default 1200).
 set -euo pipefail
@@ -113,11 +116,12 @@ boot() {
 	fi
 }
 
-# Every scenario but isolation on 4 vCPUs; scale also boots 2, 8 and 16,
-# and isolation boots 4 vCPUs with CPUs 2 and 3 isolated.
+# Every scenario but isolation and qpw on 4 vCPUs; scale also boots 2, 8
+# and 16, isolation boots 4 vCPUs with CPUs 2 and 3 isolated, and qpw
+# boots them twice, with qpw=0 and qpw=1.
 main=()
 for s in "${scenarios[@]}"; do
-	[ "$s" = isolation ] || main+=("$s")
+	[ "$s" = isolation ] || [ "$s" = qpw ] || main+=("$s")
 done
 [ ${#main[@]} -eq 0 ] || boot 4 "${main[@]}"
 if [[ " ${scenarios[*]} " == *" scale "* ]]; then
@@ -132,6 +136,15 @@ if [[ " ${scenarios[*]} " == *" isolation "* ]]; then
 	boot_args="nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3 tsc=reliable ftrace=nop"
 	boot_tag=-isolated
 	boot 4 isolation
+	boot_args=
+	boot_tag=
+fi
+if [[ " ${scenarios[*]} " == *" qpw "* ]]; then
+	for q in 0 1; do
+		boot_args="nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3 tsc=reliable ftrace=nop qpw=$q"
+		boot_tag=-qpw$q
+		boot 4 qpw
+	done
 	boot_args=
 	boot_tag=
 fi

@@ -99,6 +99,64 @@ lockcost() {
 	fi
 }
 
+# The context switches of the kworkers bound to each CPU, comma-separated.
+kworkers() {
+	awk -v n="$ncpu" 'FNR == 1 { c = -1 }
+		/^Name:/ && $2 ~ /^kworker\/[0-9]+:/ { split(substr($2, 9), a, ":"); c = a[1] }
+		c >= 0 && /ctxt_switches/ { k[c] += $2 }
+		END { for (i = 0; i < n; i++) s = s (i ? "," : "") k[i] + 0; print s }' \
+		/proc/[0-9]*/status 2>/dev/null
+}
+
+# drains: lru_add_drain_all() 100 times, a millisecond apart, from this
+# (housekeeping) CPU while a task on each isolated CPU writes to new pages,
+# which wait in its CPU's LRU batch, between user-space spins: the
+# interrupts and kworker runs the isolated CPUs take, in whichever qpw mode
+# this boot runs.
+drains() {
+	local go=/tmp/qpw.go q o r0 c0 k0 f i
+	q=$(dmesg | sed -n 's/.*qpw: remote per-CPU work .*(qpw=\([01]\)).*/\1/p' | tail -n 1)
+	if [ "$(cat /sys/devices/system/cpu/nohz_full 2>/dev/null)" != 2-3 ] || [ -z "$q" ]; then
+		echo "@@ error qpw: drains need CPUs 2-3 isolated (nohz_full=2-3) and CONFIG_QPW"
+		return 1
+	fi
+	echo "@@ progress qpw: lru_add_drain_all() 100 times while tasks on isolated CPUs 2 and 3 refill their LRU batches, qpw=$q"
+	mkdir -p /tmp
+	printf 0 > $go
+	for c in 2 3; do
+		taskset -c $c /demo/syscalls refill $go > /tmp/qpw.$c &
+	done
+	usleep 100000
+	r0=$(irqline RES)
+	c0=$(cal)
+	k0=$(kworkers)
+	# A millisecond apart, for the tasks to refill their batches: back to
+	# back, the drains after the first find them empty.
+	for i in $(seq 100); do
+		if ! echo "lrudrain 1" > $b; then
+			echo "@@ error qpw: 'lrudrain 1' failed"
+			printf 1 1<>$go
+			wait
+			return 1
+		fi
+		usleep 1000
+	done
+	o="res_before=$r0 res_after=$(irqline RES) cal_before=$c0 cal_after=$(cal) kworker_before=$k0 kworker_after=$(kworkers)"
+	# The tasks read the new byte through their shared mapping.
+	printf 1 1<>$go
+	wait
+	f=$(cat /tmp/qpw.2 /tmp/qpw.3 | awk '$1 == "faults" { s = s (s == "" ? "" : ",") $2 } END { print s }')
+	case $f in
+	*,*) ;;
+	*)
+		echo "@@ error qpw: the refilling tasks did not answer ('$f')"
+		return 1
+		;;
+	esac
+	echo "@@ result scenario=qpw kind=drain cpus=$ncpu qpw=$q drains=100 $o faults=$f"
+	rm -f $go /tmp/qpw.2 /tmp/qpw.3
+}
+
 # The bench's last figures, "name=value " each.
 figures() {
 	tr '\n' ' ' < $b | sed 's/\([a-z_]*\) \([^ ]*\) */\1=\2 /g'
@@ -322,9 +380,6 @@ for scenario in "$@"; do
 			echo on > $dt
 		fi
 		echo on > $d
-		# qpw is on by itself in this boot (CPUs isolated): the lock cost
-		# the qpw scenario measures with it off in the main boot.
-		lockcost || rc=1
 		echo "@@ done isolation"
 		continue
 		;;
@@ -353,6 +408,7 @@ for scenario in "$@"; do
 	qpw)
 		echo "@@ progress qpw: the local fast path of per-CPU locks, local_lock and qpw lock"
 		lockcost || rc=1
+		drains || rc=1
 		echo "@@ done qpw"
 		continue
 		;;

@@ -189,8 +189,27 @@ def entry_rows(results):
     return rows + hook
 
 
+def drain_figures(r, isolated=(2, 3)):
+    """Per lru_add_drain_all(), per isolated CPU: RES, CAL and kworker context switches."""
+    n = int(r["drains"])
+    out = {"drains": n}
+    for k in ("res", "cal", "kworker"):
+        after = [int(x) for x in r[f"{k}_after"].split(",")]
+        before = [int(x) for x in r[f"{k}_before"].split(",")]
+        delta = sum(after[c] - before[c] for c in isolated)
+        out[f"{k}_per_drain"] = round(delta / len(isolated) / n, 2)
+    out["irq_per_drain"] = round(out["res_per_drain"] + out["cal_per_drain"], 2)
+    out["faults"] = [int(x) for x in r.get("faults", "").split(",") if x]
+    return out
+
+
 def qpw_rows(results):
-    """The local fast path of per-CPU locks: a local_lock and a qpw lock, per boot."""
+    """Per boot (qpw off, on): the local fast path of a local_lock and of a qpw lock, and the
+    interrupts the isolated CPUs take per remote drain."""
+    drains = {}
+    for r in results:
+        if r.get("scenario") == "qpw" and r.get("kind") == "drain":
+            drains[r["qpw"]] = drain_figures(r)
     rows = []
     for r in results:
         if r.get("scenario") != "qpw" or r.get("kind") != "lockcost":
@@ -205,6 +224,7 @@ def qpw_rows(results):
             "local_lock_instr": round(local, 2),
             "qpw_lock_instr": round(qpw, 2),
             "extra_instr": round(qpw - local, 2),
+            **drains.get(r["qpw"], {}),
         })
     return rows
 
@@ -517,15 +537,25 @@ def report(doc):
                          "flushes deferred", "storm cost per pair (instructions)"], rows), ""]
     if doc.get("qpw"):
         rows = [[r["qpw"], r["calls"], fmt(r["local_lock_instr"], 2), fmt(r["qpw_lock_instr"], 2),
-                 fmt(r["extra_instr"], 2)] for r in doc["qpw"]]
-        lines += ["## qpw: the local fast path of a per-CPU lock", "",
-                  "Guest instructions per lock-unlock pair under `-icount shift=0`, 100,000 pairs "
-                  "with interrupts off, each variant a function the loop calls, minus an empty "
-                  "call's cost: `local_lock`, and the qpw lock of <linux/qpw.h> in the boot's "
-                  "mode, in the same boot. Off (the main boot: no CPU isolated) a qpw lock is the "
-                  "local_lock behind a static branch; on (the isolation boot, where qpw turns on "
-                  "by itself) it is this CPU's spinlock, with preemption off.", "",
-                  table(["qpw", "pairs", "local_lock", "qpw lock", "extra"], rows), ""]
+                 fmt(r["extra_instr"], 2), r.get("drains", "-"),
+                 fmt(r["irq_per_drain"], 2) if "irq_per_drain" in r else "-",
+                 fmt(r["kworker_per_drain"], 2) if "kworker_per_drain" in r else "-"]
+                for r in doc["qpw"]]
+        lines += ["## qpw: per-CPU locks another CPU can take", "",
+                  "Two boots of the same image, CPUs 2-3 isolated (`nohz_full=2-3 "
+                  "isolcpus=2-3`), `qpw=0` and `qpw=1`. Lock cost: guest instructions per "
+                  "lock-unlock pair under `-icount shift=0`, 100,000 pairs with interrupts off, "
+                  "each variant a function the loop calls, minus an empty call's cost: "
+                  "`local_lock`, and the qpw lock of <linux/qpw.h> in the boot's mode, in the "
+                  "same boot. Off, a qpw lock is preempt_disable() behind a static branch; on, "
+                  "it is this CPU's spinlock, with preemption off. Drains: "
+                  "`lru_add_drain_all()` 100 times, a millisecond apart, from a housekeeping CPU "
+                  "while a task on each "
+                  "isolated CPU writes to new pages (which wait in its CPU's LRU batch) between "
+                  "user-space spins; interrupts (RES + CAL) and kworker context switches per "
+                  "drain per isolated CPU.", "",
+                  table(["qpw", "pairs", "local_lock", "qpw lock", "extra", "drains",
+                         "interrupts per drain", "kworker runs per drain"], rows), ""]
     if doc.get("entry"):
         rows = [[r["variant"], r["calls"], fmt(r["instr_per_call"], 1)] for r in doc["entry"]]
         lines += ["## entry: kernel-entry cost on an isolated CPU", "",
@@ -650,7 +680,7 @@ def main():
         doc["ftrace"] = ftrace_rows(results, unit)
     if "scale" in args.scenario:
         doc["scale"] = scale_rows(results)
-    if "qpw" in args.scenario or "isolation" in args.scenario:
+    if "qpw" in args.scenario:
         doc["qpw"] = qpw_rows(results)
     if "isolation" in args.scenario:
         rows, user = isolation_rows(results)
@@ -667,7 +697,6 @@ def main():
     revisions = {s: args.revision for s in args.scenario}
     if "isolation" in args.scenario:
         revisions["entry"] = args.revision
-        revisions["qpw"] = args.revision
     if args.merge:
         try:
             with open(args.merge, encoding="utf-8") as f:

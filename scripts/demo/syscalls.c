@@ -24,6 +24,13 @@
  *			prints "pages N before B after A": how many of the
  *			pages were on an LRU list before and after the
  *			wait (/proc/self/pagemap, /proc/kpageflags).
+ *   syscalls refill FILE
+ *			the per-drain figures of the remote drain benchmark:
+ *			until FILE (mapped shared) starts with '1', writes to
+ *			a new anonymous page, which waits in this CPU's LRU
+ *			batch, and PAUSEs 1000 times, again and again (the
+ *			pages are dropped with MADV_DONTNEED every LRU_PAGES
+ *			writes); prints "faults N".
  */
 #define SYS_read		0
 #define SYS_write		1
@@ -31,6 +38,7 @@
 #define SYS_close		3
 #define SYS_lseek		8
 #define SYS_mmap		9
+#define SYS_madvise		28
 #define SYS_getpid		39
 #define SYS_exit		60
 #define SYS_clock_gettime	228
@@ -39,6 +47,7 @@
 #define O_RDWR			2
 #define PROT_READ		1
 #define MAP_SHARED		1
+#define MADV_DONTNEED		4
 #define KPF_LRU			5
 #define LRU_PAGES		16
 
@@ -210,6 +219,34 @@ static __attribute__((noreturn)) void lru(unsigned long n, const char *file)
 		syscall3(SYS_exit, before < 0 || after < 0, 0, 0);
 }
 
+static __attribute__((noreturn)) void refill(const char *file)
+{
+	volatile char *go;
+	unsigned long i, j;
+	char buf[64], *p = buf;
+	long fd;
+
+	fd = syscall3(SYS_open, (long)file, O_RDONLY, 0);
+	go = (volatile char *)syscall6(SYS_mmap, 0, 4096, PROT_READ, MAP_SHARED, fd, 0);
+	if (fd < 0 || (unsigned long)go > -4096UL) {
+		syscall3(SYS_write, 2, (long)"cannot map the file\n", 20);
+		syscall3(SYS_exit, 1, 0, 0);
+	}
+	for (i = 0; *go != '1'; i++) {
+		if (i && i % LRU_PAGES == 0)
+			syscall3(SYS_madvise, (long)area, sizeof(area), MADV_DONTNEED);
+		*(volatile char *)area[i % LRU_PAGES] = 1;
+		for (j = 0; j < 1000; j++)
+			__asm__ volatile("pause");
+	}
+	p = put_string(p, "faults ");
+	p = put_number(p, i);
+	*p++ = '\n';
+	syscall3(SYS_write, 1, (long)buf, p - buf);
+	for (;;)
+		syscall3(SYS_exit, 0, 0, 0);
+}
+
 /* Called by _start with the initial stack: argc, then argv. */
 __attribute__((used, noreturn)) static void start(long *sp)
 {
@@ -230,6 +267,8 @@ __attribute__((used, noreturn)) static void start(long *sp)
 		vcheck(argv[2], number(argv[3]));
 	if (sp[0] == 4 && s[0] == 'l')
 		lru(number(argv[2]), argv[3]);
+	if (sp[0] == 3 && s[0] == 'r')
+		refill(argv[2]);
 	n = number(s);
 	t0 = now_ns();
 	for (i = 0; i < n; i++)
