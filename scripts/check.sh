@@ -80,7 +80,7 @@ cd "$logs" || exit 1
 rc=0
 for f in "${files[@]}"; do
 	case "$f" in
-	*.c|*.h)
+	*.c|*.h|*.S)
 		# Patched upstream files are checked as patches below.
 		[ -e "$JLRS_PRISTINE/$f" ] && continue
 		out=$("$JLRS_SRC/scripts/checkpatch.pl" --strict --no-tree --terse \
