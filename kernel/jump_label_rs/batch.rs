@@ -160,12 +160,16 @@ fn batch(_text: &mut TextMutex) -> &mut Queue<Storage> {
     unsafe { &mut *STATE.batch.get() }
 }
 
-/// Kernel text, patched with `text_poke()` and synchronised with an IPI round.
+/// Kernel text, patched a run of pages at a time through one temporary mapping (or with
+/// `text_poke()`, a write at a time, where a run cannot be mapped), and synchronised with an IPI
+/// round.
 struct KernelText {
     /// Isolated CPUs in user space may take the syncs at their next kernel entry: the batch
     /// writes no text they can run before that.
     #[cfg_attr(not(CONFIG_TEXT_POKE_RS_DEFER), allow(dead_code))]
     may_defer: bool,
+    /// The run mapped, between `map_run()` and `unmap_run()`.
+    run: bindings::text_poke_rs_run,
 }
 
 impl KernelText {
@@ -178,7 +182,10 @@ impl KernelText {
             let _ = sites;
             false
         };
-        Self { may_defer }
+        Self {
+            may_defer,
+            run: bindings::text_poke_rs_run::default(),
+        }
     }
 }
 
@@ -199,6 +206,38 @@ impl TextOps for KernelText {
                 bytes.len(),
             )
         };
+    }
+
+    fn run_pages(&self) -> usize {
+        bindings::TEXT_POKE_RS_RUN_PAGES as usize
+    }
+
+    fn map_run(&mut self, pages: &[usize]) -> bool {
+        // SAFETY: `pages` holds `pages.len()` addresses; the caller holds `text_mutex`. On
+        // success the run stays mapped until `unmap_run()`, which `poke::apply` always calls.
+        let ret = unsafe {
+            bindings::text_poke_rs_run_map(&mut self.run, pages.as_ptr().cast(), pages.len() as u32)
+        };
+        ret == 0
+    }
+
+    fn write_mapped(&mut self, slot: usize, addr: usize, bytes: &[u8]) -> bool {
+        // SAFETY: A run is mapped (`map_run()` succeeded); the C side refuses a write that
+        // would not stay within it.
+        unsafe {
+            bindings::text_poke_rs_run_write(
+                &mut self.run,
+                slot as u32,
+                (addr % poke::PAGE_SIZE) as u32,
+                bytes.as_ptr().cast(),
+                bytes.len() as u32,
+            )
+        }
+    }
+
+    fn unmap_run(&mut self) {
+        // SAFETY: Mapped by `map_run()`.
+        unsafe { bindings::text_poke_rs_run_unmap(&mut self.run) };
     }
 
     #[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
@@ -411,7 +450,14 @@ fn apply_sites(sites: &[PokeLoc], old: &mut [u8]) {
     // SAFETY: Counts the batch for the statistics.
     unsafe { bindings::text_poke_rs_note_batch(sites.len() as u32) };
 
-    poke::apply(sites, old, base(), &mut KernelText::of(sites));
+    let stats = poke::apply(sites, old, base(), &mut KernelText::of(sites));
+    if stats.wrong > 0 {
+        pr_err!(
+            "text_poke: {} of the writes of a {}-site batch did not read back as written\n",
+            stats.wrong,
+            sites.len()
+        );
+    }
 
     // SAFETY: The last sync is done: no CPU can hit our INT3s any more; wait for handlers.
     unsafe { bindings::text_poke_rs_retire() };

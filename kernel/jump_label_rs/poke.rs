@@ -321,7 +321,19 @@ pub fn ordered(vec: &[PokeLoc], base: usize, addr: usize) -> bool {
     }
 }
 
+/// The size of a page of text.
+pub const PAGE_SIZE: usize = 4096;
+
+/// The most pages one mapping of a run holds.
+pub const RUN_MAX: usize = 64;
+
 /// The machine a batch is applied to.
+///
+/// Text is written either one write at a time ([`TextOps::write`], `text_poke()`: a temporary
+/// mapping of the write's page or two for each write), or a run of pages at a time: one
+/// mapping of up to [`TextOps::run_pages`] pages ([`TextOps::map_run`]), every write of the
+/// phase that falls in them ([`TextOps::write_mapped`]), then the mapping undone
+/// ([`TextOps::unmap_run`]).
 pub trait TextOps {
     /// Reads `buf.len()` bytes of text at `addr`.
     fn read(&mut self, addr: usize, buf: &mut [u8]);
@@ -331,6 +343,24 @@ pub trait TextOps {
     fn sync(&mut self);
     /// Reports a completed rewrite of `old` into `new` at `addr` (`perf_event_text_poke()`).
     fn poked(&mut self, _addr: usize, _old: &[u8], _new: &[u8]) {}
+    /// The most pages [`TextOps::map_run`] maps at once (at most [`RUN_MAX`]); below 2, text
+    /// is written one write at a time.
+    fn run_pages(&self) -> usize {
+        0
+    }
+    /// Maps the text pages at `pages` (page addresses, ascending, each once) at consecutive
+    /// addresses, for [`TextOps::write_mapped`]. False if a page cannot be mapped: nothing is
+    /// mapped then, and the run's writes go through [`TextOps::write`].
+    fn map_run(&mut self, _pages: &[usize]) -> bool {
+        false
+    }
+    /// Writes `bytes` to text at `addr`, which starts in the `slot`th page of the run mapped;
+    /// false if they did not read back as written (or do not lie in the run).
+    fn write_mapped(&mut self, _slot: usize, _addr: usize, _bytes: &[u8]) -> bool {
+        false
+    }
+    /// Undoes [`TextOps::map_run`].
+    fn unmap_run(&mut self) {}
 }
 
 /// What [`apply`] did.
@@ -340,6 +370,129 @@ pub struct ApplyStats {
     pub syncs: u32,
     /// Sites patched.
     pub sites: u32,
+    /// Runs of pages mapped ([`TextOps::map_run`]).
+    pub runs: u32,
+    /// Writes that did not read back as written: the text holds something else.
+    pub wrong: u32,
+}
+
+/// One write of a phase of [`apply`]: `len` bytes of `bytes` at `addr`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Write {
+    /// Where.
+    pub addr: usize,
+    /// What, in the first `len` bytes.
+    pub bytes: [u8; MAX_INSN],
+    /// How many bytes.
+    pub len: usize,
+}
+
+impl Write {
+    fn new(addr: usize, src: &[u8]) -> Self {
+        let mut bytes = [0u8; MAX_INSN];
+        let len = src.len().min(MAX_INSN);
+        bytes[..len].copy_from_slice(&src[..len]);
+        Self { addr, bytes, len }
+    }
+
+    /// The bytes to write.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes[..self.len.min(MAX_INSN)]
+    }
+
+    /// The first and the last page the write touches.
+    pub fn pages(&self) -> (usize, usize) {
+        let first = self.addr & !(PAGE_SIZE - 1);
+        let last = (self.addr + self.len.max(1) - 1) & !(PAGE_SIZE - 1);
+        (first, last)
+    }
+}
+
+/// The run of pages that starts with write `start` of a phase: the writes `start..end` (each
+/// `write(i)`, `None` for a site with nothing to write in this phase) and the pages they
+/// touch, ascending, each once, in `pages[..n]`; returns `(end, n)`. A run holds at most
+/// `pages.len()` pages (at least 2), and every page of each of its writes: a write that would
+/// not fit starts the next run. `n` is 0 only when no write is left (`end` is then `count`).
+pub fn next_run(
+    write: impl Fn(usize) -> Option<Write>,
+    start: usize,
+    count: usize,
+    pages: &mut [usize],
+) -> (usize, usize) {
+    let max = pages.len();
+    let mut n = 0;
+    for i in start..count {
+        let Some(w) = write(i) else { continue };
+        let (first, last) = w.pages();
+        // Pages of this write not in the run yet: the writes come in address order, so only
+        // pages after the run's last can be new.
+        let new_first = match n {
+            0 => first,
+            _ => first.max(pages[n - 1] + PAGE_SIZE),
+        };
+        let new = if last >= new_first {
+            (last - new_first) / PAGE_SIZE + 1
+        } else {
+            0
+        };
+        if n > 0 && n + new > max {
+            return (i, n);
+        }
+        let mut page = new_first;
+        while page <= last && n < max {
+            pages[n] = page;
+            n += 1;
+            page += PAGE_SIZE;
+        }
+    }
+    (count, n)
+}
+
+/// Writes the writes `write(0..count)` of one phase, in address order: a run of pages at a time
+/// if `ops` maps runs, else one at a time (a run of a single write, too: one write costs less
+/// through [`TextOps::write`]). Returns the writes, the runs mapped and the writes that did
+/// not read back as written. `pages` is room for a run.
+fn write_phase(
+    ops: &mut impl TextOps,
+    count: usize,
+    write: impl Fn(usize) -> Option<Write>,
+    pages: &mut [usize],
+) -> (u32, u32, u32) {
+    let (mut writes, mut runs, mut wrong) = (0, 0, 0);
+    let max = ops.run_pages().min(pages.len());
+    let mut start = 0;
+    while start < count {
+        let (end, n) = if max >= 2 {
+            next_run(&write, start, count, &mut pages[..max])
+        } else {
+            (count, 0)
+        };
+        let run = pages.get(..n).unwrap_or(&[]);
+        if n > 0 && (start..end).filter_map(&write).nth(1).is_some() && ops.map_run(run) {
+            runs += 1;
+            // The writes and the pages are in address order: each write's first page is the
+            // previous one's, or later.
+            let mut slot = 0;
+            for w in (start..end).filter_map(&write) {
+                while run.get(slot).is_some_and(|&p| p + PAGE_SIZE <= w.addr) {
+                    slot += 1;
+                }
+                if !ops.write_mapped(slot, w.addr, w.bytes()) {
+                    wrong += 1;
+                }
+                writes += 1;
+            }
+            ops.unmap_run();
+        } else {
+            // `text_poke()` checks what it wrote itself.
+            for w in (start..end).filter_map(&write) {
+                ops.write(w.addr, w.bytes());
+                writes += 1;
+            }
+        }
+        start = end;
+    }
+    (writes, runs, wrong)
 }
 
 /// Patches every site of `vec` with the INT3 protocol: the body of
@@ -355,18 +508,36 @@ pub fn apply(vec: &[PokeLoc], old: &mut [u8], base: usize, ops: &mut impl TextOp
         return stats;
     }
 
+    // Room for a run, unless there is one site: one write a phase goes through `write()`.
+    let mut room;
+    let pages: &mut [usize] = if vec.len() > 1 {
+        room = [0usize; RUN_MAX];
+        &mut room
+    } else {
+        &mut []
+    };
+    // Writes a phase; says whether it wrote anything.
+    let mut phase = |ops: &mut _, write: &dyn Fn(usize) -> Option<Write>| {
+        let (writes, runs, wrong) = write_phase(ops, vec.len(), write, pages);
+        stats.runs += runs;
+        stats.wrong += wrong;
+        writes > 0
+    };
+
     // 1. INT3 at every site.
     for (loc, first) in vec.iter().zip(old.iter_mut()) {
         let mut byte = [0u8; 1];
         ops.read(loc.addr(base), &mut byte);
         *first = byte[0];
-        ops.write(loc.addr(base), &[INT3]);
     }
+    phase(ops, &|i| {
+        vec.get(i).map(|l| Write::new(l.addr(base), &[INT3]))
+    });
     ops.sync();
-    stats.syncs += 1;
 
-    // 2. Every byte but the first.
-    let mut wrote = false;
+    // 2. Every byte but the first. Each site is reported to `poked()` just before, with its
+    //    old bytes (its first byte as it was before the INT3, the others still in place): the
+    //    same report as after the write, which would find them overwritten.
     for (loc, first) in vec.iter().zip(old.iter()) {
         let addr = loc.addr(base);
         let (new, len) = loc.new_bytes();
@@ -374,29 +545,31 @@ pub fn apply(vec: &[PokeLoc], old: &mut [u8], base: usize, ops: &mut impl TextOp
         old[0] = *first;
         if len > 1 {
             ops.read(addr + 1, &mut old[1..len]);
-            ops.write(addr + 1, &new[1..len]);
-            wrote = true;
         }
         ops.poked(addr, &old[..len], &new[..len]);
     }
-    if wrote {
+    let tail = |i: usize| {
+        let loc = vec.get(i)?;
+        let (new, len) = loc.new_bytes();
+        (len > 1).then(|| Write::new(loc.addr(base) + 1, &new[1..len]))
+    };
+    let mut syncs = 1;
+    if phase(ops, &tail) {
         ops.sync();
-        stats.syncs += 1;
+        syncs += 1;
     }
 
     // 3. The first bytes, unless the new first byte is INT3 itself.
-    let mut wrote = false;
-    for loc in vec.iter() {
+    let first = |i: usize| {
+        let loc = vec.get(i)?;
         let byte = loc.first_byte();
-        if byte != INT3 {
-            ops.write(loc.addr(base), &[byte]);
-            wrote = true;
-        }
-    }
-    if wrote {
+        (byte != INT3).then(|| Write::new(loc.addr(base), &[byte]))
+    };
+    if phase(ops, &first) {
         ops.sync();
-        stats.syncs += 1;
+        syncs += 1;
     }
+    stats.syncs = syncs;
     stats.sites = vec.len() as u32;
     stats
 }

@@ -17,7 +17,10 @@
 #include <linux/debugfs.h>
 #include <linux/init.h>
 #include <linux/jump_label.h>
+#include <linux/kasan.h>
 #include <linux/memory.h>
+#include <linux/mm.h>
+#include <linux/mmap_lock.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/perf_event.h>
@@ -29,7 +32,11 @@
 #include <linux/uaccess.h>
 
 #include <asm/hardirq.h>
+#include <asm/mmu_context.h>
+#include <asm/sections.h>
+#include <asm/text-patching.h>
 #include <asm/text_poke_rs.h>
+#include <asm/tlbflush.h>
 
 int text_poke_rs_mode = TEXT_POKE_RS_MODE_RUST;
 DEFINE_PER_CPU(unsigned long, text_poke_rs_int3_hits);
@@ -42,6 +49,7 @@ static atomic64_t text_poke_rs_max_batch;
 static atomic64_t text_poke_rs_batch_ns;
 static atomic64_t text_poke_rs_max_batch_ns;
 static atomic64_t text_poke_rs_refused;
+static atomic64_t text_poke_rs_mm_switches;
 /* What the tracked task (text_poke_rs_track()) did itself. */
 static struct task_struct *text_poke_rs_tracked;
 static atomic64_t text_poke_rs_own_syncs;
@@ -130,6 +138,12 @@ void text_poke_rs_note_batch(unsigned int entries)
 		;
 }
 
+/* A switch to the poking mm: text_poke(), or a run of the Rust batch. */
+void text_poke_rs_note_mm_switch(void)
+{
+	atomic64_inc(&text_poke_rs_mm_switches);
+}
+
 void text_poke_rs_note_refused(void)
 {
 	atomic64_inc(&text_poke_rs_refused);
@@ -190,6 +204,7 @@ void text_poke_rs_read_stats(struct text_poke_rs_stats *stats)
 	stats->own_syncs = atomic64_read(&text_poke_rs_own_syncs);
 	stats->own_entries = atomic64_read(&text_poke_rs_own_entries);
 	stats->refused = atomic64_read(&text_poke_rs_refused);
+	stats->mm_switches = atomic64_read(&text_poke_rs_mm_switches);
 	stats->int3_hits = 0;
 	stats->ipis = 0;
 	for_each_possible_cpu(cpu) {
@@ -228,6 +243,118 @@ void text_poke_rs_retire(void)
 	}
 }
 
+/*
+ * Runs of text pages written through one temporary mapping. text_poke()
+ * maps the page (or two) of one write in the poking mm, switches to it,
+ * writes, switches back and flushes, for every write: three times per
+ * site per batch. A run maps up to TEXT_POKE_RS_RUN_PAGES pages at once at
+ * consecutive addresses of the poking mm, and the batch writes every site
+ * of one phase that falls in them before switching back. The pages are
+ * those of the PTE table text_poke() uses, preallocated at boot: that
+ * table covers the PMD around text_poke_mm_addr, which holds nothing else,
+ * and both users hold text_mutex.
+ */
+static unsigned long text_poke_rs_run_base(void)
+{
+	return text_poke_mm_addr & PMD_MASK;
+}
+
+/* The page of text at @addr, as text_poke() finds it; NULL if none. */
+static struct page *text_poke_rs_text_page(unsigned long addr)
+{
+	if (core_kernel_text(addr))
+		return virt_to_page((void *)addr);
+	/*
+	 * Module text: execmem's ROX ranges can be collapsed into huge
+	 * mappings concurrently; init_mm's lock keeps vmalloc_to_page()
+	 * from racing with that, as in text_poke().
+	 */
+	guard(mmap_read_lock)(&init_mm);
+	return vmalloc_to_page((void *)addr);
+}
+
+/*
+ * Maps the text pages at @pages[0..@n) (page addresses) and switches to
+ * the poking mm, interrupts off, for text_poke_rs_run_write(). Returns 0,
+ * or an error with nothing mapped: -EINVAL for a bad @n, -EFAULT for a
+ * page that is not text that can be mapped (with a warning).
+ */
+int text_poke_rs_run_map(struct text_poke_rs_run *run,
+			 const unsigned long *pages, unsigned int n)
+{
+	pgprot_t prot = __pgprot(pgprot_val(PAGE_KERNEL) & ~_PAGE_GLOBAL);
+	unsigned long base = text_poke_rs_run_base();
+	struct page *page[TEXT_POKE_RS_RUN_PAGES];
+	unsigned int i;
+
+	lockdep_assert_held(&text_mutex);
+	if (!n || n > TEXT_POKE_RS_RUN_PAGES)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		page[i] = text_poke_rs_text_page(pages[i]);
+		if (WARN_ONCE(!page[i], "text_poke: no page for text at %pS\n",
+			      (void *)pages[i]))
+			return -EFAULT;
+	}
+	run->ptep = get_locked_pte(text_poke_mm, base, &run->ptl);
+	if (WARN_ON_ONCE(!run->ptep))
+		return -ENOMEM;
+	local_irq_save(run->flags);
+	for (i = 0; i < n; i++)
+		set_pte_at(text_poke_mm, base + i * PAGE_SIZE, run->ptep + i,
+			   mk_pte(page[i], prot));
+	run->n = n;
+	/* A compiler barrier too: the PTEs are set before the writes. */
+	run->prev = use_temporary_mm(text_poke_mm);
+	kasan_disable_current();
+	text_poke_rs_note_mm_switch();
+	return 0;
+}
+
+/*
+ * Writes @len bytes of @src at offset @off of the @slot'th page mapped, and
+ * reads them back: false if they differ, or, writing nothing, if they do
+ * not all lie within the run.
+ */
+bool text_poke_rs_run_write(struct text_poke_rs_run *run, unsigned int slot,
+			    unsigned int off, const void *src, unsigned int len)
+{
+	unsigned long at = slot * PAGE_SIZE + off;
+	u8 *dst = (u8 *)text_poke_rs_run_base() + at;
+	const u8 *s = src;
+	bool same = true;
+	unsigned int i;
+
+	if (slot >= run->n || off >= PAGE_SIZE || at + len > run->n * PAGE_SIZE)
+		return false;
+	lass_stac();
+	__inline_memcpy(dst, src, len);
+	for (i = 0; i < len; i++)
+		same &= READ_ONCE(dst[i]) == s[i];
+	lass_clac();
+	return same;
+}
+
+/* Undoes text_poke_rs_run_map(). */
+void text_poke_rs_run_unmap(struct text_poke_rs_run *run)
+{
+	unsigned long base = text_poke_rs_run_base();
+	unsigned int i;
+
+	kasan_enable_current();
+	/* The PTEs are cleared after the writes. */
+	barrier();
+	for (i = 0; i < run->n; i++)
+		pte_clear(text_poke_mm, base + i * PAGE_SIZE, run->ptep + i);
+	/* Serialising: this CPU sees the new text from here on. */
+	unuse_temporary_mm(run->prev);
+	/* No IPI: the poking mm is not loaded anywhere now. */
+	flush_tlb_mm_range(text_poke_mm, base, base + run->n * PAGE_SIZE,
+			   PAGE_SHIFT, false);
+	local_irq_restore(run->flags);
+	pte_unmap_unlock(run->ptep, run->ptl);
+}
+
 /* perf's record of a rewrite, for decoders that walk the text (Intel PT). */
 void text_poke_rs_poked(const void *addr, const void *old, const void *new,
 			size_t len)
@@ -251,6 +378,7 @@ static int text_poke_rs_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "batch_ns %llu\n", s.batch_ns);
 	seq_printf(m, "max_batch_ns %llu\n", s.max_batch_ns);
 	seq_printf(m, "refused %llu\n", s.refused);
+	seq_printf(m, "mm_switches %llu\n", s.mm_switches);
 	ct_work_rs_stats_show(m);
 	return 0;
 }

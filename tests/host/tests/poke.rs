@@ -4,7 +4,9 @@
 //! handler's binary search, batch ordering, and what a CPU executing a site can observe while a
 //! batch is applied.
 
-use jump_label_rs_host::poke::{self, Emulation, PokeError, PokeLoc, Queue, Sites, TextOps};
+use jump_label_rs_host::poke::{
+    self, Emulation, PokeError, PokeLoc, Queue, Sites, TextOps, Write, PAGE_SIZE,
+};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -171,9 +173,29 @@ struct Sim {
     syncs: u32,
     writes: u32,
     violations: Vec<String>,
+    /// Pages a run may map: 0 for `text_poke()` alone.
+    run_max: usize,
+    /// The run mapped, if any.
+    mapped: Option<Vec<usize>>,
+    /// Runs mapped.
+    runs: u32,
 }
 
 impl Sim {
+    fn new(run_max: usize) -> Self {
+        Self {
+            mem: BTreeMap::new(),
+            sites: BTreeMap::new(),
+            vec: Vec::new(),
+            syncs: 0,
+            writes: 0,
+            violations: Vec::new(),
+            run_max,
+            mapped: None,
+            runs: 0,
+        }
+    }
+
     fn bytes(&self, at: usize, len: usize) -> Vec<u8> {
         (at..at + len).map(|a| self.mem[&a]).collect()
     }
@@ -217,7 +239,126 @@ impl TextOps for Sim {
     }
 
     fn sync(&mut self) {
+        if self.mapped.is_some() {
+            self.violations.push("sync with a run mapped".into());
+        }
         self.syncs += 1;
+    }
+
+    fn run_pages(&self) -> usize {
+        self.run_max
+    }
+
+    fn map_run(&mut self, pages: &[usize]) -> bool {
+        if self.mapped.is_some() {
+            self.violations.push("run mapped twice".into());
+        }
+        if pages.is_empty() || pages.len() > self.run_max {
+            self.violations
+                .push(format!("run of {} pages", pages.len()));
+        }
+        if pages.windows(2).any(|w| w[0] >= w[1]) || pages.iter().any(|p| p % PAGE_SIZE != 0) {
+            self.violations.push(format!("run pages {pages:x?}"));
+        }
+        self.mapped = Some(pages.to_vec());
+        self.runs += 1;
+        true
+    }
+
+    fn write_mapped(&mut self, slot: usize, addr: usize, bytes: &[u8]) -> bool {
+        let Some(pages) = self.mapped.clone() else {
+            self.violations
+                .push(format!("{addr:#x}: write with no run mapped"));
+            return false;
+        };
+        // Every byte through the mapping: its page must be mapped, in the slot the mapping
+        // gives it (consecutive from `slot`).
+        for i in 0..bytes.len() {
+            let at = slot * PAGE_SIZE + addr % PAGE_SIZE + i;
+            let page = (addr + i) & !(PAGE_SIZE - 1);
+            if pages.get(at / PAGE_SIZE) != Some(&page) {
+                self.violations
+                    .push(format!("{:#x}: not in the run {pages:x?}", addr + i));
+                return false;
+            }
+        }
+        self.write(addr, bytes);
+        true
+    }
+
+    fn unmap_run(&mut self) {
+        if self.mapped.take().is_none() {
+            self.violations.push("unmap with no run mapped".into());
+        }
+    }
+}
+
+/// Writes of one phase, `(offset from BASE, len)`, in address order, from proptest's gaps.
+fn phase_writes(gaps: &[(usize, usize)]) -> Vec<Write> {
+    let mut at = BASE;
+    gaps.iter()
+        .map(|&(gap, len)| {
+            at += gap;
+            let w = Write {
+                addr: at,
+                bytes: [0xcc; poke::MAX_INSN],
+                len,
+            };
+            at += len;
+            w
+        })
+        .collect()
+}
+
+proptest! {
+    /// The page runs of a phase: every write in exactly one run, the runs in order, each run's
+    /// pages ascending and distinct, at most `max` of them, and every page of each of its
+    /// writes among them; a run ends only where the next write's pages would not fit.
+    #[test]
+    fn page_runs_cover_every_write_once(
+        gaps in proptest::collection::vec((0usize..3 * PAGE_SIZE, 1usize..=6), 0..200),
+        holes in proptest::collection::vec(any::<bool>(), 200),
+        max in 2usize..10,
+    ) {
+        let writes = phase_writes(&gaps);
+        // Some sites have nothing to write in this phase.
+        let write = |i: usize| writes.get(i).filter(|_| !holes[i]).copied();
+        let mut pages = vec![0usize; max];
+        let mut start = 0;
+        let mut seen = Vec::new();
+        while start < writes.len() {
+            let (end, n) = poke::next_run(write, start, writes.len(), &mut pages);
+            prop_assert!(end > start && end <= writes.len());
+            prop_assert!(n <= max);
+            let run = &pages[..n];
+            prop_assert!(run.windows(2).all(|w| w[0] < w[1]));
+            prop_assert!(run.iter().all(|p| p % PAGE_SIZE == 0));
+            for i in start..end {
+                let Some(w) = write(i) else { continue };
+                seen.push(i);
+                let (first, last) = w.pages();
+                let mut p = first;
+                while p <= last {
+                    prop_assert!(run.contains(&p), "write {} page {:#x} not in {:x?}", i, p, run);
+                    p += PAGE_SIZE;
+                }
+            }
+            if n == 0 {
+                prop_assert!((start..end).all(|i| write(i).is_none()));
+            }
+            // Maximal: the next write would have needed a page more than the run could hold.
+            if let Some(w) = (end < writes.len()).then(|| write(end)).flatten() {
+                let (first, last) = w.pages();
+                let extra = (first..=last)
+                    .step_by(PAGE_SIZE)
+                    .filter(|p| !run.contains(p))
+                    .count();
+                prop_assert!(n + extra > max);
+            }
+            start = end;
+        }
+        let want: Vec<usize> = (0..writes.len()).filter(|&i| write(i).is_some()).collect();
+        prop_assert_eq!(seen, want);
     }
 }
 
@@ -246,17 +387,17 @@ proptest! {
     /// instruction, every INT3 it hits resolves to the new instruction, three syncs are
     /// enough, and the text ends up new everywhere.
     #[test]
-    fn apply_is_never_torn(kinds in proptest::collection::vec(any::<u8>(), 1..80)) {
-        let mut sim = Sim {
-            mem: BTreeMap::new(),
-            sites: BTreeMap::new(),
-            vec: Vec::new(),
-            syncs: 0,
-            writes: 0,
-            violations: Vec::new(),
-        };
+    fn apply_is_never_torn(
+        kinds in proptest::collection::vec(any::<u8>(), 1..80),
+        gaps in proptest::collection::vec(0usize..3 * PAGE_SIZE, 80),
+        run_max in prop_oneof![Just(0usize), 2usize..9],
+    ) {
+        let mut sim = Sim::new(run_max);
+        let mut at = BASE + 0x100 - 16;
         for (i, &k) in kinds.iter().enumerate() {
-            let at = BASE + 0x100 + i * 16;
+            // Sites 16 bytes apart or more, some a page or more apart, some across a page
+            // boundary.
+            at += 16 + gaps[i] / 16 * 16 + gaps[i] % 5;
             let (old, new) = site_insns(at, k);
             for (j, b) in old.iter().enumerate() {
                 sim.mem.insert(at + j, *b);
@@ -277,6 +418,29 @@ proptest! {
         prop_assert_eq!(stats.syncs, 3);
         prop_assert_eq!(sim.syncs, 3);
         prop_assert_eq!(stats.sites as usize, kinds.len());
+        prop_assert_eq!(stats.wrong, 0);
+        prop_assert_eq!(stats.runs, sim.runs);
+        prop_assert!(sim.mapped.is_none());
+        if run_max == 0 {
+            prop_assert_eq!(sim.runs, 0);
+        } else {
+            // No more runs than the pages each phase touches, at least one per phase with
+            // anything to write.
+            let pages: std::collections::BTreeSet<usize> = sim
+                .sites
+                .iter()
+                .flat_map(|(&a, (o, n))| {
+                    let len = o.len().max(n.len());
+                    [a & !(PAGE_SIZE - 1), (a + len - 1) & !(PAGE_SIZE - 1)]
+                })
+                .collect();
+            // A run per phase at least when a phase has two writes or more, no more than the
+            // pages each phase touches.
+            prop_assert!(sim.runs as usize <= 3 * pages.len());
+            if sim.vec.len() >= 2 {
+                prop_assert!(sim.runs >= 2);
+            }
+        }
         for (&at, (old, new)) in &sim.sites {
             prop_assert_eq!(sim.bytes(at, new.len()), new.clone());
             let i = vec.iter().position(|l| l.addr(BASE) == at).unwrap();

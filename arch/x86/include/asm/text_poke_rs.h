@@ -9,11 +9,14 @@
 #include <linux/atomic.h>
 #include <linux/compiler.h>
 #include <linux/percpu.h>
+#include <linux/spinlock_types.h>
 #include <linux/types.h>
 
+#include <asm/pgtable_types.h>
 #include <asm/ptrace.h>
 
 struct jump_entry;
+struct mm_struct;
 struct static_key;
 
 /* Which implementation serves smp_text_poke_*(): "text_poke=" at boot. */
@@ -37,6 +40,9 @@ enum text_poke_rs_mode {
  * @own_syncs: sync rounds made by the task text_poke_rs_track() follows
  * @own_entries: sites patched by that task
  * @refused: key flips refused because a site held the wrong bytes
+ * @mm_switches: switches to the poking mm to write text: one per
+ *	text_poke() (per write, in upstream's batch), one per run of pages
+ *	in the Rust batch (text_poke_rs_run_map())
  */
 struct text_poke_rs_stats {
 	u64 batches;
@@ -50,6 +56,26 @@ struct text_poke_rs_stats {
 	u64 own_syncs;
 	u64 own_entries;
 	u64 refused;
+	u64 mm_switches;
+};
+
+/* The most text pages one temporary mapping of the Rust batch holds. */
+#define TEXT_POKE_RS_RUN_PAGES	64
+
+/**
+ * struct text_poke_rs_run - a run of text pages mapped for writing
+ * @ptep: the PTE of the run's first page in the poking mm
+ * @ptl: its lock
+ * @prev: the mm to switch back to
+ * @flags: the interrupt state to restore
+ * @n: the pages mapped
+ */
+struct text_poke_rs_run {
+	pte_t *ptep;
+	spinlock_t *ptl;	/* the lock of @ptep's PTE table */
+	struct mm_struct *prev;
+	unsigned long flags;
+	unsigned int n;
 };
 
 #ifdef CONFIG_TEXT_POKE_RS
@@ -76,6 +102,7 @@ static __always_inline void text_poke_rs_note_int3(void)
 void text_poke_rs_note_sync(void);
 void text_poke_rs_note_batch(unsigned int entries);
 void text_poke_rs_note_batch_done(void);
+void text_poke_rs_note_mm_switch(void);
 void text_poke_rs_note_refused(void);
 u64 text_poke_rs_refusals(void);
 unsigned int text_poke_rs_ipis_received(int cpu);
@@ -87,6 +114,13 @@ void text_poke_rs_poked(const void *addr, const void *old, const void *new,
 
 /* text_poke(), untraced, in alternative.c. */
 void *text_poke_rs_text_poke(void *addr, const void *opcode, size_t len);
+
+/* Runs of text pages written through one temporary mapping. */
+int text_poke_rs_run_map(struct text_poke_rs_run *run,
+			 const unsigned long *pages, unsigned int n);
+bool text_poke_rs_run_write(struct text_poke_rs_run *run, unsigned int slot,
+			    unsigned int off, const void *src, unsigned int len);
+void text_poke_rs_run_unmap(struct text_poke_rs_run *run);
 
 /* text_mutex, for the Rust jump-label update. */
 void text_poke_rs_text_lock(void);
@@ -172,6 +206,10 @@ static inline void text_poke_rs_note_batch(unsigned int entries)
 }
 
 static inline void text_poke_rs_note_batch_done(void)
+{
+}
+
+static inline void text_poke_rs_note_mm_switch(void)
 {
 }
 
