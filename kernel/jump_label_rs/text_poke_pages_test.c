@@ -16,16 +16,9 @@
 
 #include <asm/text_poke_rs.h>
 
+#include "text_poke_stress.h"
+
 DEFINE_STATIC_KEY_FALSE(text_poke_pages_key);
-
-/* Each site's address and its jump target, from text_poke_pages.S. */
-struct text_poke_pages_site {
-	unsigned long code;
-	unsigned long target;
-};
-
-extern const struct text_poke_pages_site text_poke_pages_sites[];
-extern const struct text_poke_pages_site text_poke_pages_sites_end[];
 
 #define TEXT_POKE_PAGES_SITES	72
 #define TEXT_POKE_PAGES_PAGES	70
@@ -146,4 +139,5 @@ static struct kunit_suite text_poke_pages_suite = {
 	.name = "text_poke_rs_pages",
 	.test_cases = text_poke_pages_cases,
 };
+
 kunit_test_suite(text_poke_pages_suite);

@@ -88,6 +88,15 @@ int text_poke_irq_run(void (*fn)(void *arg), void *arg);
  */
 int text_poke_lock_bench(unsigned int n, u64 *none, u64 *local, u64 *qpw, bool *on);
 
+/* Each site of text_poke_pages.S: its address and its jump target. */
+struct text_poke_pages_site {
+	unsigned long code;
+	unsigned long target;
+};
+
+extern const struct text_poke_pages_site text_poke_pages_sites[];
+extern const struct text_poke_pages_site text_poke_pages_sites_end[];
+
 /* The KUnit test of the kernel-entry TLB flush: see text_poke_stress.c. */
 #define TEXT_POKE_VOLD	0xa1a1a1a1a1a1a1a1ULL
 #define TEXT_POKE_VNEW	0xb2b2b2b2b2b2b2b2ULL
