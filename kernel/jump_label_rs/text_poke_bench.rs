@@ -303,7 +303,7 @@ fn mod_key() -> &'static StaticKeyFalse {
 }
 
 /// The figures of the last run, in the order they are printed.
-const FIELDS: [&str; 28] = [
+const FIELDS: [&str; 30] = [
     "sites",
     "flips",
     "syncs",
@@ -332,6 +332,8 @@ const FIELDS: [&str; 28] = [
     "lock_local_ns",
     "lock_qpw_ns",
     "qpw",
+    "mm_switches",
+    "batch_ns",
 ];
 
 /// The benchmark's debugfs state: the last run's figures.
@@ -428,6 +430,8 @@ impl Bench {
             timed.plain,
             timed.plain_ns,
         ]);
+        values[28] = after.mm_switches - before.mm_switches;
+        values[29] = after.batch_ns - before.batch_ns;
         self.record(if lookup { 2 } else { 1 }, values);
         Ok(())
     }

@@ -91,6 +91,7 @@ def flip_rows(results, cpus, unit):
             "cost_min": int(r["ns_min"]),
             "cost_max": int(r["ns_max"]),
             "entries_per_flip": int(r["entries"]) / flips,
+            "mm_switches_per_flip": int(r["mm_switches"]) / flips if "mm_switches" in r else None,
             "wrong_sites": int(r["wrong"]),
             "unit": unit,
         })
@@ -444,15 +445,20 @@ def report(doc):
             rows.append([r["sites"], r["mode"], r["flips"], fmt(r["ipi_rounds_per_flip"], 2),
                          fmt(r["ipis_per_flip_per_cpu"], 2),
                          ",".join(fmt(c, 2) for c in r["cal_per_flip_per_cpu"] or []),
+                         fmt(r.get("mm_switches_per_flip"), 1),
                          fmt(r["cost_per_flip"], 0), fmt(r["cost_min"]),
                          fmt(flip_ratio.get(r["sites"]), 3) if rust else "",
                          fmt(min_ratio.get(r["sites"]), 3) if rust else "",
                          r["wrong_sites"]])
         lines += ["## flip: one key, N sites, flipped on and off", "",
                   "IPIs received/flip per other CPU: the IPIs all CPUs received per flip, "
-                  "divided by the CPUs other than the one flipping.", "",
+                  "divided by the CPUs other than the one flipping. mm switches/flip: the "
+                  "switches to the poking mm to write text (`mm_switches` in "
+                  "`text_poke/stats`): one per `text_poke()`, one per run of pages the "
+                  "Rust batch maps at once.", "",
                   table(["sites", "mode", "flips", "IPI rounds/flip",
                          "IPIs received/flip per other CPU", "CAL/flip, each CPU",
+                         "mm switches/flip",
                          "cost/flip (mean)", "cost/flip (min)",
                          "rust/c (mean)", "rust/c (min)", "wrong sites"], rows), ""]
     if "lookup" in doc:
