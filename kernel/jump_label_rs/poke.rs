@@ -495,6 +495,57 @@ fn write_phase(
     (writes, runs, wrong)
 }
 
+/// Patches every site of `vec` with the INT3 protocol, one write at a time: for one site, and
+/// for text that is not written in runs. See [`apply`].
+fn apply_each(vec: &[PokeLoc], old: &mut [u8], base: usize, ops: &mut impl TextOps) -> ApplyStats {
+    let mut stats = ApplyStats::default();
+
+    // 1. INT3 at every site.
+    for (loc, first) in vec.iter().zip(old.iter_mut()) {
+        let mut byte = [0u8; 1];
+        ops.read(loc.addr(base), &mut byte);
+        *first = byte[0];
+        ops.write(loc.addr(base), &[INT3]);
+    }
+    ops.sync();
+    stats.syncs += 1;
+
+    // 2. Every byte but the first.
+    let mut wrote = false;
+    for (loc, first) in vec.iter().zip(old.iter()) {
+        let addr = loc.addr(base);
+        let (new, len) = loc.new_bytes();
+        let mut old = [0u8; MAX_INSN];
+        old[0] = *first;
+        if len > 1 {
+            ops.read(addr + 1, &mut old[1..len]);
+            ops.write(addr + 1, &new[1..len]);
+            wrote = true;
+        }
+        ops.poked(addr, &old[..len], &new[..len]);
+    }
+    if wrote {
+        ops.sync();
+        stats.syncs += 1;
+    }
+
+    // 3. The first bytes, unless the new first byte is INT3 itself.
+    let mut wrote = false;
+    for loc in vec.iter() {
+        let byte = loc.first_byte();
+        if byte != INT3 {
+            ops.write(loc.addr(base), &[byte]);
+            wrote = true;
+        }
+    }
+    if wrote {
+        ops.sync();
+        stats.syncs += 1;
+    }
+    stats.sites = vec.len() as u32;
+    stats
+}
+
 /// Patches every site of `vec` with the INT3 protocol: the body of
 /// `smp_text_poke_batch_finish()` between publishing the vector and retiring it.
 ///
@@ -508,14 +559,11 @@ pub fn apply(vec: &[PokeLoc], old: &mut [u8], base: usize, ops: &mut impl TextOp
         return stats;
     }
 
-    // Room for a run, unless there is one site: one write a phase goes through `write()`.
-    let mut room;
-    let pages: &mut [usize] = if vec.len() > 1 {
-        room = [0usize; RUN_MAX];
-        &mut room
-    } else {
-        &mut []
-    };
+    // One site, or no runs: one write at a time, which costs less without runs to group.
+    if vec.len() < 2 || ops.run_pages() < 2 {
+        return apply_each(vec, old, base, ops);
+    }
+    let pages = &mut [0usize; RUN_MAX];
     // Writes a phase; says whether it wrote anything.
     let mut phase = |ops: &mut _, write: &dyn Fn(usize) -> Option<Write>| {
         let (writes, runs, wrong) = write_phase(ops, vec.len(), write, pages);
