@@ -676,12 +676,11 @@ impl Bench {
     /// `local_lock`, and a qpw lock in this boot's mode.
     fn lock_cost(&self, n: u64) -> Result {
         let mut values = [0u64; FIELDS.len()];
-        let mut on = false;
-        let [.., none, local, qpw, _] = &mut values;
+        let (mut on, mut none, mut local, mut qpw) = (false, 0, 0, 0);
         // SAFETY: The pointers are valid for writes.
-        errno(unsafe { text_poke_lock_bench(n as u32, none, local, qpw, &mut on) })?;
+        errno(unsafe { text_poke_lock_bench(n as u32, &mut none, &mut local, &mut qpw, &mut on) })?;
         values[1] = n;
-        values[27] = u64::from(on);
+        values[24..28].copy_from_slice(&[none, local, qpw, u64::from(on)]);
         self.record(11, values);
         Ok(())
     }
