@@ -564,13 +564,21 @@ pub fn apply(vec: &[PokeLoc], old: &mut [u8], base: usize, ops: &mut impl TextOp
         return apply_each(vec, old, base, ops);
     }
     let pages = &mut [0usize; RUN_MAX];
-    // Writes a phase; says whether it wrote anything.
-    let mut phase = |ops: &mut _, write: &dyn Fn(usize) -> Option<Write>| {
-        let (writes, runs, wrong) = write_phase(ops, vec.len(), write, pages);
+    // Writes a phase; says whether it wrote anything. Each phase's writes are a closure of its
+    // own, so that the loops over them are compiled for it.
+    fn phase(
+        stats: &mut ApplyStats,
+        ops: &mut impl TextOps,
+        count: usize,
+        pages: &mut [usize],
+        write: impl Fn(usize) -> Option<Write>,
+    ) -> bool {
+        let (writes, runs, wrong) = write_phase(ops, count, write, pages);
         stats.runs += runs;
         stats.wrong += wrong;
         writes > 0
-    };
+    }
+    let n = vec.len();
 
     // 1. INT3 at every site.
     for (loc, first) in vec.iter().zip(old.iter_mut()) {
@@ -578,7 +586,7 @@ pub fn apply(vec: &[PokeLoc], old: &mut [u8], base: usize, ops: &mut impl TextOp
         ops.read(loc.addr(base), &mut byte);
         *first = byte[0];
     }
-    phase(ops, &|i| {
+    phase(&mut stats, ops, n, pages, |i| {
         vec.get(i).map(|l| Write::new(l.addr(base), &[INT3]))
     });
     ops.sync();
@@ -602,7 +610,7 @@ pub fn apply(vec: &[PokeLoc], old: &mut [u8], base: usize, ops: &mut impl TextOp
         (len > 1).then(|| Write::new(loc.addr(base) + 1, &new[1..len]))
     };
     let mut syncs = 1;
-    if phase(ops, &tail) {
+    if phase(&mut stats, ops, n, pages, tail) {
         ops.sync();
         syncs += 1;
     }
@@ -613,7 +621,7 @@ pub fn apply(vec: &[PokeLoc], old: &mut [u8], base: usize, ops: &mut impl TextOp
         let byte = loc.first_byte();
         (byte != INT3).then(|| Write::new(loc.addr(base), &[byte]))
     };
-    if phase(ops, &first) {
+    if phase(&mut stats, ops, n, pages, first) {
         ops.sync();
         syncs += 1;
     }
