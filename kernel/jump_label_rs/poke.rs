@@ -495,6 +495,20 @@ fn write_phase(
     (writes, runs, wrong)
 }
 
+/// Reports the rewrite of `loc` to [`TextOps::poked`], before its tail is written, with its old
+/// bytes: `first`, its first byte before the INT3, and the others still in place. The same
+/// report as after the write, which would find them overwritten.
+fn report(ops: &mut impl TextOps, loc: &PokeLoc, first: u8, base: usize) {
+    let addr = loc.addr(base);
+    let (new, len) = loc.new_bytes();
+    let mut old = [0u8; MAX_INSN];
+    old[0] = first;
+    if len > 1 {
+        ops.read(addr + 1, &mut old[1..len]);
+    }
+    ops.poked(addr, &old[..len], &new[..len]);
+}
+
 /// Patches every site of `vec` with the INT3 protocol, one write at a time: for one site, and
 /// for text that is not written in runs. See [`apply`].
 fn apply_each(vec: &[PokeLoc], old: &mut [u8], base: usize, ops: &mut impl TextOps) -> ApplyStats {
@@ -510,19 +524,15 @@ fn apply_each(vec: &[PokeLoc], old: &mut [u8], base: usize, ops: &mut impl TextO
     ops.sync();
     stats.syncs += 1;
 
-    // 2. Every byte but the first.
+    // 2. Every byte but the first, each site reported just before.
     let mut wrote = false;
     for (loc, first) in vec.iter().zip(old.iter()) {
-        let addr = loc.addr(base);
+        report(ops, loc, *first, base);
         let (new, len) = loc.new_bytes();
-        let mut old = [0u8; MAX_INSN];
-        old[0] = *first;
         if len > 1 {
-            ops.read(addr + 1, &mut old[1..len]);
-            ops.write(addr + 1, &new[1..len]);
+            ops.write(loc.addr(base) + 1, &new[1..len]);
             wrote = true;
         }
-        ops.poked(addr, &old[..len], &new[..len]);
     }
     if wrote {
         ops.sync();
@@ -591,18 +601,9 @@ pub fn apply(vec: &[PokeLoc], old: &mut [u8], base: usize, ops: &mut impl TextOp
     });
     ops.sync();
 
-    // 2. Every byte but the first. Each site is reported to `poked()` just before, with its
-    //    old bytes (its first byte as it was before the INT3, the others still in place): the
-    //    same report as after the write, which would find them overwritten.
+    // 2. Every byte but the first, every site reported before.
     for (loc, first) in vec.iter().zip(old.iter()) {
-        let addr = loc.addr(base);
-        let (new, len) = loc.new_bytes();
-        let mut old = [0u8; MAX_INSN];
-        old[0] = *first;
-        if len > 1 {
-            ops.read(addr + 1, &mut old[1..len]);
-        }
-        ops.poked(addr, &old[..len], &new[..len]);
+        report(ops, loc, *first, base);
     }
     let tail = |i: usize| {
         let loc = vec.get(i)?;
