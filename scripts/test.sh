@@ -36,14 +36,31 @@ msg "lint: rustfmt, rustc/clippy/objtool warnings, danger zone, checkpatch --str
 grep '^check:' "$logs/check.log" || echo "check: lint: FAILED (no result, log: $logs/check.log)" |
 	tee -a "$logs/check.log"
 
-# The same image, booted once per text-poke implementation.
 kunit_rc=0
 jsons=()
+# kunit_boot NAME BUILD_DIR KUNIT_ARGS...: one build and KUnit boot, its
+# parsed results in $JLRS_CACHE/<version>/kunit-NAME.json, its logs
+# kunit-NAME.log and, for the self-tests that are not KUnit suites and for
+# kernel complaints, the whole guest log guest-NAME.log.
+kunit_boot() {
+	local name=$1 build=$2 rc=0 guest
+	shift 2
+	JLRS_KUNIT_BUILD=$build JLRS_KUNIT_JSON=$JLRS_CACHE/$JLRS_BASE_VERSION/kunit-$name.json \
+		"$JLRS_TOP/scripts/kunit.sh" "$@" 2>&1 | tee "$logs/kunit-$name.log" || rc=$?
+	guest=$logs/guest-$name.log
+	rm -f "$guest"
+	[ -f "$build/test.log" ] && cp "$build/test.log" "$guest"
+	jsons+=(--guest "$guest")
+	if [ "$rc" != 0 ]; then
+		msg "kunit.py failed: $name (exit $rc, log: $logs/kunit-$name.log)"
+		kunit_rc=$rc
+	fi
+}
+
+# The same image, booted once per text-poke implementation.
 for mode in "${MODES[@]}"; do
 	msg "kernel build and KUnit, text_poke=$mode (build dir $JLRS_BUILD)"
-	json=$JLRS_CACHE/$JLRS_BASE_VERSION/kunit-$mode.json
-	jsons+=(--kunit "$json")
-	rc=0
+	jsons+=(--kunit "$JLRS_CACHE/$JLRS_BASE_VERSION/kunit-$mode.json")
 	extra=()
 	# ftrace's startup self-tests run with rust and c. With serial (three
 	# IPI rounds for each of about 18,500 ftrace sites) they hang about
@@ -60,18 +77,7 @@ for mode in "${MODES[@]}"; do
 	else
 		extra+=(--kernel_args=qpw=1)
 	fi
-	JLRS_KUNIT_JSON=$json "$JLRS_TOP/scripts/kunit.sh" \
-		--kernel_args="text_poke=$mode" "${extra[@]}" 2>&1 |
-		tee "$logs/kunit-$mode.log" || rc=$?
-	# The whole guest log, for the self-tests that are not KUnit suites.
-	guest=$logs/guest-$mode.log
-	rm -f "$guest"
-	[ -f "$JLRS_BUILD/test.log" ] && cp "$JLRS_BUILD/test.log" "$guest"
-	jsons+=(--guest "$guest")
-	if [ "$rc" != 0 ]; then
-		msg "kunit.py failed with text_poke=$mode (exit $rc, log: $logs/kunit-$mode.log)"
-		kunit_rc=$rc
-	fi
+	kunit_boot "$mode" "$JLRS_BUILD" --kernel_args="text_poke=$mode" "${extra[@]}"
 done
 
 # Lockdep (CONFIG_PROVE_LOCKING, CONFIG_DEBUG_ATOMIC_SLEEP): a second
@@ -83,21 +89,10 @@ done
 lockdep_build=$JLRS_CACHE/$JLRS_BASE_VERSION/build-lockdep
 for q in 1 0; do
 	msg "lockdep kernel build (build dir $lockdep_build) and KUnit qpw_cache, qpw=$q"
-	json=$JLRS_CACHE/$JLRS_BASE_VERSION/kunit-lockdep-qpw$q.json
-	jsons+=(--kunit-of "$json" qpw_cache)
-	rc=0
-	JLRS_KUNIT_BUILD=$lockdep_build JLRS_KUNIT_JSON=$json "$JLRS_TOP/scripts/kunit.sh" \
+	jsons+=(--kunit-of "$JLRS_CACHE/$JLRS_BASE_VERSION/kunit-lockdep-qpw$q.json" qpw_cache)
+	kunit_boot "lockdep-qpw$q" "$lockdep_build" \
 		--kconfig_add=CONFIG_PROVE_LOCKING=y --kconfig_add=CONFIG_DEBUG_ATOMIC_SLEEP=y \
-		--kernel_args=text_poke=rust --kernel_args=qpw=$q --kernel_args=ftrace=nop \
-		qpw_cache 2>&1 | tee "$logs/kunit-lockdep-qpw$q.log" || rc=$?
-	guest=$logs/guest-lockdep-qpw$q.log
-	rm -f "$guest"
-	[ -f "$lockdep_build/test.log" ] && cp "$lockdep_build/test.log" "$guest"
-	jsons+=(--guest "$guest")
-	if [ "$rc" != 0 ]; then
-		msg "kunit.py failed under lockdep with qpw=$q (exit $rc, log: $logs/kunit-lockdep-qpw$q.log)"
-		kunit_rc=$rc
-	fi
+		--kernel_args=text_poke=rust --kernel_args=qpw=$q --kernel_args=ftrace=nop qpw_cache
 done
 
 msg "tests with user space (scripts/guest-test/)"
