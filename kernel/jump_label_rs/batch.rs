@@ -67,6 +67,7 @@ impl Sites for Storage {
         }
     }
 
+    #[inline]
     fn reserve_one(&mut self, grow: bool) -> bool {
         if self.grown.is_empty() {
             if self.nr < FIXED {
@@ -95,6 +96,17 @@ impl Sites for Storage {
         self.grow(more)
     }
 
+    fn reserve(&mut self, more: usize) -> bool {
+        let want = self.nr + more;
+        if self.grown.is_empty() && want <= FIXED {
+            return true;
+        }
+        // Room in `grown` for every site, and for the `2 * FIXED` that `reserve_one()` makes
+        // when the sites move there from a full `fixed`: it then needs no allocation.
+        let more = want.max(2 * FIXED) - self.grown.len();
+        self.grow(more)
+    }
+
     fn push(&mut self, loc: PokeLoc) {
         if self.grown.is_empty() {
             let Some(slot) = self.fixed.get_mut(self.nr) else {
@@ -113,6 +125,16 @@ impl Sites for Storage {
             let _ = self.grown_old.push_within_capacity(0);
         }
         self.nr += 1;
+    }
+
+    fn truncate(&mut self, len: usize) {
+        if len >= self.nr {
+            return;
+        }
+        // INVARIANT: `nr` shrinks, and `grown` and `grown_old` with it.
+        self.grown.truncate(len);
+        self.grown_old.truncate(len);
+        self.nr = len;
     }
 
     /// Frees a grown vector: a large batch is rare, and its memory is not kept.
@@ -221,16 +243,20 @@ impl TextOps for KernelText {
         ret == 0
     }
 
-    fn write_mapped(&mut self, slot: usize, addr: usize, bytes: &[u8]) -> bool {
-        // SAFETY: A run is mapped (`map_run()` succeeded); the C side refuses a write that
-        // would not stay within it.
+    fn write_run(&mut self, writes: &[poke::RunWrite]) -> u32 {
+        const _: () = assert!(
+            size_of::<poke::RunWrite>() == size_of::<bindings::text_poke_rs_write>()
+                && align_of::<poke::RunWrite>() == align_of::<bindings::text_poke_rs_write>()
+        );
+        // SAFETY: A run is mapped (`map_run()` succeeded); `RunWrite` has the layout of
+        // `struct text_poke_rs_write` (`#[repr(C)]`, same fields, sizes checked above), and
+        // `writes` holds `writes.len()` of them. The C side refuses a write that would not
+        // stay within the run.
         unsafe {
             bindings::text_poke_rs_run_write(
                 &mut self.run,
-                slot as u32,
-                (addr % poke::PAGE_SIZE) as u32,
-                bytes.as_ptr().cast(),
-                bytes.len() as u32,
+                writes.as_ptr().cast(),
+                writes.len() as u32,
             )
         }
     }
@@ -392,9 +418,10 @@ fn bad_poke(addr: *mut c_void, len: usize, why: PokeError) -> ! {
     );
 }
 
-/// A site's write, checked and encoded: see [`queue`].
-pub(crate) fn poke_loc(addr: usize, text: &[u8]) -> Result<PokeLoc, PokeError> {
-    PokeLoc::new(base(), addr, text, None)
+/// A static-key site's write, `len` bytes of `text`, the site's NOP or JMP (see
+/// [`PokeLoc::site`]).
+pub(crate) fn site_loc(addr: usize, text: &[u8; 5], len: usize) -> Result<PokeLoc, PokeError> {
+    PokeLoc::site(base(), addr, text, len)
 }
 
 /// Queues `loc` (see [`Queue::add`]): `key` for the sites of key flips, which are applied as
@@ -405,6 +432,29 @@ pub(crate) fn queue(text: &mut TextMutex, loc: PokeLoc, key: bool) {
     if serial() {
         b.flush(base(), apply_sites);
     }
+}
+
+/// The sites queued.
+pub(crate) fn queued(text: &mut TextMutex) -> usize {
+    batch(text).len()
+}
+
+/// Makes room for `more` sites of a key flip, which [`push_key`] then queues without applying
+/// anything; false if the batch cannot grow that much, or in `serial` mode, which applies every
+/// site as it is queued.
+pub(crate) fn reserve_keys(text: &mut TextMutex, more: usize) -> bool {
+    !serial() && batch(text).reserve_keys(more)
+}
+
+/// Queues `loc`, a site of a key flip, in room made by [`reserve_keys`]; queues nothing if its
+/// address is queued already ([`PokeError::Twice`]) or there is no room ([`PokeError::Full`]).
+pub(crate) fn push_key(text: &mut TextMutex, loc: PokeLoc) -> Result<(), PokeError> {
+    batch(text).push_key(base(), loc)
+}
+
+/// Forgets the sites queued after the first `len`, which [`push_key`] queued.
+pub(crate) fn truncate(text: &mut TextMutex, len: usize) {
+    batch(text).truncate(len);
 }
 
 /// The bytes queued for `addr`, if a pending write covers exactly that site.

@@ -7,10 +7,14 @@
 //! Every other site must hold the instruction the key's previous value put there; if one does
 //! not, the update is refused with a warning and no byte of it is written. (The kernel updates
 //! a key's sites in the kernel image and in each module that uses it separately: a refusal
-//! covers one of those runs of entries.) Otherwise every
-//! site is queued and the batch is applied once, in three sync rounds however many sites there
-//! are: the batch grows instead of filling up, and when it cannot grow it is applied and the
-//! walk goes on, so there is no overflow to die on.
+//! covers one of those runs of entries.) Otherwise every site is queued and the batch is
+//! applied once, in three sync rounds however many sites there are.
+//!
+//! The walk reads each site once: the batch first makes room for all of the key's sites, then
+//! each is checked and queued, and if one is refused the sites queued so far are taken back.
+//! Where the batch cannot make that room (an allocation failed), or in `serial` mode, every
+//! site is checked first and queued in a second walk, the batch applied whenever it cannot
+//! grow, so there is no overflow to die on.
 //!
 //! A refused flip also leaves the key's count as it was: the hooks in `kernel/jump_label.c`
 //! put it back when [`jump_label_rs_update`] counted a refusal.
@@ -104,9 +108,11 @@ enum Plan {
 
 /// The bytes at `code` as the batch will leave them: the pending write if one is queued there
 /// (by an earlier key of a transaction), the text otherwise.
-fn current_bytes(text: &mut TextMutex, code: usize) -> [u8; insn::MAX_LEN] {
+/// `look`: whether anything may be queued there, which a flip of a single key, with nothing
+/// queued before its own sites, skips.
+fn current_bytes(text: &mut TextMutex, code: usize, look: bool) -> [u8; insn::MAX_LEN] {
     let mut bytes = [0u8; insn::MAX_LEN];
-    if let Some((queued, len)) = batch::pending(text, code) {
+    if let Some((queued, len)) = look.then(|| batch::pending(text, code)).flatten() {
         let n = len.min(insn::MAX_LEN);
         bytes[..n].copy_from_slice(&queued[..n]);
         return bytes;
@@ -118,15 +124,27 @@ fn current_bytes(text: &mut TextMutex, code: usize) -> [u8; insn::MAX_LEN] {
     bytes
 }
 
-/// Decides what to do with the site of `e` for a key whose value is now `enabled`.
-fn plan(text: &mut TextMutex, e: &Entry, enabled: bool, init: bool) -> Plan {
+/// Whether `addr` is in the kernel image's text, `core_kernel_text()` without the call.
+#[inline(always)]
+fn core_text(addr: usize) -> bool {
+    let (start, end) = (
+        (&raw const bindings::_stext).addr(),
+        (&raw const bindings::_etext).addr(),
+    );
+    (start..end).contains(&addr)
+}
+
+/// Decides what to do with the site of `e` for a key whose value is now `enabled`; `look`
+/// as for [`current_bytes`].
+#[inline(always)]
+fn plan(text: &mut TextMutex, e: &Entry, enabled: bool, init: bool, look: bool) -> Plan {
     static NOT_TEXT: AtomicBool = AtomicBool::new(false);
 
     if !init && e.init {
         return Plan::Skip;
     }
     // SAFETY: `kernel_text_address()` only looks the address up.
-    if unsafe { bindings::kernel_text_address(e.code) } == 0 {
+    if !core_text(e.code) && unsafe { bindings::kernel_text_address(e.code) } == 0 {
         // Built-in `__exit` code is not kernel text and never runs: skip it quietly, as C does.
         if !e.init && !NOT_TEXT.swap(true, Ordering::Relaxed) {
             pr_warn!(
@@ -137,7 +155,7 @@ fn plan(text: &mut TextMutex, e: &Entry, enabled: bool, init: bool) -> Plan {
         }
         return Plan::Skip;
     }
-    let have = current_bytes(text, e.code);
+    let have = current_bytes(text, e.code, look);
     let wrong = |len| Plan::Wrong { have, len };
     let Some(len) = insn::site_size(&have) else {
         return wrong(insn::MAX_LEN);
@@ -149,10 +167,10 @@ fn plan(text: &mut TextMutex, e: &Entry, enabled: bool, init: bool) -> Plan {
     ) else {
         return wrong(len);
     };
-    if &have[..len] != old.as_bytes() {
+    if !old.is_at(&have) {
         return wrong(len);
     }
-    match batch::poke_loc(e.code, new.as_bytes()) {
+    match batch::site_loc(e.code, new.padded(), len) {
         Ok(loc) => Plan::Write(loc),
         Err(_) => wrong(len),
     }
@@ -251,34 +269,63 @@ pub unsafe extern "C" fn jump_label_rs_update(
         &mut held
     };
 
-    // Check every site before queueing any, so that a refused flip writes nothing.
-    let mut wrong = 0usize;
+    // Every site is checked before any is written, so that a refused flip writes nothing:
+    // queued as it is checked, in room made for all of them first, and taken back from the
+    // batch if one is refused; or, where the batch cannot make room (or applies each site as
+    // it comes, in `serial` mode), checked first and queued in a second walk.
+    let mark = batch::queued(text);
+    let look = mark > 0;
+    let mut sites = 0usize;
     // SAFETY: The caller guarantees the entries, which only change under `jump_label_mutex`.
+    unsafe { for_each_entry(key, entry, stop, |_| sites += 1) };
+    let one_walk = how != How::Check && batch::reserve_keys(text, sites);
+
+    let mut wrong = 0usize;
+    let mut report = |e: &Entry, why: core::fmt::Arguments<'_>| {
+        if wrong < REPORTED {
+            pr_err!(
+                "jump_label: site _stext+{:#x} of key _stext+{:#x} {}\n",
+                off(e.code),
+                off(key.addr()),
+                why
+            );
+        }
+        wrong += 1;
+    };
+    // SAFETY: As above.
     unsafe {
         for_each_entry(key, entry, stop, |e| {
-            if let Plan::Wrong { have, len } = plan(text, e, enabled, init) {
-                if wrong < REPORTED {
-                    pr_err!(
-                        "jump_label: site _stext+{:#x} of key _stext+{:#x} holds {:02x?}, not \
-                         the {} its key left there\n",
-                        off(e.code),
-                        off(key.addr()),
+            match plan(text, e, enabled, init, look) {
+                Plan::Write(loc) => {
+                    if one_walk {
+                        if let Err(why) = batch::push_key(text, loc) {
+                            report(e, format_args!("cannot be queued: {why:?}"));
+                        }
+                    }
+                }
+                Plan::Wrong { have, len } => report(
+                    e,
+                    format_args!(
+                        "holds {:02x?}, not the {} its key left there",
                         &have[..len],
                         if insn::site_jumps(enabled, e.branch) {
                             "NOP"
                         } else {
                             "JMP"
-                        },
-                    );
-                }
-                wrong += 1;
+                        }
+                    ),
+                ),
+                Plan::Skip => {}
             }
         })
     };
     if wrong != 0 {
+        if one_walk {
+            batch::truncate(text, mark);
+        }
         pr_err!(
-            "jump_label: {wrong} site(s) of key _stext+{:#x} corrupted: flip refused, nothing \
-             written\n",
+            "jump_label: {wrong} site(s) of key _stext+{:#x} cannot be flipped: flip refused, \
+             nothing written\n",
             off(key.addr())
         );
         // SAFETY: Only counts the refusal.
@@ -290,14 +337,16 @@ pub unsafe extern "C" fn jump_label_rs_update(
         return true;
     }
 
-    // SAFETY: As above.
-    unsafe {
-        for_each_entry(key, entry, stop, |e| {
-            if let Plan::Write(loc) = plan(text, e, enabled, init) {
-                batch::queue(text, loc, true);
-            }
-        })
-    };
+    if !one_walk {
+        // SAFETY: As above.
+        unsafe {
+            for_each_entry(key, entry, stop, |e| {
+                if let Plan::Write(loc) = plan(text, e, enabled, init, look) {
+                    batch::queue(text, loc, true);
+                }
+            })
+        };
+    }
     if how == How::Apply {
         batch::finish(text);
     }

@@ -52,6 +52,10 @@ pub enum PokeError {
     BadPadding,
     /// The address is too far from the base to be stored.
     OutOfRange,
+    /// A write to the address is queued already.
+    Twice,
+    /// The batch has no room for the write.
+    Full,
 }
 
 /// One pending write: `smp_text_poke_loc`.
@@ -179,6 +183,34 @@ impl PokeLoc {
             *d = *s;
         }
         // INVARIANT: `len` is 1 to `MAX_INSN` and `opcode` is one of the listed ones.
+        Ok(Self {
+            rel_addr,
+            disp,
+            len: len as u8,
+            opcode,
+            text: stored,
+        })
+    }
+
+    /// Describes writing the first `len` bytes of `text`, a static-key site's NOP or JMP of 2
+    /// or 5 bytes, at `addr`: what [`new`](Self::new) makes of them, without its general
+    /// decoding, for the many sites of a key flip. Anything else goes to [`new`](Self::new).
+    #[inline]
+    pub fn site(base: usize, addr: usize, text: &[u8; 5], len: usize) -> Result<Self, PokeError> {
+        let (opcode, disp) = match (len, text) {
+            (2, [JMP8, d, ..]) => (JMP8, i32::from(*d as i8)),
+            (2, [0x66, 0x90, ..]) => (JMP8, 0),
+            (5, [JMP32, d0, d1, d2, d3]) => (JMP32, i32::from_le_bytes([*d0, *d1, *d2, *d3])),
+            (5, &NOP5) => (JMP32, 0),
+            _ => return Self::new(base, addr, text.get(..len).unwrap_or(text), None),
+        };
+        let rel_addr =
+            i32::try_from(addr.wrapping_sub(base) as isize).map_err(|_| PokeError::OutOfRange)?;
+        let mut stored = *text;
+        for b in stored.iter_mut().skip(len) {
+            *b = 0;
+        }
+        // INVARIANT: `len` is 2 or 5 and `opcode` a JMP, as matched above.
         Ok(Self {
             rel_addr,
             disp,
@@ -327,13 +359,38 @@ pub const PAGE_SIZE: usize = 4096;
 /// The most pages one mapping of a run holds.
 pub const RUN_MAX: usize = 64;
 
+/// Writes handed to [`TextOps::write_run`] at once.
+pub const RUN_CHUNK: usize = 32;
+
+/// A write through a mapped run: `len` bytes of `bytes` at offset `at` from the start of the
+/// run's mapping. The layout of C's `struct text_poke_rs_write`.
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct RunWrite {
+    /// Where, from the start of the run's first page.
+    pub at: u32,
+    /// How many bytes of `bytes`: 1 to [`MAX_INSN`].
+    pub len: u32,
+    /// What.
+    pub bytes: [u8; 8],
+}
+
+impl RunWrite {
+    /// A placeholder for a buffer of writes.
+    pub const EMPTY: Self = Self {
+        at: 0,
+        len: 0,
+        bytes: [0; 8],
+    };
+}
+
 /// The machine a batch is applied to.
 ///
 /// Text is written either one write at a time ([`TextOps::write`], `text_poke()`: a temporary
 /// mapping of the write's page or two for each write), or a run of pages at a time: one
 /// mapping of up to [`TextOps::run_pages`] pages ([`TextOps::map_run`]), every write of the
-/// phase that falls in them ([`TextOps::write_mapped`]), then the mapping undone
-/// ([`TextOps::unmap_run`]).
+/// phase that falls in them ([`TextOps::write_run`], a chunk of writes at a time), then the
+/// mapping undone ([`TextOps::unmap_run`]).
 pub trait TextOps {
     /// Reads `buf.len()` bytes of text at `addr`.
     fn read(&mut self, addr: usize, buf: &mut [u8]);
@@ -349,15 +406,15 @@ pub trait TextOps {
         0
     }
     /// Maps the text pages at `pages` (page addresses, ascending, each once) at consecutive
-    /// addresses, for [`TextOps::write_mapped`]. False if a page cannot be mapped: nothing is
+    /// addresses, for [`TextOps::write_run`]. False if a page cannot be mapped: nothing is
     /// mapped then, and the run's writes go through [`TextOps::write`].
     fn map_run(&mut self, _pages: &[usize]) -> bool {
         false
     }
-    /// Writes `bytes` to text at `addr`, which starts in the `slot`th page of the run mapped;
-    /// false if they did not read back as written (or do not lie in the run).
-    fn write_mapped(&mut self, _slot: usize, _addr: usize, _bytes: &[u8]) -> bool {
-        false
+    /// Makes `writes` through the run mapped, in order, each read back: returns how many did
+    /// not read back as written or, not written at all, do not lie within the run.
+    fn write_run(&mut self, writes: &[RunWrite]) -> u32 {
+        writes.len() as u32
     }
     /// Undoes [`TextOps::map_run`].
     fn unmap_run(&mut self) {}
@@ -376,117 +433,154 @@ pub struct ApplyStats {
     pub wrong: u32,
 }
 
-/// One write of a phase of [`apply`]: `len` bytes of `bytes` at `addr`.
+/// What a phase of [`apply`] writes at a site: `len` bytes of `bytes`, `skip` bytes into it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct Write {
-    /// Where.
-    pub addr: usize,
-    /// What, in the first `len` bytes.
-    pub bytes: [u8; MAX_INSN],
+pub struct Piece {
+    /// Bytes of the site before the write: 0 or 1.
+    pub skip: usize,
     /// How many bytes.
     pub len: usize,
+    /// What, in the first `len` bytes.
+    pub bytes: [u8; 8],
 }
 
-impl Write {
-    fn new(addr: usize, src: &[u8]) -> Self {
-        let mut bytes = [0u8; MAX_INSN];
-        let len = src.len().min(MAX_INSN);
-        bytes[..len].copy_from_slice(&src[..len]);
-        Self { addr, bytes, len }
+impl Piece {
+    /// `len` bytes of `src` from `skip`.
+    #[inline(always)]
+    fn of(src: &[u8], skip: usize, len: usize) -> Self {
+        let mut bytes = [0u8; 8];
+        for (d, s) in bytes.iter_mut().zip(src.iter().skip(skip).take(len)) {
+            *d = *s;
+        }
+        Self { skip, len, bytes }
     }
 
     /// The bytes to write.
+    #[inline(always)]
     pub fn bytes(&self) -> &[u8] {
-        &self.bytes[..self.len.min(MAX_INSN)]
-    }
-
-    /// The first and the last page the write touches.
-    pub fn pages(&self) -> (usize, usize) {
-        let first = self.addr & !(PAGE_SIZE - 1);
-        let last = (self.addr + self.len.max(1) - 1) & !(PAGE_SIZE - 1);
-        (first, last)
+        &self.bytes[..self.len.min(8)]
     }
 }
 
-/// The run of pages that starts with write `start` of a phase: the writes `start..end` (each
-/// `write(i)`, `None` for a site with nothing to write in this phase) and the pages they
-/// touch, ascending, each once, in `pages[..n]`; returns `(end, n)`. A run holds at most
-/// `pages.len()` pages (at least 2), and every page of each of its writes: a write that would
-/// not fit starts the next run. `n` is 0 only when no write is left (`end` is then `count`).
-pub fn next_run(
-    write: impl Fn(usize) -> Option<Write>,
-    start: usize,
-    count: usize,
-    pages: &mut [usize],
-) -> (usize, usize) {
+/// The run of pages that starts with site `start` of `vec` (sorted by address): the sites
+/// `start..end` and the pages their bytes lie in, ascending, each once, in `pages[..n]`;
+/// returns `(end, n)`. A run holds at most `pages.len()` pages (at least 2) and every page of
+/// each of its sites: a site that would not fit starts the next run. Every phase of a batch
+/// writes within the bytes of its sites, so the runs serve all three. `n` is 0 only when no
+/// site is left (`end` is then `vec.len()`).
+pub fn next_run(vec: &[PokeLoc], base: usize, start: usize, pages: &mut [usize]) -> (usize, usize) {
     let max = pages.len();
+    let Some(rest) = vec.get(start..) else {
+        return (vec.len(), 0);
+    };
     let mut n = 0;
-    for i in start..count {
-        let Some(w) = write(i) else { continue };
-        let (first, last) = w.pages();
-        // Pages of this write not in the run yet: the writes come in address order, so only
-        // pages after the run's last can be new.
-        let new_first = match n {
-            0 => first,
-            _ => first.max(pages[n - 1] + PAGE_SIZE),
-        };
-        let new = if last >= new_first {
-            (last - new_first) / PAGE_SIZE + 1
+    // The run's last page; no site lies below it.
+    let mut top = 0;
+    for (k, loc) in rest.iter().enumerate() {
+        let addr = loc.addr(base);
+        let last = addr.wrapping_add(loc.len() - 1) & !(PAGE_SIZE - 1);
+        // Most sites lie in the last page of the run already.
+        if n > 0 && last <= top {
+            continue;
+        }
+        // Pages of this site not in the run yet: sites come in address order, so only pages
+        // after the run's last can be new.
+        let first = addr & !(PAGE_SIZE - 1);
+        let new_first = if n == 0 {
+            first
         } else {
-            0
+            first.max(top.wrapping_add(PAGE_SIZE))
         };
+        let new = last.wrapping_sub(new_first) / PAGE_SIZE + 1;
         if n > 0 && n + new > max {
-            return (i, n);
+            return (start + k, n);
         }
         let mut page = new_first;
-        while page <= last && n < max {
-            pages[n] = page;
+        while page <= last {
+            let Some(slot) = pages.get_mut(n) else {
+                // A site of more pages than a run holds: cannot happen, writes are 6 bytes
+                // at most and runs 2 pages at least.
+                return (start + k + 1, n);
+            };
+            *slot = page;
             n += 1;
-            page += PAGE_SIZE;
+            top = page;
+            page = page.wrapping_add(PAGE_SIZE);
         }
     }
-    (count, n)
+    (vec.len(), n)
 }
 
-/// Writes the writes `write(0..count)` of one phase, in address order: a run of pages at a time
-/// if `ops` maps runs, else one at a time (a run of a single write, too: one write costs less
-/// through [`TextOps::write`]). Returns the writes, the runs mapped and the writes that did
-/// not read back as written. `pages` is room for a run.
+/// Writes what `piece` says for each site of `vec`, in address order: a run of pages at a
+/// time if `ops` maps runs, else one at a time (a run of a single write, too: one write costs
+/// less through [`TextOps::write`]). Returns the writes, the runs mapped and the writes that
+/// did not read back as written.
+#[inline(always)]
 fn write_phase(
     ops: &mut impl TextOps,
-    count: usize,
-    write: impl Fn(usize) -> Option<Write>,
-    pages: &mut [usize],
+    vec: &[PokeLoc],
+    base: usize,
+    piece: impl Fn(&PokeLoc) -> Option<Piece>,
 ) -> (u32, u32, u32) {
     let (mut writes, mut runs, mut wrong) = (0, 0, 0);
-    let max = ops.run_pages().min(pages.len());
+    let pages = &mut [0usize; RUN_MAX];
+    let max = ops.run_pages().min(RUN_MAX);
     let mut start = 0;
-    while start < count {
+    while start < vec.len() {
         let (end, n) = if max >= 2 {
-            next_run(&write, start, count, &mut pages[..max])
+            next_run(vec, base, start, &mut pages[..max])
         } else {
-            (count, 0)
+            (vec.len(), 0)
         };
+        let sites = vec.get(start..end).unwrap_or(&[]);
         let run = pages.get(..n).unwrap_or(&[]);
-        if n > 0 && (start..end).filter_map(&write).nth(1).is_some() && ops.map_run(run) {
+        if n > 0 && sites.iter().filter_map(&piece).nth(1).is_some() && ops.map_run(run) {
             runs += 1;
-            // The writes and the pages are in address order: each write's first page is the
-            // previous one's, or later.
+            let buf = &mut [RunWrite::EMPTY; RUN_CHUNK];
+            let mut k = 0;
+            // The sites and the pages are in address order: each write's first page is the
+            // previous one's, or later. Writes in the page of `slot` are at `addr + delta` in
+            // the run's mapping, up to `limit`.
             let mut slot = 0;
-            for w in (start..end).filter_map(&write) {
-                while run.get(slot).is_some_and(|&p| p + PAGE_SIZE <= w.addr) {
+            let (mut delta, mut limit) = (0usize, 0usize);
+            if let Some(&p) = run.first() {
+                (delta, limit) = (p.wrapping_neg(), p.wrapping_add(PAGE_SIZE));
+            }
+            for loc in sites {
+                let Some(p) = piece(loc) else { continue };
+                let addr = loc.addr(base).wrapping_add(p.skip);
+                while addr >= limit {
+                    let Some(&page) = run.get(slot + 1) else {
+                        break;
+                    };
                     slot += 1;
+                    delta = (slot * PAGE_SIZE).wrapping_sub(page);
+                    limit = page.wrapping_add(PAGE_SIZE);
                 }
-                if !ops.write_mapped(slot, w.addr, w.bytes()) {
-                    wrong += 1;
-                }
+                let Some(w) = buf.get_mut(k) else { break };
+                // A write outside the run (which cannot happen) gets an offset the C side
+                // refuses.
+                *w = RunWrite {
+                    at: addr.wrapping_add(delta) as u32,
+                    len: p.len as u32,
+                    bytes: p.bytes,
+                };
+                k += 1;
                 writes += 1;
+                if k == RUN_CHUNK {
+                    wrong += ops.write_run(buf);
+                    k = 0;
+                }
+            }
+            if k > 0 {
+                wrong += ops.write_run(&buf[..k]);
             }
             ops.unmap_run();
         } else {
             // `text_poke()` checks what it wrote itself.
-            for w in (start..end).filter_map(&write) {
-                ops.write(w.addr, w.bytes());
+            for loc in sites {
+                let Some(p) = piece(loc) else { continue };
+                ops.write(loc.addr(base) + p.skip, p.bytes());
                 writes += 1;
             }
         }
@@ -573,22 +667,11 @@ pub fn apply(vec: &[PokeLoc], old: &mut [u8], base: usize, ops: &mut impl TextOp
     if vec.len() < 2 || ops.run_pages() < 2 {
         return apply_each(vec, old, base, ops);
     }
-    let pages = &mut [0usize; RUN_MAX];
-    // Writes a phase; says whether it wrote anything. Each phase's writes are a closure of its
-    // own, so that the loops over them are compiled for it.
-    fn phase(
-        stats: &mut ApplyStats,
-        ops: &mut impl TextOps,
-        count: usize,
-        pages: &mut [usize],
-        write: impl Fn(usize) -> Option<Write>,
-    ) -> bool {
-        let (writes, runs, wrong) = write_phase(ops, count, write, pages);
+    let mut add = |(writes, runs, wrong): (u32, u32, u32)| {
         stats.runs += runs;
         stats.wrong += wrong;
         writes > 0
-    }
-    let n = vec.len();
+    };
 
     // 1. INT3 at every site.
     for (loc, first) in vec.iter().zip(old.iter_mut()) {
@@ -596,33 +679,33 @@ pub fn apply(vec: &[PokeLoc], old: &mut [u8], base: usize, ops: &mut impl TextOp
         ops.read(loc.addr(base), &mut byte);
         *first = byte[0];
     }
-    phase(&mut stats, ops, n, pages, |i| {
-        vec.get(i).map(|l| Write::new(l.addr(base), &[INT3]))
-    });
+    add(write_phase(ops, vec, base, |_| {
+        Some(Piece::of(&[INT3], 0, 1))
+    }));
     ops.sync();
 
     // 2. Every byte but the first, every site reported before.
     for (loc, first) in vec.iter().zip(old.iter()) {
         report(ops, loc, *first, base);
     }
-    let tail = |i: usize| {
-        let loc = vec.get(i)?;
-        let (new, len) = loc.new_bytes();
-        (len > 1).then(|| Write::new(loc.addr(base) + 1, &new[1..len]))
-    };
     let mut syncs = 1;
-    if phase(&mut stats, ops, n, pages, tail) {
+    let tail = |loc: &PokeLoc| match loc.len() {
+        // A `Jcc rel32` keeps its bytes after the escape.
+        6 => Some(Piece::of(&loc.text, 0, 5)).map(|p| Piece { skip: 1, ..p }),
+        1 => None,
+        len => Some(Piece::of(&loc.text, 1, len - 1)),
+    };
+    if add(write_phase(ops, vec, base, tail)) {
         ops.sync();
         syncs += 1;
     }
 
     // 3. The first bytes, unless the new first byte is INT3 itself.
-    let first = |i: usize| {
-        let loc = vec.get(i)?;
+    let first = |loc: &PokeLoc| {
         let byte = loc.first_byte();
-        (byte != INT3).then(|| Write::new(loc.addr(base), &[byte]))
+        (byte != INT3).then(|| Piece::of(&[byte], 0, 1))
     };
-    if phase(&mut stats, ops, n, pages, first) {
+    if add(write_phase(ops, vec, base, first)) {
         ops.sync();
         syncs += 1;
     }
@@ -639,8 +722,13 @@ pub trait Sites {
     fn split(&mut self) -> (&[PokeLoc], &mut [u8]);
     /// Makes room for one more site; false if the storage is full and, or may not, grow.
     fn reserve_one(&mut self, grow: bool) -> bool;
-    /// Appends `loc`, after [`reserve_one`](Self::reserve_one) returned true.
+    /// Makes room for `more` further sites of key flips at once; false if it cannot.
+    fn reserve(&mut self, more: usize) -> bool;
+    /// Appends `loc`, after [`reserve_one`](Self::reserve_one) or [`reserve`](Self::reserve)
+    /// returned true.
     fn push(&mut self, loc: PokeLoc);
+    /// Forgets every site from the `len`th on.
+    fn truncate(&mut self, len: usize);
     /// Forgets every site.
     fn clear(&mut self);
 }
@@ -711,6 +799,50 @@ impl<S: Sites> Queue<S> {
             self.unsorted = true;
         }
         self.sites.push(loc);
+    }
+
+    /// Makes room for `more` further sites of key flips, which [`push_key`](Self::push_key)
+    /// then queues without applying anything; false if the storage cannot grow that much.
+    pub fn reserve_keys(&mut self, more: usize) -> bool {
+        self.sites.reserve(more)
+    }
+
+    /// Queues `loc`, a site of a key flip, in room made by [`reserve_keys`](Self::reserve_keys):
+    /// never applies anything, so that [`truncate`](Self::truncate) can take it back. Queues
+    /// nothing if its address is queued already ([`PokeError::Twice`]) or there is no room
+    /// ([`PokeError::Full`]).
+    pub fn push_key(&mut self, base: usize, loc: PokeLoc) -> Result<(), PokeError> {
+        let addr = loc.addr(base);
+        let unsorted = self.unsorted;
+        let queued = self.sites.as_mut_slice();
+        let in_order = ordered(queued, base, addr);
+        let already = if unsorted {
+            queued.iter().any(|l| l.addr(base) == addr)
+        } else if in_order {
+            queued.last().is_some_and(|l| l.addr(base) == addr)
+        } else {
+            lookup(queued, base, addr).is_some()
+        };
+        if already {
+            return Err(PokeError::Twice);
+        }
+        if !self.sites.reserve_one(true) {
+            return Err(PokeError::Full);
+        }
+        if !in_order {
+            // INVARIANT: only a key flip appends out of order, and `flush()` sorts.
+            self.unsorted = true;
+        }
+        self.sites.push(loc);
+        Ok(())
+    }
+
+    /// Forgets the sites queued after the first `len`: a key flip refused after some of its
+    /// sites were queued with [`push_key`](Self::push_key).
+    pub fn truncate(&mut self, len: usize) {
+        // INVARIANT: dropping sites keeps the others in order and distinct; `unsorted` may
+        // stay set for a queue that is sorted again, which only costs a sort.
+        self.sites.truncate(len);
     }
 
     /// Applies what is queued, sorted by address, with `apply`, and empties the queue.

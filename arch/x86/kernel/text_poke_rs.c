@@ -312,27 +312,43 @@ int text_poke_rs_run_map(struct text_poke_rs_run *run,
 }
 
 /*
- * Writes @len bytes of @src at offset @off of the @slot'th page mapped, and
- * reads them back: false if they differ, or, writing nothing, if they do
- * not all lie within the run.
+ * Makes the @n writes of @w through the run mapped, in order, and reads
+ * each back: returns how many differ, or, not written at all, do not lie
+ * within the run.
  */
-bool text_poke_rs_run_write(struct text_poke_rs_run *run, unsigned int slot,
-			    unsigned int off, const void *src, unsigned int len)
+unsigned int text_poke_rs_run_write(struct text_poke_rs_run *run,
+				    const struct text_poke_rs_write *w,
+				    unsigned int n)
 {
-	unsigned long at = slot * PAGE_SIZE + off;
-	u8 *dst = (u8 *)text_poke_rs_run_base() + at;
-	const u8 *s = src;
-	bool same = true;
-	unsigned int i;
+	unsigned long size = run->n * PAGE_SIZE;
+	u8 *base = (u8 *)text_poke_rs_run_base();
+	unsigned int i, j, wrong = 0;
 
-	if (slot >= run->n || off >= PAGE_SIZE || at + len > run->n * PAGE_SIZE)
-		return false;
 	lass_stac();
-	__inline_memcpy(dst, src, len);
-	for (i = 0; i < len; i++)
-		same &= READ_ONCE(dst[i]) == s[i];
+	for (i = 0; i < n; i++, w++) {
+		u32 at = w->at, len = w->len;
+		u8 *dst = base + at;
+		u8 diff = 0;
+
+		if (unlikely(len - 1 >= sizeof(w->bytes) ||
+			     (unsigned long)at + len > size)) {
+			wrong++;
+			continue;
+		}
+		/* Phases 1 and 3 write one byte at every site. */
+		if (len == 1) {
+			WRITE_ONCE(*dst, w->bytes[0]);
+			wrong += READ_ONCE(*dst) != w->bytes[0];
+			continue;
+		}
+		for (j = 0; j < len; j++)
+			WRITE_ONCE(dst[j], w->bytes[j]);
+		for (j = 0; j < len; j++)
+			diff |= READ_ONCE(dst[j]) ^ w->bytes[j];
+		wrong += !!diff;
+	}
 	lass_clac();
-	return same;
+	return wrong;
 }
 
 /* Undoes text_poke_rs_run_map(). */

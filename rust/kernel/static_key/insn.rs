@@ -106,6 +106,24 @@ impl SiteInsn {
         }
     }
 
+    /// Whether `have`, a site's bytes, starts with this instruction.
+    #[inline]
+    pub fn is_at(&self, have: &[u8; MAX_LEN]) -> bool {
+        // Compared as whole arrays, the bytes past the instruction cleared on both sides (they
+        // are zero in `self.bytes`): no call to `memcmp()` for 2 or 5 bytes.
+        let mut h = *have;
+        for b in h.iter_mut().skip(usize::from(self.len)) {
+            *b = 0;
+        }
+        h == self.bytes
+    }
+
+    /// The instruction's bytes, padded with zeroes to [`MAX_LEN`].
+    #[inline]
+    pub fn padded(&self) -> &[u8; MAX_LEN] {
+        &self.bytes
+    }
+
     /// The instruction's bytes.
     #[inline]
     pub fn as_bytes(&self) -> &[u8] {

@@ -141,3 +141,25 @@ fn site_size_of_key_instructions_only() {
         assert_eq!(insn::site_size(&bad), None, "{bad:02x?}");
     }
 }
+
+/// `is_at` compares a site's bytes with the instruction, whatever follows it.
+#[test]
+fn insn_is_at_ignores_what_follows() {
+    let code = 0xffff_ffff_8100_0000usize;
+    for len in [2, 5] {
+        for insn in [
+            SiteInsn::nop(len).unwrap(),
+            SiteInsn::jmp(code, code + 0x40, len).unwrap(),
+        ] {
+            let mut have = [0xcc; insn::MAX_LEN];
+            have[..len].copy_from_slice(insn.as_bytes());
+            assert!(insn.is_at(&have));
+            assert_eq!(&insn.padded()[..len], insn.as_bytes());
+            for i in 0..len {
+                let mut bad = have;
+                bad[i] ^= 0x01;
+                assert!(!insn.is_at(&bad), "len {len} byte {i}");
+            }
+        }
+    }
+}

@@ -5,7 +5,7 @@
 //! batch is applied.
 
 use jump_label_rs_host::poke::{
-    self, Emulation, PokeError, PokeLoc, Queue, Sites, TextOps, Write, PAGE_SIZE,
+    self, Emulation, PokeError, PokeLoc, Queue, RunWrite, Sites, TextOps, PAGE_SIZE,
 };
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -265,25 +265,33 @@ impl TextOps for Sim {
         true
     }
 
-    fn write_mapped(&mut self, slot: usize, addr: usize, bytes: &[u8]) -> bool {
+    fn write_run(&mut self, writes: &[RunWrite]) -> u32 {
         let Some(pages) = self.mapped.clone() else {
-            self.violations
-                .push(format!("{addr:#x}: write with no run mapped"));
-            return false;
+            self.violations.push("write with no run mapped".into());
+            return writes.len() as u32;
         };
-        // Every byte through the mapping: its page must be mapped, in the slot the mapping
-        // gives it (consecutive from `slot`).
-        for i in 0..bytes.len() {
-            let at = slot * PAGE_SIZE + addr % PAGE_SIZE + i;
-            let page = (addr + i) & !(PAGE_SIZE - 1);
-            if pages.get(at / PAGE_SIZE) != Some(&page) {
+        let mut wrong = 0;
+        for w in writes {
+            // Every byte through the mapping, whose pages are consecutive from the first.
+            let len = w.len as usize;
+            let at = w.at as usize;
+            let addrs: Option<Vec<usize>> = (at..at + len)
+                .map(|a| pages.get(a / PAGE_SIZE).map(|p| p + a % PAGE_SIZE))
+                .collect();
+            let Some(addrs) = addrs.filter(|_| len >= 1 && len <= w.bytes.len()) else {
+                self.violations.push(format!(
+                    "write of {len} at {at:#x}: not in the run {pages:x?}"
+                ));
+                wrong += 1;
+                continue;
+            };
+            if addrs.windows(2).any(|p| p[1] != p[0] + 1) {
                 self.violations
-                    .push(format!("{:#x}: not in the run {pages:x?}", addr + i));
-                return false;
+                    .push(format!("write at {at:#x} across unrelated pages"));
             }
+            self.write(addrs[0], &w.bytes[..len]);
         }
-        self.write(addr, bytes);
-        true
+        wrong
     }
 
     fn unmap_run(&mut self) {
@@ -293,62 +301,73 @@ impl TextOps for Sim {
     }
 }
 
-/// Writes of one phase, `(offset from BASE, len)`, in address order, from proptest's gaps.
-fn phase_writes(gaps: &[(usize, usize)]) -> Vec<Write> {
+/// A write of `len` bytes the batch takes: an INT3, a short or long JMP, or a `Jcc rel32`.
+fn insn_of_len(len: usize) -> Vec<u8> {
+    match len {
+        1 => vec![poke::INT3],
+        2 => vec![poke::JMP8, 0],
+        6 => vec![poke::ESCAPE, 0x85, 0, 0, 0, 0],
+        _ => vec![poke::JMP32, 0, 0, 0, 0],
+    }
+}
+
+/// Sites in address order, `(gap before, len)` each, from proptest's gaps.
+fn run_sites(gaps: &[(usize, usize)]) -> Vec<PokeLoc> {
     let mut at = BASE;
     gaps.iter()
         .map(|&(gap, len)| {
             at += gap;
-            let w = Write {
-                addr: at,
-                bytes: [0xcc; poke::MAX_INSN],
-                len,
-            };
-            at += len;
-            w
+            let loc = PokeLoc::new(BASE, at, &insn_of_len(len), None).unwrap();
+            at += loc.len();
+            loc
         })
         .collect()
 }
 
 proptest! {
-    /// The page runs of a phase: every write in exactly one run, the runs in order, each run's
+    /// The page runs of a batch: every site in exactly one run, the runs in order, each run's
     /// pages ascending and distinct, at most `max` of them, and every page of each of its
-    /// writes among them; a run ends only where the next write's pages would not fit.
+    /// sites among them; a run ends only where the next site's pages would not fit.
     #[test]
-    fn page_runs_cover_every_write_once(
+    fn page_runs_cover_every_site_once(
         gaps in proptest::collection::vec((0usize..3 * PAGE_SIZE, 1usize..=6), 0..200),
-        holes in proptest::collection::vec(any::<bool>(), 200),
         max in 2usize..10,
     ) {
-        let writes = phase_writes(&gaps);
-        // Some sites have nothing to write in this phase.
-        let write = |i: usize| writes.get(i).filter(|_| !holes[i]).copied();
+        let vec = run_sites(&gaps);
+        let pages_of = |loc: &PokeLoc| {
+            let a = loc.addr(BASE);
+            (a & !(PAGE_SIZE - 1), (a + loc.len() - 1) & !(PAGE_SIZE - 1))
+        };
         let mut pages = vec![0usize; max];
         let mut start = 0;
-        let mut seen = Vec::new();
-        while start < writes.len() {
-            let (end, n) = poke::next_run(write, start, writes.len(), &mut pages);
-            prop_assert!(end > start && end <= writes.len());
-            prop_assert!(n <= max);
+        let mut seen = 0;
+        while start < vec.len() {
+            let (end, n) = poke::next_run(&vec, BASE, start, &mut pages);
+            prop_assert!(end > start && end <= vec.len());
+            prop_assert!(n >= 1 && n <= max);
             let run = &pages[..n];
             prop_assert!(run.windows(2).all(|w| w[0] < w[1]));
             prop_assert!(run.iter().all(|p| p % PAGE_SIZE == 0));
-            for i in start..end {
-                let Some(w) = write(i) else { continue };
-                seen.push(i);
-                let (first, last) = w.pages();
+            for (i, loc) in vec[start..end].iter().enumerate() {
+                let (first, last) = pages_of(loc);
                 let mut p = first;
                 while p <= last {
-                    prop_assert!(run.contains(&p), "write {} page {:#x} not in {:x?}", i, p, run);
+                    prop_assert!(run.contains(&p), "site {} page {:#x} not in {:x?}", start + i, p, run);
                     p += PAGE_SIZE;
                 }
             }
-            if n == 0 {
-                prop_assert!((start..end).all(|i| write(i).is_none()));
+            // No page mapped for nothing: each holds a byte of a site of the run.
+            for p in run {
+                let used = vec[start..end].iter().any(|l| {
+                    let (f, la) = pages_of(l);
+                    (f..=la).contains(p)
+                });
+                prop_assert!(used, "page {:#x} of {:x?} holds no site", p, run);
             }
-            // Maximal: the next write would have needed a page more than the run could hold.
-            if let Some(w) = (end < writes.len()).then(|| write(end)).flatten() {
-                let (first, last) = w.pages();
+            seen += end - start;
+            // Maximal: the next site would have needed a page more than the run could hold.
+            if let Some(loc) = vec.get(end) {
+                let (first, last) = pages_of(loc);
                 let extra = (first..=last)
                     .step_by(PAGE_SIZE)
                     .filter(|p| !run.contains(p))
@@ -357,8 +376,7 @@ proptest! {
             }
             start = end;
         }
-        let want: Vec<usize> = (0..writes.len()).filter(|&i| write(i).is_some()).collect();
-        prop_assert_eq!(seen, want);
+        prop_assert_eq!(seen, vec.len());
     }
 }
 
@@ -582,9 +600,27 @@ impl Sites for ModelSites {
         true
     }
 
+    fn reserve(&mut self, more: usize) -> bool {
+        let want = self.v.len() + more;
+        if want <= self.cap {
+            return true;
+        }
+        let bit = self.attempts % 32;
+        self.attempts += 1;
+        if self.fail & (1 << bit) != 0 {
+            return false;
+        }
+        self.cap = want;
+        true
+    }
+
     fn push(&mut self, loc: PokeLoc) {
         assert!(self.v.len() < self.cap, "push without room");
         self.v.push(loc);
+    }
+
+    fn truncate(&mut self, len: usize) {
+        self.v.truncate(len);
     }
 
     fn clear(&mut self) {
@@ -677,4 +713,83 @@ fn queue_batches_what_it_can() {
     }
     q.flush(BASE, &mut apply);
     assert_eq!(batches, 10);
+}
+
+/// A key flip's one walk: room made for all its sites, each queued without applying anything,
+/// all taken back when one is refused; an earlier key's sites stay. A site queued twice, and a
+/// storage that cannot make room, are errors, not flushes.
+#[test]
+fn key_sites_queued_in_one_walk_are_taken_back() {
+    let site = |i: usize| PokeLoc::new(BASE, BASE + 0x100 + i * 8, &NOP2, None).unwrap();
+    let mut q = small_queue();
+    let mut batches = Vec::new();
+    let mut apply = |v: &[PokeLoc], _: &mut [u8]| batches.push(v.to_vec());
+    // An earlier key of a transaction, above the next key's sites.
+    q.add(BASE, site(100), true, &mut apply);
+    let mark = q.len();
+    assert!(q.reserve_keys(40));
+    for i in 0..40 {
+        assert_eq!(q.push_key(BASE, site(i)), Ok(()));
+    }
+    assert_eq!(q.push_key(BASE, site(7)), Err(PokeError::Twice));
+    assert_eq!(q.push_key(BASE, site(100)), Err(PokeError::Twice));
+    assert_eq!(q.len(), 41);
+    q.truncate(mark);
+    assert_eq!(q.len(), 1);
+    q.flush(BASE, &mut apply);
+    assert_eq!(batches, vec![vec![site(100)]]);
+
+    // Kept this time: one batch, sorted.
+    batches.clear();
+    let mut apply = |v: &[PokeLoc], _: &mut [u8]| batches.push(v.to_vec());
+    q.add(BASE, site(100), true, &mut apply);
+    assert!(q.reserve_keys(40));
+    for i in (0..40).rev() {
+        assert_eq!(q.push_key(BASE, site(i)), Ok(()));
+    }
+    q.flush(BASE, &mut apply);
+    let want: Vec<PokeLoc> = (0..40).chain([100]).map(site).collect();
+    assert_eq!(batches, vec![want]);
+
+    // No room: a storage that cannot grow refuses to reserve, and to push past its room.
+    let mut q = Queue::new(ModelSites::new(2, u32::MAX));
+    assert!(!q.reserve_keys(3));
+    assert!(q.reserve_keys(2));
+    assert_eq!(q.push_key(BASE, site(0)), Ok(()));
+    assert_eq!(q.push_key(BASE, site(1)), Ok(()));
+    assert_eq!(q.push_key(BASE, site(2)), Err(PokeError::Full));
+    assert_eq!(q.len(), 2);
+}
+
+/// A key site's write built directly is what the general decoder makes of it; anything but a
+/// NOP or JMP of 2 or 5 bytes goes to the general decoder.
+#[test]
+fn site_locs_match_the_general_decoder() {
+    for at in [BASE, BASE + 0x1234, BASE + 0xffd] {
+        let mut texts: Vec<([u8; 5], usize)> = vec![
+            ([0x66, 0x90, 0, 0, 0], 2),
+            ([0x66, 0x90, 0xcc, 0xcc, 0xcc], 2),
+            (NOP5, 5),
+            ([0xeb, 0x7f, 1, 2, 3], 2),
+            ([0xeb, 0x80, 0, 0, 0], 2),
+            ([0xe9, 0x78, 0x56, 0x34, 0x12], 5),
+            ([0xe9, 0x00, 0x00, 0x00, 0x80], 5),
+            ([0xcc, 0, 0, 0, 0], 1),
+            ([0xe8, 1, 2, 3, 4], 5),
+            ([0x90, 0x90, 0, 0, 0], 2),
+            ([0xeb, 0, 0, 0, 0], 5),
+        ];
+        texts.push(([0xe9, 0, 0, 0, 0], 2));
+        for (text, len) in texts {
+            assert_eq!(
+                PokeLoc::site(BASE, at, &text, len),
+                PokeLoc::new(BASE, at, &text[..len], None),
+                "{text:02x?} len {len} at {at:#x}"
+            );
+        }
+    }
+    assert_eq!(
+        PokeLoc::site(BASE, BASE - (1 << 32), &NOP5, 5),
+        Err(PokeError::OutOfRange)
+    );
 }

@@ -78,6 +78,20 @@ struct text_poke_rs_run {
 	unsigned int n;
 };
 
+/**
+ * struct text_poke_rs_write - a write through a mapped run
+ * @at: where, from the start of the run's first page
+ * @len: how many bytes of @bytes
+ * @bytes: what
+ *
+ * The layout of the Rust batch's RunWrite.
+ */
+struct text_poke_rs_write {
+	u32 at;
+	u32 len;
+	u8 bytes[8];
+};
+
 #ifdef CONFIG_TEXT_POKE_RS
 
 extern int text_poke_rs_mode;
@@ -118,8 +132,9 @@ void *text_poke_rs_text_poke(void *addr, const void *opcode, size_t len);
 /* Runs of text pages written through one temporary mapping. */
 int text_poke_rs_run_map(struct text_poke_rs_run *run,
 			 const unsigned long *pages, unsigned int n);
-bool text_poke_rs_run_write(struct text_poke_rs_run *run, unsigned int slot,
-			    unsigned int off, const void *src, unsigned int len);
+unsigned int text_poke_rs_run_write(struct text_poke_rs_run *run,
+				    const struct text_poke_rs_write *w,
+				    unsigned int n);
 void text_poke_rs_run_unmap(struct text_poke_rs_run *run);
 
 /* text_mutex, for the Rust jump-label update. */
