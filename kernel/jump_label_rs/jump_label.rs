@@ -110,6 +110,7 @@ enum Plan {
 /// (by an earlier key of a transaction), the text otherwise.
 /// `look`: whether anything may be queued there, which a flip of a single key, with nothing
 /// queued before its own sites, skips.
+#[inline(always)]
 fn current_bytes(text: &mut TextMutex, code: usize, look: bool) -> [u8; insn::MAX_LEN] {
     let mut bytes = [0u8; insn::MAX_LEN];
     if let Some((queued, len)) = look.then(|| batch::pending(text, code)).flatten() {

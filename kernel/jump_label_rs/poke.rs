@@ -195,7 +195,7 @@ impl PokeLoc {
     /// Describes writing the first `len` bytes of `text`, a static-key site's NOP or JMP of 2
     /// or 5 bytes, at `addr`: what [`new`](Self::new) makes of them, without its general
     /// decoding, for the many sites of a key flip. Anything else goes to [`new`](Self::new).
-    #[inline]
+    #[inline(always)]
     pub fn site(base: usize, addr: usize, text: &[u8; 5], len: usize) -> Result<Self, PokeError> {
         let (opcode, disp) = match (len, text) {
             (2, [JMP8, d, ..]) => (JMP8, i32::from(*d as i8)),
@@ -206,10 +206,11 @@ impl PokeLoc {
         };
         let rel_addr =
             i32::try_from(addr.wrapping_sub(base) as isize).map_err(|_| PokeError::OutOfRange)?;
-        let mut stored = *text;
-        for b in stored.iter_mut().skip(len) {
-            *b = 0;
-        }
+        // The bytes past the instruction cleared, as one word: no call to `memset()`.
+        let [b0, b1, b2, b3, b4] = *text;
+        let word = u64::from_le_bytes([b0, b1, b2, b3, b4, 0, 0, 0]) & ((1u64 << (8 * len)) - 1);
+        let mut stored = [0u8; 5];
+        stored.copy_from_slice(&word.to_le_bytes()[..5]);
         // INVARIANT: `len` is 2 or 5 and `opcode` a JMP, as matched above.
         Ok(Self {
             rel_addr,

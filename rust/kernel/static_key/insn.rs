@@ -44,6 +44,12 @@ pub const fn site_jumps(enabled: bool, branch: bool) -> bool {
     enabled != branch
 }
 
+/// `bytes` as the low bytes of a word.
+#[inline(always)]
+fn wide(b: &[u8; MAX_LEN]) -> u64 {
+    u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], 0, 0, 0])
+}
+
 /// One encoded site instruction: 2 or 5 bytes.
 ///
 /// # Invariants
@@ -109,13 +115,10 @@ impl SiteInsn {
     /// Whether `have`, a site's bytes, starts with this instruction.
     #[inline]
     pub fn is_at(&self, have: &[u8; MAX_LEN]) -> bool {
-        // Compared as whole arrays, the bytes past the instruction cleared on both sides (they
-        // are zero in `self.bytes`): no call to `memcmp()` for 2 or 5 bytes.
-        let mut h = *have;
-        for b in h.iter_mut().skip(usize::from(self.len)) {
-            *b = 0;
-        }
-        h == self.bytes
+        // Compared as one word, the bytes past the instruction masked off (they are zero in
+        // `self.bytes`): no call to `memcmp()` or `memset()` for 2 or 5 bytes.
+        let mask = (1u64 << (8 * u32::from(self.len))) - 1;
+        wide(have) & mask == wide(&self.bytes)
     }
 
     /// The instruction's bytes, padded with zeroes to [`MAX_LEN`].
