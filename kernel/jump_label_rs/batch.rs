@@ -190,6 +190,12 @@ fn base() -> usize {
     (&raw const bindings::_stext).addr()
 }
 
+/// Whether `addr` is in the kernel image's text, `is_kernel_text()` without the call.
+#[inline(always)]
+pub(crate) fn core_text(addr: usize) -> bool {
+    (base()..(&raw const bindings::_etext).addr()).contains(&addr)
+}
+
 /// The batch, for as long as `text` proves `text_mutex` held.
 fn batch(_text: &mut TextMutex) -> &mut Queue<Storage> {
     // SAFETY: `text_mutex` serialises every user of the batch, and a token of the task that
@@ -252,6 +258,15 @@ impl TextOps for KernelText {
 
     fn run_pages(&self) -> usize {
         bindings::TEXT_POKE_RS_RUN_PAGES as usize
+    }
+
+    fn mappable(&mut self, pages: &[usize]) -> bool {
+        // The kernel image's text is always there; module text is looked up.
+        if pages.iter().all(|&p| core_text(p)) {
+            return true;
+        }
+        // SAFETY: `pages` holds `pages.len()` addresses; the call only looks them up.
+        unsafe { bindings::text_poke_rs_run_mappable(pages.as_ptr().cast(), pages.len() as u32) }
     }
 
     fn map_run(&mut self, pages: &[usize]) -> bool {
@@ -423,8 +438,11 @@ pub unsafe extern "C" fn text_poke_rs_batch_add(
         Some(unsafe { core::slice::from_raw_parts(emulate.cast::<u8>(), len) })
     };
     match PokeLoc::new(base(), addr.addr(), text, emulate) {
-        // SAFETY: The caller holds `text_mutex`, and C callers keep no token.
-        Ok(loc) => queue(&mut unsafe { TextMutex::assume_held() }, loc, false),
+        // C callers cannot be told of a batch that was not applied: it warned.
+        Ok(loc) => {
+            // SAFETY: The caller holds `text_mutex`, and C callers keep no token.
+            queue(&mut unsafe { TextMutex::assume_held() }, loc, false);
+        }
         Err(e) => bad_poke(addr, len, e),
     }
 }
@@ -446,13 +464,16 @@ pub(crate) fn site_loc(addr: usize, text: &[u8; 5], len: usize) -> Result<PokeLo
 }
 
 /// Queues `loc` (see [`Queue::add`]): `key` for the sites of key flips, which are applied as
-/// one batch however many they are. In `serial` mode the batch is applied at once.
-pub(crate) fn queue(text: &mut TextMutex, loc: PokeLoc, key: bool) {
+/// one batch however many they are. In `serial` mode the batch is applied at once. False if a
+/// batch applied meanwhile was not, a page of its text not mappable.
+pub(crate) fn queue(text: &mut TextMutex, loc: PokeLoc, key: bool) -> bool {
     let b = batch(text);
-    b.add(base(), loc, key, apply_sites);
+    let mut applied = true;
+    b.add(base(), loc, key, |s, o| applied &= apply_sites(s, o));
     if serial() {
-        b.flush(base(), apply_sites);
+        b.flush(base(), |s, o| applied &= apply_sites(s, o));
     }
+    applied
 }
 
 /// The sites queued.
@@ -483,9 +504,12 @@ pub(crate) fn pending(text: &mut TextMutex, addr: usize) -> Option<([u8; poke::M
     batch(text).pending(base(), addr).map(PokeLoc::new_bytes)
 }
 
-/// `smp_text_poke_batch_finish()`: applies the batch with the INT3 protocol.
-pub(crate) fn finish(text: &mut TextMutex) {
-    batch(text).flush(base(), apply_sites);
+/// `smp_text_poke_batch_finish()`: applies the batch with the INT3 protocol. False if it was
+/// not applied, writing nothing, a page of its text not mappable.
+pub(crate) fn finish(text: &mut TextMutex) -> bool {
+    let mut applied = true;
+    batch(text).flush(base(), |s, o| applied &= apply_sites(s, o));
+    applied
 }
 
 /// The number of sites queued and not yet applied.
@@ -506,13 +530,15 @@ pub unsafe extern "C" fn text_poke_rs_pending() -> usize {
 /// Called with `text_mutex` held.
 #[no_mangle]
 pub unsafe extern "C" fn text_poke_rs_batch_finish() {
+    // C callers cannot be told of a batch that was not applied: it warned.
     // SAFETY: The caller holds `text_mutex`, and C callers keep no token.
     finish(&mut unsafe { TextMutex::assume_held() });
 }
 
 /// Patches `sites`, sorted by address, with the INT3 protocol. Called with `text_mutex` held,
-/// from [`Queue::flush`], which owns the batch while it runs.
-fn apply_sites(sites: &[PokeLoc], old: &mut [u8]) {
+/// from [`Queue::flush`], which owns the batch while it runs. False if a page of the text could
+/// not be mapped: nothing was written then (`text_poke_rs_run_mappable()` warned).
+fn apply_sites(sites: &[PokeLoc], old: &mut [u8]) -> bool {
     // SAFETY: `published` is only written under `text_mutex`, and no handler reads it before
     // `text_poke_rs_publish()` below.
     unsafe { *STATE.published.get() = (sites.as_ptr(), sites.len()) };
@@ -528,6 +554,7 @@ fn apply_sites(sites: &[PokeLoc], old: &mut [u8]) {
             stats.wrong,
             sites.len()
         );
+        kernel::warn_on!(true);
     }
 
     // SAFETY: The last sync is done: no CPU can hit our INT3s any more; wait for handlers.
@@ -536,6 +563,7 @@ fn apply_sites(sites: &[PokeLoc], old: &mut [u8]) {
     unsafe { *STATE.published.get() = (ptr::null(), 0) };
     // SAFETY: Ends the batch counted by `text_poke_rs_note_batch()` above.
     unsafe { bindings::text_poke_rs_note_batch_done() };
+    !stats.unmapped
 }
 
 /// The INT3 handler's work: finds the site the INT3 at `regs->ip - 1` belongs to in the

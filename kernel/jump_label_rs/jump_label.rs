@@ -125,16 +125,6 @@ fn current_bytes(text: &mut TextMutex, code: usize, look: bool) -> [u8; insn::MA
     bytes
 }
 
-/// Whether `addr` is in the kernel image's text, `core_kernel_text()` without the call.
-#[inline(always)]
-fn core_text(addr: usize) -> bool {
-    let (start, end) = (
-        (&raw const bindings::_stext).addr(),
-        (&raw const bindings::_etext).addr(),
-    );
-    (start..end).contains(&addr)
-}
-
 /// Decides what to do with the site of `e` for a key whose value is now `enabled`; `look`
 /// as for [`current_bytes`].
 #[inline(always)]
@@ -145,7 +135,7 @@ fn plan(text: &mut TextMutex, e: &Entry, enabled: bool, init: bool, look: bool) 
         return Plan::Skip;
     }
     // SAFETY: `kernel_text_address()` only looks the address up.
-    if !core_text(e.code) && unsafe { bindings::kernel_text_address(e.code) } == 0 {
+    if !batch::core_text(e.code) && unsafe { bindings::kernel_text_address(e.code) } == 0 {
         // Built-in `__exit` code is not kernel text and never runs: skip it quietly, as C does.
         if !e.init && !NOT_TEXT.swap(true, Ordering::Relaxed) {
             pr_warn!(
@@ -338,18 +328,30 @@ pub unsafe extern "C" fn jump_label_rs_update(
         return true;
     }
 
+    let mut applied = true;
     if !one_walk {
         // SAFETY: As above.
         unsafe {
             for_each_entry(key, entry, stop, |e| {
                 if let Plan::Write(loc) = plan(text, e, enabled, init, look) {
-                    batch::queue(text, loc, true);
+                    applied &= batch::queue(text, loc, true);
                 }
             })
         };
     }
     if how == How::Apply {
-        batch::finish(text);
+        applied &= batch::finish(text);
+    }
+    if !applied {
+        // A page of the key's text could not be mapped (module text going away): the batch
+        // wrote nothing and warned. (Unless it was applied in parts, as the batch could not
+        // grow, and a part was refused: that part wrote nothing.)
+        pr_err!(
+            "jump_label: text of key _stext+{:#x} cannot be mapped: flip refused\n",
+            off(key.addr())
+        );
+        // SAFETY: Only counts the refusal.
+        unsafe { bindings::text_poke_rs_note_refused() };
     }
     true
 }
@@ -394,8 +396,9 @@ impl Drop for JumpLabelLock {
 /// disabled read 0 from the start, as in `static_key_disable()`. Only these keys wait for the
 /// batch; whatever else the caller flips meanwhile is applied as it returns.
 ///
-/// Every site of every key is checked first: if one is corrupted, no key changes, nothing is
-/// written, and the commit fails with `-EINVAL`. A key already at its value is left alone, as
+/// Every site of every key is checked first: if one is corrupted (or the batch cannot take
+/// it), no key changes, nothing is written, and the commit fails with `-EINVAL`; if a page of
+/// the keys' text cannot be mapped, likewise with `-EFAULT`. A key already at its value is left alone, as
 /// `static_key_enable()` and `static_key_disable()` leave it (with their warning if its count
 /// is above one). Sets each claim's `flip` to whether its key changed.
 ///
@@ -464,14 +467,37 @@ pub unsafe extern "C" fn jump_label_rs_commit(
         }
     } else {
         HOW.store(How::Queue as u8, Ordering::Relaxed);
+        // SAFETY: Only reads a counter.
+        let refused = unsafe { bindings::text_poke_rs_refusals() };
         for c in flips() {
-            // Cannot be refused: nothing wrote text since the check, `text_mutex` is held.
+            // Not refused for a site's bytes: nothing wrote text since the check, and
+            // `text_mutex` is held. A site the batch cannot take is refused.
             // SAFETY: As above.
             unsafe { bindings::jump_label_rs_key_update(c.key) };
         }
         HOW.store(How::Apply as u8, Ordering::Relaxed);
-        batch::finish(&mut text);
+        // SAFETY: As above.
+        if unsafe { bindings::text_poke_rs_refusals() } != refused {
+            // Nothing applied yet (the batch was empty when `text_mutex` was taken): drop the
+            // other keys' sites too, and change no key.
+            batch::truncate(&mut text, 0);
+            drop(text);
+            for c in flips() {
+                // SAFETY: As above.
+                unsafe { count(c.key) }.store(if c.enable { 0 } else { 1 }, Release);
+            }
+            return -(bindings::EINVAL as c_int);
+        }
+        let applied = batch::finish(&mut text);
         drop(text);
+        if !applied {
+            // Nothing written: a page of the keys' text could not be mapped.
+            for c in flips() {
+                // SAFETY: As above.
+                unsafe { count(c.key) }.store(if c.enable { 0 } else { 1 }, Release);
+            }
+            return -(bindings::EFAULT as c_int);
+        }
     }
 
     for c in flips().filter(|c| c.enable) {

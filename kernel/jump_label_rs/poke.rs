@@ -406,6 +406,11 @@ pub trait TextOps {
     fn run_pages(&self) -> usize {
         0
     }
+    /// Whether every text page at `pages` (page addresses, ascending, each once) can be mapped
+    /// for writing: asked of every page of a batch before any byte of it is written.
+    fn mappable(&mut self, _pages: &[usize]) -> bool {
+        true
+    }
     /// Maps the text pages at `pages` (page addresses, ascending, each once) at consecutive
     /// addresses, for [`TextOps::write_run`]. False if a page cannot be mapped: nothing is
     /// mapped then, and the run's writes go through [`TextOps::write`].
@@ -432,6 +437,8 @@ pub struct ApplyStats {
     pub runs: u32,
     /// Writes that did not read back as written: the text holds something else.
     pub wrong: u32,
+    /// A page of the batch cannot be mapped ([`TextOps::mappable`]): nothing was written.
+    pub unmapped: bool,
 }
 
 /// What a phase of [`apply`] writes at a site: `len` bytes of `bytes`, `skip` bytes into it.
@@ -657,11 +664,29 @@ fn apply_each(vec: &[PokeLoc], old: &mut [u8], base: usize, ops: &mut impl TextO
 /// The caller publishes `vec` to the INT3 handler before calling and retires it after; `vec`
 /// is only read. `old` receives the first byte each site held before its INT3, for
 /// [`TextOps::poked`]: one byte per site, and sites beyond `old.len()` are not patched.
+///
+/// Before any byte is written, every page the batch writes is checked ([`TextOps::mappable`]):
+/// if one cannot be mapped, nothing is written, nothing synced, and the stats say `unmapped`.
+/// A write that does not read back as written is counted in `wrong`; the batch goes on, so
+/// that no site is left holding an INT3 the handler no longer knows.
 pub fn apply(vec: &[PokeLoc], old: &mut [u8], base: usize, ops: &mut impl TextOps) -> ApplyStats {
     let mut stats = ApplyStats::default();
     let vec = vec.get(..old.len()).unwrap_or(vec);
     if vec.is_empty() {
         return stats;
+    }
+
+    // 0. Every page first: a batch with text that cannot be mapped writes nothing at all,
+    // rather than stop half-way (upstream's `text_poke()` would `BUG()` on it).
+    let pages = &mut [0usize; RUN_MAX];
+    let mut start = 0;
+    while start < vec.len() {
+        let (end, n) = next_run(vec, base, start, pages);
+        if !ops.mappable(pages.get(..n).unwrap_or(&[])) {
+            stats.unmapped = true;
+            return stats;
+        }
+        start = end;
     }
 
     // One site, or no runs: one write at a time, which costs less without runs to group.

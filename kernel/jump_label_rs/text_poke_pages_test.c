@@ -11,9 +11,15 @@
 
 #include <kunit/test.h>
 #include <linux/jump_label.h>
+#include <linux/memory.h>
 #include <linux/mm.h>
+#include <linux/mutex.h>
 #include <linux/string.h>
+#include <linux/vmalloc.h>
 
+#include <asm/pgtable.h>
+#include <asm/sections.h>
+#include <asm/text-patching.h>
 #include <asm/text_poke_rs.h>
 
 #include "text_poke_stress.h"
@@ -129,9 +135,119 @@ static void text_poke_pages_flips(struct kunit *test)
 			    want);
 }
 
+/*
+ * A page of the module area with nothing mapped: its end, which module
+ * loading fills last. Within reach of a batch's 32-bit offsets from _stext.
+ */
+static unsigned long text_poke_pages_unmapped(struct kunit *test)
+{
+	unsigned long bad = MODULES_END - PAGE_SIZE;
+
+	KUNIT_ASSERT_LT(test, bad - (unsigned long)_stext, (unsigned long)S32_MAX);
+	KUNIT_ASSERT_NULL_MSG(test, vmalloc_to_page((void *)bad),
+			      "MODULES_END - PAGE_SIZE is mapped: pick another page");
+	return bad;
+}
+
+/*
+ * A batch with text that cannot be mapped is not applied at all: a
+ * warning naming the page, nothing written, no sync round, the stats'
+ * unmapped count up by one. Upstream's text_poke() BUG()s there, so only
+ * the Rust batch is asked; in serial mode each site is a batch of its own,
+ * and only the unmappable one is refused.
+ */
+static void text_poke_pages_unmappable(struct kunit *test)
+{
+	const struct text_poke_pages_site *s = text_poke_pages_sites;
+	int mode = READ_ONCE(text_poke_rs_mode);
+	struct text_poke_rs_stats before, after;
+	unsigned long bad;
+	u8 site[5];
+
+	if (mode == TEXT_POKE_RS_MODE_C)
+		kunit_skip(test, "upstream's batch BUG()s on text it cannot map");
+	bad = text_poke_pages_unmapped(test);
+	memcpy(site, (void *)s[0].code, sizeof(site));
+	text_poke_rs_track(true);
+	text_poke_rs_read_stats(&before);
+	kunit_warning_suppress(test) {
+		mutex_lock(&text_mutex);
+		/* A site rewritten as it is, and text that is not there. */
+		smp_text_poke_batch_add((void *)s[0].code, site, sizeof(site), NULL);
+		smp_text_poke_batch_add((void *)bad, text_poke_pages_nop5,
+					sizeof(text_poke_pages_nop5), NULL);
+		smp_text_poke_batch_finish();
+		mutex_unlock(&text_mutex);
+		KUNIT_EXPECT_SUPPRESSED_WARNING_COUNT(test, 1);
+	}
+	text_poke_rs_read_stats(&after);
+	text_poke_rs_track(false);
+	KUNIT_EXPECT_EQ(test, after.unmapped - before.unmapped, 1);
+	KUNIT_EXPECT_EQ(test, after.own_syncs - before.own_syncs,
+			mode == TEXT_POKE_RS_MODE_SERIAL ? 3 : 0);
+	KUNIT_EXPECT_MEMEQ(test, (void *)s[0].code, site, sizeof(site));
+	/* The batch is usable at once: the key still flips. */
+	static_branch_enable(&text_poke_pages_key);
+	text_poke_pages_expect(test, true, 0);
+	static_branch_disable(&text_poke_pages_key);
+	text_poke_pages_expect(test, false, 1);
+}
+
+/*
+ * The shim under the runs: a run is mappable only if every page is
+ * (warning otherwise), and a write through a mapped run that does not lie
+ * within it (here one crossing into the page after a one-page run), or has
+ * no or too many bytes, is refused and counted, the others made and read
+ * back. The page is unchanged: the one write made puts back a site's own
+ * bytes.
+ */
+static void text_poke_pages_run_bounds(struct kunit *test)
+{
+	const struct text_poke_pages_site *s = text_poke_pages_sites;
+	unsigned long page = s[1].code & PAGE_MASK;
+	unsigned long pages[2] = { page, text_poke_pages_unmapped(test) };
+	struct text_poke_rs_write w[4] = {};
+	struct text_poke_rs_run run;
+	unsigned int wrong;
+	u8 *copy;
+	int ret;
+
+	kunit_warning_suppress(test) {
+		KUNIT_EXPECT_FALSE(test, text_poke_rs_run_mappable(pages, 2));
+		KUNIT_EXPECT_SUPPRESSED_WARNING_COUNT(test, 1);
+	}
+	KUNIT_EXPECT_TRUE(test, text_poke_rs_run_mappable(pages, 1));
+
+	copy = kunit_kmalloc(test, PAGE_SIZE, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, copy);
+	memcpy(copy, (void *)page, PAGE_SIZE);
+	w[0].at = offset_in_page(s[1].code);
+	w[0].len = 5;
+	memcpy(w[0].bytes, (void *)s[1].code, 5);
+	w[1].at = PAGE_SIZE - 2;
+	w[1].len = 5;
+	memset(w[1].bytes, 0xcc, sizeof(w[1].bytes));
+	w[2].at = 0x10;
+	w[2].len = 0;
+	w[3].at = 0x10;
+	w[3].len = sizeof(w[3].bytes) + 1;
+
+	mutex_lock(&text_mutex);
+	ret = text_poke_rs_run_map(&run, pages, 1);
+	wrong = ret ? 0 : text_poke_rs_run_write(&run, w, ARRAY_SIZE(w));
+	if (!ret)
+		text_poke_rs_run_unmap(&run);
+	mutex_unlock(&text_mutex);
+	KUNIT_ASSERT_EQ(test, ret, 0);
+	KUNIT_EXPECT_EQ(test, wrong, 3);
+	KUNIT_EXPECT_MEMEQ(test, (void *)page, copy, PAGE_SIZE);
+}
+
 static struct kunit_case text_poke_pages_cases[] = {
 	KUNIT_CASE(text_poke_pages_layout),
 	KUNIT_CASE(text_poke_pages_flips),
+	KUNIT_CASE(text_poke_pages_unmappable),
+	KUNIT_CASE(text_poke_pages_run_bounds),
 	{}
 };
 

@@ -50,6 +50,7 @@ static atomic64_t text_poke_rs_batch_ns;
 static atomic64_t text_poke_rs_max_batch_ns;
 static atomic64_t text_poke_rs_refused;
 static atomic64_t text_poke_rs_mm_switches;
+static atomic64_t text_poke_rs_unmapped;
 /* What the tracked task (text_poke_rs_track()) did itself. */
 static struct task_struct *text_poke_rs_tracked;
 static atomic64_t text_poke_rs_own_syncs;
@@ -204,6 +205,7 @@ void text_poke_rs_read_stats(struct text_poke_rs_stats *stats)
 	stats->own_syncs = atomic64_read(&text_poke_rs_own_syncs);
 	stats->own_entries = atomic64_read(&text_poke_rs_own_entries);
 	stats->refused = atomic64_read(&text_poke_rs_refused);
+	stats->unmapped = atomic64_read(&text_poke_rs_unmapped);
 	stats->mm_switches = atomic64_read(&text_poke_rs_mm_switches);
 	stats->int3_hits = 0;
 	stats->ipis = 0;
@@ -264,6 +266,9 @@ static struct page *text_poke_rs_text_page(unsigned long addr)
 {
 	if (core_kernel_text(addr))
 		return virt_to_page((void *)addr);
+	/* Not module or vmalloc'd text: vmalloc_to_page() cannot tell. */
+	if (!is_vmalloc_or_module_addr((void *)addr))
+		return NULL;
 	/*
 	 * Module text: execmem's ROX ranges can be collapsed into huge
 	 * mappings concurrently; init_mm's lock keeps vmalloc_to_page()
@@ -271,6 +276,26 @@ static struct page *text_poke_rs_text_page(unsigned long addr)
 	 */
 	guard(mmap_read_lock)(&init_mm);
 	return vmalloc_to_page((void *)addr);
+}
+
+/*
+ * Whether every page of text at @pages[0..@n) (page addresses) can be
+ * mapped for writing: the Rust batch asks before it writes any byte, and
+ * applies nothing, with a warning naming the page, if one cannot.
+ */
+bool text_poke_rs_run_mappable(const unsigned long *pages, unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		if (WARN(!text_poke_rs_text_page(pages[i]),
+			 "text_poke: no page of text at %pS: batch not applied\n",
+			 (void *)pages[i])) {
+			atomic64_inc(&text_poke_rs_unmapped);
+			return false;
+		}
+	}
+	return true;
 }
 
 /*
@@ -394,6 +419,7 @@ static int text_poke_rs_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "batch_ns %llu\n", s.batch_ns);
 	seq_printf(m, "max_batch_ns %llu\n", s.max_batch_ns);
 	seq_printf(m, "refused %llu\n", s.refused);
+	seq_printf(m, "unmapped %llu\n", s.unmapped);
 	seq_printf(m, "mm_switches %llu\n", s.mm_switches);
 	ct_work_rs_stats_show(m);
 	return 0;

@@ -179,6 +179,12 @@ struct Sim {
     mapped: Option<Vec<usize>>,
     /// Runs mapped.
     runs: u32,
+    /// A page that cannot be mapped, if any.
+    unmappable: Option<usize>,
+    /// Pages asked about before anything was written.
+    asked: Vec<usize>,
+    /// An address whose writes through a run do not stick (another writer wins).
+    lost: Option<usize>,
 }
 
 impl Sim {
@@ -193,6 +199,9 @@ impl Sim {
             run_max,
             mapped: None,
             runs: 0,
+            unmappable: None,
+            asked: Vec::new(),
+            lost: None,
         }
     }
 
@@ -249,6 +258,14 @@ impl TextOps for Sim {
         self.run_max
     }
 
+    fn mappable(&mut self, pages: &[usize]) -> bool {
+        if self.writes > 0 {
+            self.violations.push("pages asked about after a write".into());
+        }
+        self.asked.extend_from_slice(pages);
+        !pages.iter().any(|p| Some(*p) == self.unmappable)
+    }
+
     fn map_run(&mut self, pages: &[usize]) -> bool {
         if self.mapped.is_some() {
             self.violations.push("run mapped twice".into());
@@ -288,6 +305,12 @@ impl TextOps for Sim {
             if addrs.windows(2).any(|p| p[1] != p[0] + 1) {
                 self.violations
                     .push(format!("write at {at:#x} across unrelated pages"));
+            }
+            if Some(addrs[0]) == self.lost {
+                // Another writer's byte lands instead: the read-back sees it.
+                self.write(addrs[0], &[0x90]);
+                wrong += 1;
+                continue;
             }
             self.write(addrs[0], &w.bytes[..len]);
         }
@@ -792,4 +815,91 @@ fn site_locs_match_the_general_decoder() {
         PokeLoc::site(BASE, BASE - (1 << 32), &NOP5, 5),
         Err(PokeError::OutOfRange)
     );
+}
+
+/// Sites for the bad-input tests: `n` JMP8 sites 0x300 bytes apart from `BASE + 0x100`, NOP2
+/// now, the last one across a page boundary.
+fn bad_input_sim(n: usize, run_max: usize) -> (Sim, Vec<PokeLoc>) {
+    let mut sim = Sim::new(run_max);
+    for i in 0..n {
+        let at = if i + 1 == n && n > 1 {
+            BASE + (i + 1) * PAGE_SIZE - 1
+        } else {
+            BASE + 0x100 + i * 0x300
+        };
+        let (old, new) = (NOP2.to_vec(), jmp8(at, at + 0x20));
+        for (j, b) in old.iter().enumerate() {
+            sim.mem.insert(at + j, *b);
+        }
+        sim.vec.push(PokeLoc::new(BASE, at, &new, None).unwrap());
+        sim.sites.insert(at, (old, new));
+    }
+    let vec = sim.vec.clone();
+    (sim, vec)
+}
+
+/// A page that cannot be mapped, anywhere in the batch: every page is asked about before any
+/// byte is written, and then nothing is written and nothing synced, with runs or without,
+/// for one site or many.
+#[test]
+fn unmappable_page_writes_nothing() {
+    for n in [1, 2, 9] {
+        for run_max in [0, 2, 64] {
+            let pages: Vec<usize> = {
+                let (_, vec) = bad_input_sim(n, run_max);
+                let mut p: Vec<usize> = vec
+                    .iter()
+                    .flat_map(|l| {
+                        let a = l.addr(BASE);
+                        [a & !(PAGE_SIZE - 1), (a + l.len() - 1) & !(PAGE_SIZE - 1)]
+                    })
+                    .collect();
+                p.dedup();
+                p
+            };
+            for &bad in &pages {
+                let (mut sim, vec) = bad_input_sim(n, run_max);
+                sim.unmappable = Some(bad);
+                let before = sim.mem.clone();
+                let mut old = vec![0u8; vec.len()];
+                let stats = poke::apply(&vec, &mut old, BASE, &mut sim);
+                assert!(stats.unmapped, "n {n} run_max {run_max} bad {bad:#x}");
+                assert_eq!((stats.syncs, sim.syncs, sim.writes, sim.runs), (0, 0, 0, 0));
+                assert_eq!(sim.mem, before);
+                assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+            }
+            // All mappable: every page asked about once, then the batch applied.
+            let (mut sim, vec) = bad_input_sim(n, run_max);
+            let mut old = vec![0u8; vec.len()];
+            let stats = poke::apply(&vec, &mut old, BASE, &mut sim);
+            assert!(!stats.unmapped);
+            assert_eq!(sim.asked, pages);
+            assert_eq!(stats.syncs, 3);
+            for (&at, (_, new)) in &sim.sites {
+                assert_eq!(sim.bytes(at, new.len()), new.clone());
+            }
+        }
+    }
+}
+
+/// A write that does not read back as written (another writer's bytes land instead) is
+/// counted, and the batch goes on: every other site is written and synced as usual.
+#[test]
+fn lost_write_is_counted_and_the_batch_completes() {
+    let (mut sim, vec) = bad_input_sim(9, 64);
+    let lost = vec[4].addr(BASE) + 1;
+    sim.lost = Some(lost);
+    let mut old = vec![0u8; vec.len()];
+    let stats = poke::apply(&vec, &mut old, BASE, &mut sim);
+    assert_eq!(stats.wrong, 1);
+    assert_eq!(stats.syncs, 3);
+    for (i, l) in vec.iter().enumerate() {
+        let at = l.addr(BASE);
+        let (_, new) = &sim.sites[&at];
+        if i == 4 {
+            assert_eq!(sim.bytes(at, 2), vec![new[0], 0x90]);
+        } else {
+            assert_eq!(sim.bytes(at, new.len()), new.clone());
+        }
+    }
 }

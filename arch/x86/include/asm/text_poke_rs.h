@@ -43,6 +43,8 @@ enum text_poke_rs_mode {
  * @mm_switches: switches to the poking mm to write text: one per
  *	text_poke() (per write, in upstream's batch), one per run of pages
  *	in the Rust batch (text_poke_rs_run_map())
+ * @unmapped: batches the Rust batch did not apply, writing nothing, because
+ *	a page of their text could not be mapped
  */
 struct text_poke_rs_stats {
 	u64 batches;
@@ -57,6 +59,7 @@ struct text_poke_rs_stats {
 	u64 own_entries;
 	u64 refused;
 	u64 mm_switches;
+	u64 unmapped;
 };
 
 /* The most text pages one temporary mapping of the Rust batch holds. */
@@ -130,6 +133,7 @@ void text_poke_rs_poked(const void *addr, const void *old, const void *new,
 void *text_poke_rs_text_poke(void *addr, const void *opcode, size_t len);
 
 /* Runs of text pages written through one temporary mapping. */
+bool text_poke_rs_run_mappable(const unsigned long *pages, unsigned int n);
 int text_poke_rs_run_map(struct text_poke_rs_run *run,
 			 const unsigned long *pages, unsigned int n);
 unsigned int text_poke_rs_run_write(struct text_poke_rs_run *run,
