@@ -3,7 +3,9 @@
 # A transaction open while a module is COMING, committed after the module
 # went live and its init text was freed: the module's init site must have
 # seen the key's value as its count said, and the commit must write the
-# module's core site only, never its freed init text.
+# module's core sites only, never its freed init text. The module's sites
+# over pages of their own (module text, mapped a run of pages at a time by
+# the Rust batch) must hold what the key says after every flip.
 name=text_poke_mod_test
 p=/sys/module/$name/parameters
 b=/sys/kernel/debug/text_poke_bench/run
@@ -39,6 +41,7 @@ for mode in rust serial c; do
 	wait $pid
 	ins=$?
 	entries=$(fig entries)
+	pages=$(cat $p/page_sites)
 	count=$(cat $p/init_count)
 	init=$(cat $p/init_taken)
 	core=$(cat $p/core_taken)
@@ -51,16 +54,23 @@ for mode in rust serial c; do
 		why="$why; the init site ran with count $count and taken=$init: value and text disagree"
 	[ "$count" = 0 ] || why="$why; the key changed before the commit (count $count)"
 	[ "$core" = 1 ] || why="$why; the core site does not branch after the commit"
-	[ "$entries" = 1 ] ||
-		why="$why; the commit wrote $entries sites, not the module's one live site"
+	[ "$entries" = $((pages + 1)) ] ||
+		why="$why; the commit wrote $entries sites, not the module's $((pages + 1)) live sites"
+	[ "$(cat $p/pages_wrong)" = 0 ] ||
+		why="$why; after the commit $(cat $p/pages_wrong) of $pages sites over pages are wrong"
 	if [ -z "$why" ]; then
 		ok $t
 	else
 		fail $t "${why#; }"
 	fi
-	# The module goes, the key flips back, and its sites go with the module.
-	echo "modkey 0" > $b || fail $t "disabling the key failed"
-	[ "$(cat $p/core_taken)" = 0 ] || fail $t "the core site still branches"
+	# The key flips back and forth: every site follows every flip.
+	for on in 0 1 0 1 0; do
+		echo "modkey $on" > $b || fail $t "modkey $on failed"
+		[ "$(cat $p/core_taken)" = $on ] || fail $t "modkey $on: the core site does not follow"
+		w=$(cat $p/pages_wrong)
+		[ "$w" = 0 ] || fail $t "modkey $on: $w of $pages sites over pages are wrong"
+	done
+	# The module goes, and its sites go with it.
 	rmmod $name || fail $t "rmmod failed"
 	echo "modkey 1" > $b && [ "$(fig entries)" = 0 ] ||
 		fail $t "a flip after rmmod wrote $(fig entries) sites"
