@@ -15,6 +15,11 @@
 //!   that CPU moved) are counted apart: `hit_ns / hits - plain_ns / plain` is the cost of the
 //!   INT3 path, trap, lookup and emulation, for a batch of SITES sites.
 //!
+//! - `upstream FLIPS`: `flip` of a key of upstream's with sites over many pages, the
+//!   `write_msr` tracepoint's (366 sites on 75 pages in the test configuration), flipped with
+//!   no probe attached (its sites then call a tracepoint with none, which does nothing).
+//!   `sites` is its number of sites; every flip is checked by reading all the sites' bytes.
+//!
 //! - `txn FLIPS`: eight keys of 64 sites each, enabled and disabled FLIPS times one by one,
 //!   then FLIPS times as one [`Transaction`]: the sync rounds, IPIs and cost of each way. Both
 //!   ways go through the same update, which checks every site of a key before it writes any.
@@ -272,6 +277,7 @@ extern "C" {
     fn text_poke_timed_stop(timed: *mut Timed);
     // In kernel/jump_label_rs/text_poke_stress.c.
     static mut text_poke_rs_mod_key: bindings::static_key_false;
+    fn text_poke_rs_upstream_key() -> *mut bindings::static_key_false;
     static mut text_poke_rs_mod_go: bool;
     fn text_poke_vstorm(n: u32, pages: u32) -> i32;
     fn text_poke_vread() -> i32;
@@ -302,8 +308,29 @@ fn mod_key() -> &'static StaticKeyFalse {
     unsafe { StaticKeyFalse::from_c(&raw mut text_poke_rs_mod_key) }
 }
 
+/// The key of upstream's that `upstream` flips: the `write_msr` tracepoint's.
+fn upstream_key() -> &'static StaticKeyFalse {
+    // SAFETY: The helper returns the key of a tracepoint of the kernel image, a static
+    // initialised with `STATIC_KEY_FALSE_INIT`.
+    unsafe { StaticKeyFalse::from_c(text_poke_rs_upstream_key()) }
+}
+
+/// The sites of the upstream key that hold the JMP of an enabled key: its sites' bytes read
+/// under `jump_label_mutex` (they cannot be run from here).
+fn run_upstream() -> u32 {
+    let mut jumps = 0;
+    let counted = upstream_key().for_each_site(|site| {
+        let jump = site
+            .expected(true)
+            .is_some_and(|want| want.as_bytes() == &site.read()[..site.size()]);
+        jumps += u32::from(jump);
+    });
+    // A key that has sites in modules cannot be walked: counted as no site taken.
+    counted.map_or(0, |()| jumps)
+}
+
 /// The figures of the last run, in the order they are printed.
-const FIELDS: [&str; 30] = [
+const FIELDS: [&str; 31] = [
     "sites",
     "flips",
     "syncs",
@@ -334,6 +361,7 @@ const FIELDS: [&str; 30] = [
     "qpw",
     "mm_switches",
     "batch_ns",
+    "pages",
 ];
 
 /// The benchmark's debugfs state: the last run's figures.
@@ -341,7 +369,7 @@ struct Bench {
     /// A run is going on.
     busy: AtomicBool,
     /// What the last run was: 0 none, 1 flip, 2 lookup, 3 txn, 4 modtxn, 5 modkey, 6 set,
-    /// 7 sites, 8 entry, 9 vmalloc.
+    /// 7 sites, 8 entry, 9 vmalloc, 10 lrudrain, 11 lockcost, 12 upstream.
     kind: AtomicU64,
     /// The implementation it measured.
     mode: AtomicU64,
@@ -367,6 +395,35 @@ fn now() -> u64 {
 }
 
 impl Bench {
+    /// `flip` of the upstream key: its sites are counted first.
+    fn upstream(&self, flips: u64) -> Result {
+        let key = upstream_key();
+        let sites = u32::try_from(key.site_count()?).map_err(|_| EINVAL)?;
+        // The pages of text its sites lie in (a site crossing into the next page counts both).
+        let (mut pages, mut last) = (0u64, 0usize);
+        key.for_each_site(|site| {
+            for page in
+                [site.code(), site.code() + site.size() - 1].map(|a| a / kernel::page::PAGE_SIZE)
+            {
+                if page != last {
+                    pages += 1;
+                    last = page;
+                }
+            }
+        })?;
+        let k = BenchKey {
+            sites,
+            key,
+            run: run_upstream,
+            // Only `lookup` runs it, which this key does not take.
+            last: last_1,
+        };
+        self.run(&k, flips, false)?;
+        self.figures[30].store(pages, Ordering::Relaxed);
+        self.kind.store(12, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// Flips `k` `flips` times; with `lookup`, while an executor runs its last site.
     fn run(&self, k: &BenchKey, flips: u64, lookup: bool) -> Result {
         if k.key.is_enabled() {
@@ -708,6 +765,7 @@ enum Command {
     Vmalloc(Vmalloc),
     LruDrain(u64),
     LockCost(u64),
+    Upstream(u64),
 }
 
 /// A vmalloc test command.
@@ -730,8 +788,8 @@ fn key_named(word: Option<&str>) -> Result<&'static BenchKey> {
 }
 
 /// Parses `flip KEY FLIPS`, `lookup KEY FLIPS`, `txn FLIPS`, `modtxn MS`, `modkey 0|1`,
-/// `set KEY 0|1`, `sites KEY`, `entry N`, `vstorm N`, `vread`, `vreuse`, `vcheck`, `lrudrain N` or
-/// `lockcost N`, where KEY is a number of sites or `noinstr`.
+/// `set KEY 0|1`, `sites KEY`, `entry N`, `vstorm N`, `vread`, `vreuse`, `vcheck`, `lrudrain N`,
+/// `lockcost N` or `upstream FLIPS`, where KEY is a number of sites or `noinstr`.
 fn parse(cmd: &[u8]) -> Result<Command> {
     let text = core::str::from_utf8(cmd).map_err(|_| EINVAL)?;
     let mut words = text.split_ascii_whitespace();
@@ -762,6 +820,7 @@ fn parse(cmd: &[u8]) -> Result<Command> {
         "vcheck" => Command::Vmalloc(Vmalloc::Check),
         "lrudrain" => Command::LruDrain(number(words.next())?),
         "lockcost" => Command::LockCost(number(words.next())?),
+        "upstream" => Command::Upstream(number(words.next())?),
         "flip" | "lookup" => {
             let key = key_named(words.next())?;
             let flips = number(words.next())?;
@@ -781,7 +840,8 @@ fn parse(cmd: &[u8]) -> Result<Command> {
         | Command::Entry(n)
         | Command::Vmalloc(Vmalloc::Storm(n))
         | Command::LruDrain(n)
-        | Command::LockCost(n) => n,
+        | Command::LockCost(n)
+        | Command::Upstream(n) => n,
         Command::Vmalloc(_) => 1,
         Command::ModKey(_) | Command::Set(..) | Command::Sites(_) => 1,
     };
@@ -814,6 +874,7 @@ fn write_run(bench: &Bench, reader: &mut UserSliceReader) -> Result {
         Command::Vmalloc(v) => bench.vmalloc(v),
         Command::LruDrain(n) => bench.lru_drain(n),
         Command::LockCost(n) => bench.lock_cost(n),
+        Command::Upstream(n) => bench.upstream(n),
     };
     bench.busy.store(false, Ordering::Release);
     ret
@@ -832,6 +893,7 @@ fn show_run(bench: &Bench, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         9 => "vmalloc",
         10 => "lrudrain",
         11 => "lockcost",
+        12 => "upstream",
         _ => return writeln!(f, "none"),
     };
     let mode = match bench.mode.load(Ordering::Relaxed) as u32 {

@@ -43,9 +43,6 @@ static const struct kernel_param_ops core_taken_ops = {
 module_param_cb(core_taken, &core_taken_ops, NULL, 0444);
 MODULE_PARM_DESC(core_taken, "Whether the core site branches now");
 
-extern const struct text_poke_pages_site text_poke_mod_pages_sites[];
-extern const struct text_poke_pages_site text_poke_mod_pages_sites_end[];
-
 static int page_sites_get(char *buf, const struct kernel_param *kp)
 {
 	return sysfs_emit(buf, "%td\n",

@@ -5,10 +5,10 @@
  * 0 and 1, none in page 2, one in page 3 and one in page 4. The module's
  * text is vmalloc'd: the Rust batch maps its pages as module text.
  *
- * The sites are TP_SITE's (text_poke_pages.h); text_poke_mod_pages_sites[]
+ * The sites are TP_SITE's (text_poke_pages_site.S); text_poke_mod_pages_sites[]
  * lists each site and its jump target.
  */
-#include "text_poke_pages.h"
+#include "text_poke_pages_site.S"
 
 	.section .text.text_poke_mod_pages, "ax"
 	.balign 4096

@@ -6,10 +6,10 @@
  * and 4, then one in each of pages 5 to 71: 72 sites on 70 pages, more
  * than one mapping of a run holds (TEXT_POKE_RS_RUN_PAGES).
  *
- * The sites are TP_SITE's (text_poke_pages.h). text_poke_pages_sites[]
+ * The sites are TP_SITE's (text_poke_pages_site.S). text_poke_pages_sites[]
  * lists each site and its jump target.
  */
-#include "text_poke_pages.h"
+#include "text_poke_pages_site.S"
 
 	.section .text.text_poke_pages, "ax"
 	.balign 4096

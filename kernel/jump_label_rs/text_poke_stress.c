@@ -25,6 +25,7 @@
 #include <linux/vmalloc.h>
 #include <linux/mm.h>
 
+#include <asm/msr.h>
 #include <asm/pgtable.h>
 #include <asm/text_poke_rs.h>
 #include <asm/tlbflush.h>
@@ -37,6 +38,17 @@ DEFINE_STATIC_KEY_FALSE(text_poke_rs_mod_key);
 EXPORT_SYMBOL_GPL(text_poke_rs_mod_key);
 bool text_poke_rs_mod_go;
 EXPORT_SYMBOL_GPL(text_poke_rs_mod_go);
+
+/*
+ * A key of upstream's with sites over many pages of the kernel image, for
+ * the benchmark: the write_msr tracepoint's, inlined wherever an MSR is
+ * written. With no probe attached, an enabled site calls a tracepoint that
+ * has nothing to call.
+ */
+struct static_key_false *text_poke_rs_upstream_key(void)
+{
+	return &__tracepoint_write_msr.key;
+}
 
 struct text_poke_stress_exec {
 	struct task_struct *task;

@@ -16,6 +16,7 @@
  */
 DECLARE_STATIC_KEY_FALSE(text_poke_rs_mod_key);
 extern bool text_poke_rs_mod_go;
+struct static_key_false *text_poke_rs_upstream_key(void);
 
 /*
  * Pins the caller to its CPU and starts one executor on each of up to @max
@@ -96,6 +97,9 @@ struct text_poke_pages_site {
 
 extern const struct text_poke_pages_site text_poke_pages_sites[];
 extern const struct text_poke_pages_site text_poke_pages_sites_end[];
+/* The same in the test module, in text_poke_mod_pages.S. */
+extern const struct text_poke_pages_site text_poke_mod_pages_sites[];
+extern const struct text_poke_pages_site text_poke_mod_pages_sites_end[];
 
 /* The KUnit test of the kernel-entry TLB flush: see text_poke_stress.c. */
 #define TEXT_POKE_VOLD	0xa1a1a1a1a1a1a1a1ULL

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * TP_SITE for the .S files that place static-key sites at chosen places in
+ * TP_SITE, included by the .S files that place static-key sites at chosen places in
  * pages of text (text_poke_pages.S in the kernel image, and
  * text_poke_mod_pages.S in the test module): a site of @key at offset @off
  * of page @page of the current section, which starts page-aligned.
@@ -10,8 +10,8 @@
  * INT3s. Each site and its jump target are listed, as a struct
  * text_poke_pages_site, in the section .rodata.@list.
  */
-#ifndef TEXT_POKE_PAGES_H
-#define TEXT_POKE_PAGES_H
+#ifndef TEXT_POKE_PAGES_SITE_S
+#define TEXT_POKE_PAGES_SITE_S
 
 #include <linux/annotate.h>
 #include <linux/linkage.h>
@@ -40,4 +40,4 @@ SYM_FUNC_END(\list\()_\page\()_\off)
 	.popsection
 .endm
 
-#endif /* TEXT_POKE_PAGES_H */
+#endif /* TEXT_POKE_PAGES_SITE_S */
