@@ -60,15 +60,23 @@ pub enum PokeError {
 
 /// One pending write: `smp_text_poke_loc`.
 ///
-/// 16 bytes, so that 256 fit a page as in C. A `Jcc rel32` (6 bytes) is stored without its
-/// `0x0f` escape, with its opcode mapped to the matching `Jcc rel8`: `len == 6` tells them apart.
-/// Nothing in it changes while a batch is applied: the INT3 handler reads it then, and the first
-/// byte each site held before the batch is kept apart (see [`apply`]).
+/// 16 bytes, so that 256 fit a page as in C. The write's bytes are kept in 5: a 6-byte write is
+/// either a `Jcc rel32`, stored without its `0x0f` escape ([`ESCAPED`] in `form`), or a 5-byte
+/// instruction padded with an INT3, which is not stored. The instruction the INT3 handler
+/// emulates is described apart: its opcode (a `Jcc rel32`'s mapped to the matching
+/// `Jcc rel8`), displacement and length, which padding makes shorter than the write. (C keeps
+/// neither apart: it stores any 6-byte write as a `Jcc rel32`, and emulates a padded JMP with
+/// the write's length.) Nothing in it changes while a batch is applied: the INT3 handler reads
+/// it then, and the first byte each site held before the batch is kept apart (see [`apply`]).
 ///
 /// # Invariants
 ///
-/// `len` is 1 to [`MAX_INSN`]; `opcode` is one of [`INT3`], [`RET`], [`CALL`], [`JMP32`],
-/// [`JMP8`] or a `Jcc rel8` opcode (`0x70..=0x7f`).
+/// - `len` is 1 to [`MAX_INSN`]; `opcode` is one of [`INT3`], [`RET`], [`CALL`], [`JMP32`],
+///   [`JMP8`] or a `Jcc rel8` opcode (`0x70..=0x7f`);
+/// - `form & INSN_LEN` is the emulated instruction's length, 1 to `len`; `form & ESCAPED` says
+///   the write starts with a `0x0f` escape not in `text`, and is set only if `len` is 6;
+/// - a 6-byte write without the escape ends with an INT3, not in `text`; the bytes of `text`
+///   past the write are zero.
 #[repr(C)]
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct PokeLoc {
@@ -77,7 +85,13 @@ pub struct PokeLoc {
     len: u8,
     opcode: u8,
     text: [u8; 5],
+    form: u8,
 }
+
+/// `PokeLoc::form`: the emulated instruction's length.
+const INSN_LEN: u8 = 0x0f;
+/// `PokeLoc::form`: the write starts with a `0x0f` escape that `text` leaves out.
+const ESCAPED: u8 = 0x80;
 
 /// What the INT3 handler does for a CPU that hit a site being patched.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -123,6 +137,7 @@ impl PokeLoc {
         len: 1,
         opcode: INT3,
         text: [INT3, 0, 0, 0, 0],
+        form: 1,
     };
 
     /// Describes writing `text` at `addr`, emulated as `emulate` (or as `text` itself) while
@@ -177,18 +192,29 @@ impl PokeLoc {
             _ => {}
         }
 
+        // Six bytes in five: a `Jcc rel32` without its escape, or an instruction without the
+        // INT3 that pads it; anything else cannot be stored.
+        let escaped = len == 6 && text.first() == Some(&ESCAPE);
+        if len == 6 && !escaped && text.get(5) != Some(&INT3) {
+            return Err(PokeError::Unsupported);
+        }
         let mut stored = [0u8; 5];
-        let skip = usize::from(len == 6);
-        for (d, s) in stored.iter_mut().zip(text.iter().skip(skip)) {
+        for (d, s) in stored
+            .iter_mut()
+            .zip(text.iter().skip(usize::from(escaped)))
+        {
             *d = *s;
         }
-        // INVARIANT: `len` is 1 to `MAX_INSN` and `opcode` is one of the listed ones.
+        // INVARIANT: `len` is 1 to `MAX_INSN` and `opcode` is one of the listed ones;
+        // `insn_len` is 1 to 6 and, checked above, no longer than `len`; the escape is only
+        // left out of a 6-byte write, whose last byte is INT3 otherwise (checked above).
         Ok(Self {
             rel_addr,
             disp,
             len: len as u8,
             opcode,
             text: stored,
+            form: insn_len as u8 | if escaped { ESCAPED } else { 0 },
         })
     }
 
@@ -211,13 +237,15 @@ impl PokeLoc {
         let word = u64::from_le_bytes([b0, b1, b2, b3, b4, 0, 0, 0]) & ((1u64 << (8 * len)) - 1);
         let mut stored = [0u8; 5];
         stored.copy_from_slice(&word.to_le_bytes()[..5]);
-        // INVARIANT: `len` is 2 or 5 and `opcode` a JMP, as matched above.
+        // INVARIANT: `len` is 2 or 5, `opcode` a JMP of that length, as matched above; no
+        // escape, and the bytes past the write cleared.
         Ok(Self {
             rel_addr,
             disp,
             len: len as u8,
             opcode,
             text: stored,
+            form: len as u8,
         })
     }
 
@@ -240,21 +268,36 @@ impl PokeLoc {
     }
 
     /// The bytes to write, `len()` of them.
+    #[inline]
     pub fn new_bytes(&self) -> ([u8; MAX_INSN], usize) {
         let mut out = [0u8; MAX_INSN];
-        if self.len == 6 {
+        if self.form & ESCAPED != 0 {
             out[0] = ESCAPE;
             out[1..].copy_from_slice(&self.text);
         } else {
             out[..5].copy_from_slice(&self.text);
+            // A 6-byte write without the escape: an instruction padded with INT3 (type
+            // invariant).
+            out[5] = INT3;
         }
         (out, self.len())
+    }
+
+    /// The bytes to write but the first: `len() - 1` of them, as a phase of [`apply`] writes
+    /// them, or `None` for a one-byte write.
+    #[inline(always)]
+    pub fn tail(&self) -> Option<Piece> {
+        if self.len < 2 {
+            return None;
+        }
+        let (new, len) = self.new_bytes();
+        Some(Piece::of(&new, 1, len - 1))
     }
 
     /// The first byte to write.
     #[inline]
     pub fn first_byte(&self) -> u8 {
-        if self.len == 6 {
+        if self.form & ESCAPED != 0 {
             ESCAPE
         } else {
             self.text[0]
@@ -266,7 +309,10 @@ impl PokeLoc {
     /// Never panics and never calls out: it runs in the INT3 handler.
     #[inline(always)]
     pub fn emulation(&self, base: usize) -> Emulation {
-        let next = self.addr(base).wrapping_add(usize::from(self.len));
+        // The instruction's length, not the write's: padding makes it shorter.
+        let next = self
+            .addr(base)
+            .wrapping_add(usize::from(self.form & INSN_LEN));
         let target = next.wrapping_add_signed(self.disp as isize);
         // The common case first, in one compare: JMP32 (0xe9) and JMP8 (0xeb) differ in bit 1
         // only, and no other opcode a site may hold (type invariant) has those other bits.
@@ -715,12 +761,7 @@ pub fn apply(vec: &[PokeLoc], old: &mut [u8], base: usize, ops: &mut impl TextOp
         report(ops, loc, *first, base);
     }
     let mut syncs = 1;
-    let tail = |loc: &PokeLoc| match loc.len() {
-        // A `Jcc rel32` keeps its bytes after the escape.
-        6 => Some(Piece::of(&loc.text, 0, 5)).map(|p| Piece { skip: 1, ..p }),
-        1 => None,
-        len => Some(Piece::of(&loc.text, 1, len - 1)),
-    };
+    let tail = |loc: &PokeLoc| loc.tail();
     if add(write_phase(ops, vec, base, tail)) {
         ops.sync();
         syncs += 1;

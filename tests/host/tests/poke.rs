@@ -260,7 +260,8 @@ impl TextOps for Sim {
 
     fn mappable(&mut self, pages: &[usize]) -> bool {
         if self.writes > 0 {
-            self.violations.push("pages asked about after a write".into());
+            self.violations
+                .push("pages asked about after a write".into());
         }
         self.asked.extend_from_slice(pages);
         !pages.iter().any(|p| Some(*p) == self.unmappable)
@@ -403,9 +404,26 @@ proptest! {
     }
 }
 
+/// A `Jcc rel32` (JNE) at `from` to `to`.
+fn jcc32(from: usize, to: usize) -> Vec<u8> {
+    let mut v = vec![0x0f, 0x85];
+    v.extend_from_slice(&((to as i64 - (from as i64 + 6)) as i32).to_le_bytes());
+    v
+}
+
 /// A site of the given kind: (old, new) instructions of the same size.
 fn site_insns(at: usize, kind: u8) -> (Vec<u8>, Vec<u8>) {
-    match kind % 6 {
+    match kind % 8 {
+        6 => {
+            let mut jmp = jmp32(at, at + 0x400);
+            jmp.push(0xcc);
+            (jcc32(at, at + 0x80), jmp)
+        }
+        7 => {
+            let mut jmp = jmp32(at, at - 0x400);
+            jmp.push(0xcc);
+            (jmp, jcc32(at, at + 0x80))
+        }
         0 => (NOP2.to_vec(), jmp8(at, at + 0x20)),
         1 => (jmp8(at, at + 0x7f), NOP2.to_vec()),
         2 => (NOP5.to_vec(), jmp32(at, at + 0x1234)),
@@ -902,4 +920,63 @@ fn lost_write_is_counted_and_the_batch_completes() {
             assert_eq!(sim.bytes(at, new.len()), new.clone());
         }
     }
+}
+
+/// Padded writes: a 6-byte write that is not a `Jcc rel32` (a JMP padded with an INT3) is
+/// written as given, not as a Jcc, and a padded JMP or RET is emulated with its own length,
+/// not the write's. (Upstream's C gets both wrong.)
+#[test]
+fn padded_writes_are_written_and_emulated_as_given() {
+    let at = BASE + 0x1000;
+    let cases: Vec<(Vec<u8>, Emulation)> = vec![
+        (
+            [jmp32(at, at + 0x400), vec![0xcc]].concat(),
+            Emulation::Jmp(at + 0x400),
+        ),
+        (
+            [jmp32(at, at - 0x10), vec![0xcc]].concat(),
+            Emulation::Jmp(at - 0x10),
+        ),
+        (
+            [jmp8(at, at + 0x20), vec![0xcc; 3]].concat(),
+            Emulation::Jmp(at + 0x20),
+        ),
+        (
+            [jmp8(at, at + 0x20), vec![0xcc; 4]].concat(),
+            Emulation::Jmp(at + 0x20),
+        ),
+        (vec![0xc3, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc], Emulation::Ret),
+        (
+            jcc32(at, at + 0x80),
+            Emulation::Jcc {
+                cc: 5,
+                taken: at + 0x80,
+                next: at + 6,
+            },
+        ),
+        (jmp32(at, at + 0x400), Emulation::Jmp(at + 0x400)),
+    ];
+    for (text, emulation) in cases {
+        let loc = PokeLoc::new(BASE, at, &text, None).unwrap();
+        let (new, len) = loc.new_bytes();
+        assert_eq!(&new[..len], &text[..], "{text:02x?}");
+        assert_eq!(loc.first_byte(), text[0]);
+        let tail = loc.tail().unwrap();
+        assert_eq!((tail.skip, tail.bytes()), (1, &text[1..]));
+        assert_eq!(loc.emulation(BASE), emulation, "{text:02x?}");
+    }
+    // Six bytes that are neither a `Jcc rel32` nor padded: not written as a Jcc, refused.
+    assert_eq!(
+        PokeLoc::new(BASE, at, &[0xe8, 1, 2, 3, 4, 0x90], None),
+        Err(PokeError::BadLength)
+    );
+    assert_eq!(
+        PokeLoc::new(BASE, at, &[0xe9, 1, 2, 3, 4, 0x90], None),
+        Err(PokeError::BadPadding)
+    );
+    // Emulated as a `Jcc rel32`, written as six other bytes: they do not fit the five kept.
+    assert_eq!(
+        PokeLoc::new(BASE, at, &[0x90; 6], Some(&jcc32(at, at + 0x80))),
+        Err(PokeError::Unsupported)
+    );
 }
