@@ -469,11 +469,13 @@ pub(crate) fn site_loc(addr: usize, text: &[u8; 5], len: usize) -> Result<PokeLo
 pub(crate) fn queue(text: &mut TextMutex, loc: PokeLoc, key: bool) -> bool {
     let b = batch(text);
     let mut applied = true;
-    b.add(base(), loc, key, |s, o| applied &= apply_sites(s, o));
-    if serial() {
-        b.flush(base(), |s, o| applied &= apply_sites(s, o));
-    }
-    applied
+    let added = b.add(base(), loc, key, |s, o| applied &= apply_sites(s, o));
+    let flushed = if serial() {
+        b.flush(base(), |s, o| applied &= apply_sites(s, o))
+    } else {
+        Ok(())
+    };
+    applied && added.is_ok() && flushed.is_ok()
 }
 
 /// The sites queued.
@@ -499,17 +501,22 @@ pub(crate) fn truncate(text: &mut TextMutex, len: usize) {
     batch(text).truncate(len);
 }
 
-/// The bytes queued for `addr`, if a pending write covers exactly that site.
-pub(crate) fn pending(text: &mut TextMutex, addr: usize) -> Option<([u8; poke::MAX_INSN], usize)> {
-    batch(text).pending(base(), addr).map(PokeLoc::new_bytes)
-}
-
-/// `smp_text_poke_batch_finish()`: applies the batch with the INT3 protocol. False if it was
-/// not applied, writing nothing, a page of its text not mappable.
-pub(crate) fn finish(text: &mut TextMutex) -> bool {
+/// `smp_text_poke_batch_finish()`: applies the batch with the INT3 protocol. Fails, writing
+/// nothing, if a page of its text cannot be mapped ([`PokeError::Unmapped`]) or the keys of a
+/// transaction queued a site twice ([`PokeError::Twice`]); both warn.
+pub(crate) fn finish(text: &mut TextMutex) -> Result<(), PokeError> {
     let mut applied = true;
-    batch(text).flush(base(), |s, o| applied &= apply_sites(s, o));
-    applied
+    let flushed = batch(text).flush(base(), |s, o| applied &= apply_sites(s, o));
+    if flushed.is_err() {
+        pr_err!("text_poke: a site queued twice by a transaction's keys: batch not applied\n");
+        kernel::warn_on!(true);
+    }
+    flushed?;
+    if applied {
+        Ok(())
+    } else {
+        Err(PokeError::Unmapped)
+    }
 }
 
 /// The number of sites queued and not yet applied.
@@ -532,7 +539,7 @@ pub unsafe extern "C" fn text_poke_rs_pending() -> usize {
 pub unsafe extern "C" fn text_poke_rs_batch_finish() {
     // C callers cannot be told of a batch that was not applied: it warned.
     // SAFETY: The caller holds `text_mutex`, and C callers keep no token.
-    finish(&mut unsafe { TextMutex::assume_held() });
+    let _ = finish(&mut unsafe { TextMutex::assume_held() });
 }
 
 /// Patches `sites`, sorted by address, with the INT3 protocol. Called with `text_mutex` held,

@@ -53,7 +53,10 @@ use crate::{
         TextMutex,
         TextMutexGuard, //
     },
-    poke::PokeLoc,
+    poke::{
+        PokeError,
+        PokeLoc, //
+    },
 };
 
 /// The sites named in the log when a flip is refused.
@@ -106,29 +109,24 @@ enum Plan {
     },
 }
 
-/// The bytes at `code` as the batch will leave them: the pending write if one is queued there
-/// (by an earlier key of a transaction), the text otherwise.
-/// `look`: whether anything may be queued there, which a flip of a single key, with nothing
-/// queued before its own sites, skips.
+/// The bytes at `code`, read under `text_mutex` (`_text`).
+///
+/// The batch is not asked for a write queued there: no other key of a transaction has a site
+/// at `code`, and if a corrupted jump table said otherwise, the batch would find the address
+/// queued twice and refuse the commit.
 #[inline(always)]
-fn current_bytes(text: &mut TextMutex, code: usize, look: bool) -> [u8; insn::MAX_LEN] {
+fn current_bytes(_text: &TextMutex, code: usize) -> [u8; insn::MAX_LEN] {
     let mut bytes = [0u8; insn::MAX_LEN];
-    if let Some((queued, len)) = look.then(|| batch::pending(text, code)).flatten() {
-        let n = len.min(insn::MAX_LEN);
-        bytes[..n].copy_from_slice(&queued[..n]);
-        return bytes;
-    }
     // SAFETY: `code` is kernel text (checked by the caller), mapped and only written under
-    // `text_mutex`, which `text` says is held. Upstream's own check reads the site's whole
+    // `text_mutex`, which `_text` says is held. Upstream's own check reads the site's whole
     // decoded instruction, so the 5 bytes read here are mapped as well.
     unsafe { ptr::copy_nonoverlapping(code as *const u8, bytes.as_mut_ptr(), insn::MAX_LEN) };
     bytes
 }
 
-/// Decides what to do with the site of `e` for a key whose value is now `enabled`; `look`
-/// as for [`current_bytes`].
+/// Decides what to do with the site of `e` for a key whose value is now `enabled`.
 #[inline(always)]
-fn plan(text: &mut TextMutex, e: &Entry, enabled: bool, init: bool, look: bool) -> Plan {
+fn plan(text: &TextMutex, e: &Entry, enabled: bool, init: bool) -> Plan {
     static NOT_TEXT: AtomicBool = AtomicBool::new(false);
 
     if !init && e.init {
@@ -146,7 +144,7 @@ fn plan(text: &mut TextMutex, e: &Entry, enabled: bool, init: bool, look: bool) 
         }
         return Plan::Skip;
     }
-    let have = current_bytes(text, e.code, look);
+    let have = current_bytes(text, e.code);
     let wrong = |len| Plan::Wrong { have, len };
     let Some(len) = insn::site_size(&have) else {
         return wrong(insn::MAX_LEN);
@@ -265,7 +263,6 @@ pub unsafe extern "C" fn jump_label_rs_update(
     // batch if one is refused; or, where the batch cannot make room (or applies each site as
     // it comes, in `serial` mode), checked first and queued in a second walk.
     let mark = batch::queued(text);
-    let look = mark > 0;
     let mut sites = 0usize;
     // SAFETY: The caller guarantees the entries, which only change under `jump_label_mutex`.
     unsafe { for_each_entry(key, entry, stop, |_| sites += 1) };
@@ -285,29 +282,27 @@ pub unsafe extern "C" fn jump_label_rs_update(
     };
     // SAFETY: As above.
     unsafe {
-        for_each_entry(key, entry, stop, |e| {
-            match plan(text, e, enabled, init, look) {
-                Plan::Write(loc) => {
-                    if one_walk {
-                        if let Err(why) = batch::push_key(text, loc) {
-                            report(e, format_args!("cannot be queued: {why:?}"));
-                        }
+        for_each_entry(key, entry, stop, |e| match plan(text, e, enabled, init) {
+            Plan::Write(loc) => {
+                if one_walk {
+                    if let Err(why) = batch::push_key(text, loc) {
+                        report(e, format_args!("cannot be queued: {why:?}"));
                     }
                 }
-                Plan::Wrong { have, len } => report(
-                    e,
-                    format_args!(
-                        "holds {:02x?}, not the {} its key left there",
-                        &have[..len],
-                        if insn::site_jumps(enabled, e.branch) {
-                            "NOP"
-                        } else {
-                            "JMP"
-                        }
-                    ),
-                ),
-                Plan::Skip => {}
             }
+            Plan::Wrong { have, len } => report(
+                e,
+                format_args!(
+                    "holds {:02x?}, not the {} its key left there",
+                    &have[..len],
+                    if insn::site_jumps(enabled, e.branch) {
+                        "NOP"
+                    } else {
+                        "JMP"
+                    }
+                ),
+            ),
+            Plan::Skip => {}
         })
     };
     if wrong != 0 {
@@ -333,21 +328,21 @@ pub unsafe extern "C" fn jump_label_rs_update(
         // SAFETY: As above.
         unsafe {
             for_each_entry(key, entry, stop, |e| {
-                if let Plan::Write(loc) = plan(text, e, enabled, init, look) {
+                if let Plan::Write(loc) = plan(text, e, enabled, init) {
                     applied &= batch::queue(text, loc, true);
                 }
             })
         };
     }
     if how == How::Apply {
-        applied &= batch::finish(text);
+        applied &= batch::finish(text).is_ok();
     }
     if !applied {
         // A page of the key's text could not be mapped (module text going away): the batch
         // wrote nothing and warned. (Unless it was applied in parts, as the batch could not
         // grow, and a part was refused: that part wrote nothing.)
         pr_err!(
-            "jump_label: text of key _stext+{:#x} cannot be mapped: flip refused\n",
+            "jump_label: the batch of key _stext+{:#x} was not applied: flip refused\n",
             off(key.addr())
         );
         // SAFETY: Only counts the refusal.
@@ -490,13 +485,19 @@ pub unsafe extern "C" fn jump_label_rs_commit(
         }
         let applied = batch::finish(&mut text);
         drop(text);
-        if !applied {
-            // Nothing written: a page of the keys' text could not be mapped.
+        if let Err(why) = applied {
+            // Nothing written: a page of the keys' text could not be mapped, or two keys
+            // named one site.
             for c in flips() {
                 // SAFETY: As above.
                 unsafe { count(c.key) }.store(if c.enable { 0 } else { 1 }, Release);
             }
-            return -(bindings::EFAULT as c_int);
+            let err = if why == PokeError::Unmapped {
+                bindings::EFAULT
+            } else {
+                bindings::EINVAL
+            };
+            return -(err as c_int);
         }
     }
 

@@ -56,6 +56,8 @@ pub enum PokeError {
     Twice,
     /// The batch has no room for the write.
     Full,
+    /// A page of the batch's text cannot be mapped: nothing was written.
+    Unmapped,
 }
 
 /// One pending write: `smp_text_poke_loc`.
@@ -811,7 +813,10 @@ pub trait Sites {
 ///
 /// # Invariants
 ///
-/// Unless `unsorted`, the sites are in ascending address order; no address is queued twice.
+/// Unless `unsorted`, the sites are in ascending address order and no address is queued twice.
+/// While `unsorted`, sites queued by [`Queue::push_key`] (the keys of a transaction) may repeat
+/// an address: checking each against every site queued would cost O(n) a site, so
+/// [`Queue::flush`] finds repeats once it has sorted them, and applies nothing then.
 pub struct Queue<S> {
     sites: S,
     unsorted: bool,
@@ -833,14 +838,15 @@ impl<S: Sites> Queue<S> {
 
     /// Queues `loc`. `key` (a key flip) allows appending out of order and growing the storage.
     /// Calls `apply` on what is queued when it must be applied first; `apply` gets the sites
-    /// sorted by address, and room for their old first bytes.
+    /// sorted by address, and room for their old first bytes. Fails as [`flush`](Self::flush)
+    /// does when what was queued could not be applied; `loc` is queued all the same.
     pub fn add(
         &mut self,
         base: usize,
         loc: PokeLoc,
         key: bool,
         mut apply: impl FnMut(&[PokeLoc], &mut [u8]),
-    ) {
+    ) -> Result<(), PokeError> {
         let addr = loc.addr(base);
         let unsorted = self.unsorted;
         let queued = self.sites.as_mut_slice();
@@ -853,12 +859,13 @@ impl<S: Sites> Queue<S> {
             lookup(queued, base, addr).is_some()
         };
         let flush = already || (!in_order && !key);
+        let mut applied = Ok(());
         if flush || !self.sites.reserve_one(key) {
-            self.flush(base, &mut apply);
+            applied = self.flush(base, &mut apply);
             if !self.sites.reserve_one(key) {
                 // Empty storage with no room at all: apply the site on its own.
                 apply(&[loc], &mut [0]);
-                return;
+                return applied;
             }
         }
         if !ordered(self.sites.as_mut_slice(), base, addr) {
@@ -866,6 +873,7 @@ impl<S: Sites> Queue<S> {
             self.unsorted = true;
         }
         self.sites.push(loc);
+        applied
     }
 
     /// Makes room for `more` further sites of key flips, which [`push_key`](Self::push_key)
@@ -883,8 +891,11 @@ impl<S: Sites> Queue<S> {
         let unsorted = self.unsorted;
         let queued = self.sites.as_mut_slice();
         let in_order = ordered(queued, base, addr);
+        // A key's sites come in address order: a repeat is the last site queued, or, once a
+        // transaction's next key starts below it, in the sorted sites (binary search). Past
+        // that, `flush()` finds repeats.
         let already = if unsorted {
-            queued.iter().any(|l| l.addr(base) == addr)
+            false
         } else if in_order {
             queued.last().is_some_and(|l| l.addr(base) == addr)
         } else {
@@ -897,7 +908,8 @@ impl<S: Sites> Queue<S> {
             return Err(PokeError::Full);
         }
         if !in_order {
-            // INVARIANT: only a key flip appends out of order, and `flush()` sorts.
+            // INVARIANT: only a key flip appends out of order, and `flush()` sorts and
+            // refuses repeats.
             self.unsorted = true;
         }
         self.sites.push(loc);
@@ -912,30 +924,33 @@ impl<S: Sites> Queue<S> {
         self.sites.truncate(len);
     }
 
-    /// Applies what is queued, sorted by address, with `apply`, and empties the queue.
-    pub fn flush(&mut self, base: usize, mut apply: impl FnMut(&[PokeLoc], &mut [u8])) {
+    /// Applies what is queued, sorted by address, with `apply`, and empties the queue. If an
+    /// address is queued twice ([`push_key`](Self::push_key) leaves that to this sort), applies
+    /// nothing and fails with [`PokeError::Twice`].
+    pub fn flush(
+        &mut self,
+        base: usize,
+        mut apply: impl FnMut(&[PokeLoc], &mut [u8]),
+    ) -> Result<(), PokeError> {
         let sites = self.sites.as_mut_slice();
         if sites.is_empty() {
-            return;
+            return Ok(());
         }
+        let mut twice = false;
         if self.unsorted {
-            // Addresses are unique (type invariant): an unstable sort is deterministic.
             sites.sort_unstable_by_key(|l| l.addr(base));
+            twice = sites.windows(2).any(|w| w[0].rel_addr == w[1].rel_addr);
         }
-        let (sites, old) = self.sites.split();
-        apply(sites, old);
+        if !twice {
+            let (sites, old) = self.sites.split();
+            apply(sites, old);
+        }
         self.sites.clear();
         self.unsorted = false;
-    }
-
-    /// The site queued at `addr`, if any.
-    pub fn pending(&mut self, base: usize, addr: usize) -> Option<&PokeLoc> {
-        let unsorted = self.unsorted;
-        let sites = self.sites.as_mut_slice();
-        if unsorted {
-            sites.iter().find(|l| l.addr(base) == addr)
+        if twice {
+            Err(PokeError::Twice)
         } else {
-            lookup(sites, base, addr)
+            Ok(())
         }
     }
 

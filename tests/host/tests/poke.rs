@@ -702,14 +702,14 @@ proptest! {
         for &(slot, disp, finish) in &ops {
             let at = BASE + 0x100 + slot * 16;
             let insn = [0xeb, disp];
-            q.add(BASE, PokeLoc::new(BASE, at, &insn, None).unwrap(), key, &mut apply);
+            q.add(BASE, PokeLoc::new(BASE, at, &insn, None).unwrap(), key, &mut apply).unwrap();
             reference.insert(at, insn);
             added += 1;
             if finish == 0 {
-                q.flush(BASE, &mut apply);
+                q.flush(BASE, &mut apply).unwrap();
             }
         }
-        q.flush(BASE, &mut apply);
+        q.flush(BASE, &mut apply).unwrap();
         prop_assert!(q.is_empty());
         prop_assert_eq!(applied, added);
         for b in &batches {
@@ -739,9 +739,9 @@ fn queue_batches_what_it_can() {
         };
         for i in order {
             let loc = PokeLoc::new(BASE, BASE + 0x100 + i * 8, &NOP2, None).unwrap();
-            q.add(BASE, loc, key, &mut apply);
+            q.add(BASE, loc, key, &mut apply).unwrap();
         }
-        q.flush(BASE, &mut apply);
+        q.flush(BASE, &mut apply).unwrap();
         assert_eq!(batches, want, "key {key} reverse {reverse}");
     }
     // Out of order outside a key flip: every site breaks the order.
@@ -750,9 +750,9 @@ fn queue_batches_what_it_can() {
     let mut apply = |_: &[PokeLoc], _: &mut [u8]| batches += 1;
     for i in (0..10).rev() {
         let loc = PokeLoc::new(BASE, BASE + 0x100 + i * 8, &NOP2, None).unwrap();
-        q.add(BASE, loc, false, &mut apply);
+        q.add(BASE, loc, false, &mut apply).unwrap();
     }
-    q.flush(BASE, &mut apply);
+    q.flush(BASE, &mut apply).unwrap();
     assert_eq!(batches, 10);
 }
 
@@ -765,30 +765,48 @@ fn key_sites_queued_in_one_walk_are_taken_back() {
     let mut q = small_queue();
     let mut batches = Vec::new();
     let mut apply = |v: &[PokeLoc], _: &mut [u8]| batches.push(v.to_vec());
-    // An earlier key of a transaction, above the next key's sites.
-    q.add(BASE, site(100), true, &mut apply);
+    // A key's sites in address order: a repeat is the last site, or one found by binary
+    // search while the queue is sorted.
+    assert!(q.reserve_keys(40));
+    for i in 0..40 {
+        assert_eq!(q.push_key(BASE, site(i)), Ok(()));
+    }
+    assert_eq!(q.push_key(BASE, site(39)), Err(PokeError::Twice));
+    assert_eq!(q.push_key(BASE, site(7)), Err(PokeError::Twice));
+    assert_eq!(q.len(), 40);
+    q.truncate(0);
+    // An earlier key of a transaction, above the next key's sites: once the queue is out of
+    // order, a repeat is found by the flush, which applies nothing.
+    q.add(BASE, site(100), true, &mut apply).unwrap();
+    assert!(q.reserve_keys(41));
+    for i in 0..40 {
+        assert_eq!(q.push_key(BASE, site(i)), Ok(()));
+    }
+    assert_eq!(q.push_key(BASE, site(7)), Ok(()));
+    assert_eq!(q.flush(BASE, &mut apply), Err(PokeError::Twice));
+    assert!(q.is_empty());
+    // Taken back: the earlier key's site stays (and the refused flush applied nothing: the
+    // one batch below is all there is).
+    q.add(BASE, site(100), true, &mut apply).unwrap();
     let mark = q.len();
     assert!(q.reserve_keys(40));
     for i in 0..40 {
         assert_eq!(q.push_key(BASE, site(i)), Ok(()));
     }
-    assert_eq!(q.push_key(BASE, site(7)), Err(PokeError::Twice));
-    assert_eq!(q.push_key(BASE, site(100)), Err(PokeError::Twice));
-    assert_eq!(q.len(), 41);
     q.truncate(mark);
     assert_eq!(q.len(), 1);
-    q.flush(BASE, &mut apply);
+    q.flush(BASE, &mut apply).unwrap();
     assert_eq!(batches, vec![vec![site(100)]]);
 
     // Kept this time: one batch, sorted.
     batches.clear();
     let mut apply = |v: &[PokeLoc], _: &mut [u8]| batches.push(v.to_vec());
-    q.add(BASE, site(100), true, &mut apply);
+    q.add(BASE, site(100), true, &mut apply).unwrap();
     assert!(q.reserve_keys(40));
     for i in (0..40).rev() {
         assert_eq!(q.push_key(BASE, site(i)), Ok(()));
     }
-    q.flush(BASE, &mut apply);
+    q.flush(BASE, &mut apply).unwrap();
     let want: Vec<PokeLoc> = (0..40).chain([100]).map(site).collect();
     assert_eq!(batches, vec![want]);
 
@@ -979,4 +997,40 @@ fn padded_writes_are_written_and_emulated_as_given() {
         PokeLoc::new(BASE, at, &[0x90; 6], Some(&jcc32(at, at + 0x80))),
         Err(PokeError::Unsupported)
     );
+}
+
+/// A transaction of 65,536 sites, 16 keys of 4,096 each, each key below the one before: every
+/// site queued in O(log n) at most (a queue out of order checks nothing per site, and a linear
+/// check would take 2^31 comparisons), the batch applied once, sorted; the same with one site
+/// named by two keys refused whole by the flush.
+#[test]
+fn large_transaction_is_queued_in_n_log_n() {
+    let site = |k: usize, i: usize| {
+        let at = BASE + (15 - k) * 0x10_0000 + i * 16;
+        PokeLoc::new(BASE, at, &NOP2, None).unwrap()
+    };
+    for repeat in [false, true] {
+        let mut q = Queue::new(ModelSites::new(256, 0));
+        let mut batches: Vec<Vec<PokeLoc>> = Vec::new();
+        let mut apply = |v: &[PokeLoc], _: &mut [u8]| batches.push(v.to_vec());
+        for k in 0..16 {
+            assert!(q.reserve_keys(4096));
+            for i in 0..4096 {
+                assert_eq!(q.push_key(BASE, site(k, i)), Ok(()));
+            }
+        }
+        if repeat {
+            assert!(q.reserve_keys(1));
+            assert_eq!(q.push_key(BASE, site(3, 1234)), Ok(()));
+            assert_eq!(q.flush(BASE, &mut apply), Err(PokeError::Twice));
+            assert!(batches.is_empty());
+        } else {
+            q.flush(BASE, &mut apply).unwrap();
+            assert_eq!(batches.len(), 1);
+            let b = &batches[0];
+            assert_eq!(b.len(), 65_536);
+            assert!(b.windows(2).all(|w| w[0].addr(BASE) < w[1].addr(BASE)));
+        }
+        assert!(q.is_empty());
+    }
 }
