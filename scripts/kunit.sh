@@ -19,7 +19,9 @@ step kunit
 jlrs_base_env
 JLRS_BUILD=${JLRS_KUNIT_BUILD:-$JLRS_BUILD}
 
-KUNITCONFIG=$JLRS_SRC/kernel/jump_label_rs/.kunitconfig
+# $JLRS_KUNITCONFIG: another configuration (scripts/kunitconfig/), in a
+# build directory of its own.
+KUNITCONFIG=${JLRS_KUNITCONFIG:-$JLRS_SRC/kernel/jump_label_rs/.kunitconfig}
 [ -f "$KUNITCONFIG" ] || die "$KUNITCONFIG missing: run scripts/apply-overlay.sh"
 [ -x "$JLRS_BINDGEN" ] || die "bindgen missing: run scripts/setup-host.sh"
 

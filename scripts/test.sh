@@ -95,6 +95,21 @@ for q in 1 0; do
 		--kernel_args=text_poke=rust --kernel_args=qpw=$q --kernel_args=ftrace=nop qpw_cache
 done
 
+# The overlay in kernels that do not use it (scripts/kunitconfig/): one
+# with Rust but CONFIG_TEXT_POKE_RS=n, where Rust static keys go through
+# upstream's C update and batch, and one without Rust. Each builds in a
+# directory of its own and boots once: the Rust static-key suite there,
+# upstream's list suite here as a sign of life.
+for cfg in rs-off:rust_static_key rust-off:list-kunit-test; do
+	name=${cfg%%:*} suite=${cfg#*:}
+	msg "kernel build with scripts/kunitconfig/$name and KUnit $suite"
+	jsons+=(--kunit-of "$JLRS_CACHE/$JLRS_BASE_VERSION/kunit-$name.json" "$suite")
+	JLRS_KUNITCONFIG=$JLRS_TOP/scripts/kunitconfig/$name
+	export JLRS_KUNITCONFIG
+	kunit_boot "$name" "$JLRS_CACHE/$JLRS_BASE_VERSION/build-$name" "$suite"
+	unset JLRS_KUNITCONFIG
+done
+
 msg "tests with user space (scripts/guest-test/)"
 cases=$logs/guest-test.log
 guest_rc=0
