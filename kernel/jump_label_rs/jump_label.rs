@@ -314,8 +314,8 @@ pub unsafe extern "C" fn jump_label_rs_update(
              nothing written\n",
             off(key.addr())
         );
-        // SAFETY: Only counts the refusal.
-        unsafe { bindings::text_poke_rs_note_refused() };
+        // SAFETY: Only counts the refusal, and traces it.
+        unsafe { bindings::text_poke_rs_note_refused(key.cast_const().cast(), wrong as u32) };
         kernel::warn_on!(true);
         return true;
     }
@@ -345,8 +345,8 @@ pub unsafe extern "C" fn jump_label_rs_update(
             "jump_label: the batch of key _stext+{:#x} was not applied: flip refused\n",
             off(key.addr())
         );
-        // SAFETY: Only counts the refusal.
-        unsafe { bindings::text_poke_rs_note_refused() };
+        // SAFETY: Only counts the refusal, and traces it: every site of the key.
+        unsafe { bindings::text_poke_rs_note_refused(key.cast_const().cast(), sites as u32) };
     }
     true
 }

@@ -78,10 +78,50 @@ const STRESS_SITES: [fn(u32) -> u32; 4] = [
 /// Flips of [`KEY_STRESS`] in the stress test.
 const STRESS_FLIPS: u64 = 10_000;
 
-// Executor threads, in kernel/jump_label_rs/text_poke_stress.c.
+// Executor threads and trace-event probes, in kernel/jump_label_rs/text_poke_stress.c.
 extern "C" {
     fn text_poke_stress_start(pass: extern "C" fn() -> core::ffi::c_ulong, max: u32) -> i32;
     fn text_poke_stress_stop(passes: *mut core::ffi::c_ulong, wrong: *mut core::ffi::c_ulong);
+    fn text_poke_trace_start() -> i32;
+    fn text_poke_trace_stop(seen: *mut TraceSeen);
+}
+
+/// What the `text_poke_rs` trace events of this task said: `struct text_poke_trace`.
+#[repr(C)]
+struct TraceSeen {
+    batches: u64,
+    sites: u64,
+    syncs: u64,
+    ns: u64,
+    refused: u64,
+    refused_key: *const core::ffi::c_void,
+    refused_wrong: u32,
+}
+
+/// Probes on the trace events, from `new()` to `stop()`.
+struct TraceProbe;
+
+impl TraceProbe {
+    fn new() -> Self {
+        // SAFETY: Registers probes that only count; `stop()` unregisters them.
+        assert_eq!(unsafe { text_poke_trace_start() }, 0);
+        Self
+    }
+
+    fn stop(self) -> TraceSeen {
+        let mut seen = TraceSeen {
+            batches: 0,
+            sites: 0,
+            syncs: 0,
+            ns: 0,
+            refused: 0,
+            refused_key: core::ptr::null(),
+            refused_wrong: 0,
+        };
+        // SAFETY: `seen` is valid for writes; the probes were registered by `new()`.
+        unsafe { text_poke_trace_stop(&mut seen) };
+        seen
+    }
 }
 
 /// One executor pass: runs every stress site once and counts results that are neither the
@@ -336,6 +376,22 @@ mod tests {
     }
 
     #[test]
+    fn trace_events_report_batches() {
+        // Each flip of a 64-site key is one batch of 64 sites in 3 rounds, or 64 batches of
+        // one site in `serial`, as its trace events say.
+        let probe = TraceProbe::new();
+        assert_eq!(KEY_64.enable(), Ok(()));
+        assert_eq!(KEY_64.disable(), Ok(()));
+        let seen = probe.stop();
+        let serial = mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_SERIAL;
+        assert_eq!(seen.batches, if serial { 128 } else { 2 });
+        assert_eq!(seen.sites, 128);
+        assert_eq!(seen.syncs, 2 * expected_rounds(64));
+        assert!(seen.ns > 0);
+        assert_eq!(seen.refused, 0);
+    }
+
+    #[test]
     fn ipis_reach_every_cpu() {
         let _track = Track::new();
         // Every round interrupts every other online CPU once: count what each one received,
@@ -498,6 +554,7 @@ mod tests {
         let warnings = ExpectedWarnings::new();
         let count = || warnings.as_ref().map(ExpectedWarnings::count);
         let c_mode = mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_C;
+        let probe = TraceProbe::new();
         // The Rust API refuses, and the key keeps its count and its text.
         let before = stats();
         assert_eq!(KEY_CORRUPT.enable(), Err(EINVAL));
@@ -538,7 +595,13 @@ mod tests {
             assert_eq!(snapshot(&KEY_CORRUPT), corrupt);
         }
         let after = stats();
+        let seen = probe.stop();
         assert_eq!(after.refused - before.refused, if c_mode { 2 } else { 5 });
+        // Each refusal traced, naming the key and its one corrupted site; no batch applied.
+        assert_eq!(seen.refused, after.refused - before.refused);
+        assert_eq!(seen.refused_key.addr(), KEY_CORRUPT.as_raw().addr());
+        assert_eq!(seen.refused_wrong, 1);
+        assert_eq!(seen.batches, 0);
         assert_eq!(after.own_entries, before.own_entries);
         assert_eq!(after.own_syncs, before.own_syncs);
         drop(warnings);

@@ -18,6 +18,7 @@
 #include <linux/sched.h>
 #include <linux/sched/clock.h>
 #include <linux/smp.h>
+#include <linux/spinlock.h>
 #include <linux/string.h>
 #include <linux/swap.h>
 #include <linux/local_lock.h>
@@ -30,6 +31,8 @@
 #include <asm/text_poke_rs.h>
 #include <asm/tlbflush.h>
 
+#include <trace/events/text_poke_rs.h>
+
 #include "text_poke_stress.h"
 
 #define TEXT_POKE_STRESS_MAX	8
@@ -38,6 +41,69 @@ DEFINE_STATIC_KEY_FALSE(text_poke_rs_mod_key);
 EXPORT_SYMBOL_GPL(text_poke_rs_mod_key);
 bool text_poke_rs_mod_go;
 EXPORT_SYMBOL_GPL(text_poke_rs_mod_go);
+
+/*
+ * Probes on the text_poke_rs trace events, for the KUnit tests: what the
+ * events of the task that registered them said while they were.
+ */
+static struct text_poke_trace text_poke_trace_seen;
+static struct task_struct *text_poke_trace_task;
+static DEFINE_SPINLOCK(text_poke_trace_lock);
+
+static void text_poke_trace_batch(void *data, unsigned int sites,
+				  unsigned int syncs, unsigned int ipis, u64 ns)
+{
+	/* Only the batches of the test's task: others may patch meanwhile. */
+	if (current != READ_ONCE(text_poke_trace_task))
+		return;
+	guard(spinlock_irqsave)(&text_poke_trace_lock);
+	text_poke_trace_seen.batches++;
+	text_poke_trace_seen.sites += sites;
+	text_poke_trace_seen.syncs += syncs;
+	text_poke_trace_seen.ns += ns;
+}
+
+static void text_poke_trace_refused(void *data, const void *key,
+				    unsigned int wrong)
+{
+	if (current != READ_ONCE(text_poke_trace_task))
+		return;
+	guard(spinlock_irqsave)(&text_poke_trace_lock);
+	text_poke_trace_seen.refused++;
+	text_poke_trace_seen.refused_key = key;
+	text_poke_trace_seen.refused_wrong = wrong;
+}
+
+int text_poke_trace_start(void)
+{
+	int ret;
+
+	ret = register_trace_text_poke_rs_batch(text_poke_trace_batch, NULL);
+	if (ret)
+		return ret;
+	ret = register_trace_text_poke_rs_refused(text_poke_trace_refused, NULL);
+	if (ret) {
+		unregister_trace_text_poke_rs_batch(text_poke_trace_batch, NULL);
+		return ret;
+	}
+	/*
+	 * Registering the probes patched the events' own sites (their keys
+	 * and static calls): counted from here on only.
+	 */
+	scoped_guard(spinlock_irqsave, &text_poke_trace_lock)
+		memset(&text_poke_trace_seen, 0, sizeof(text_poke_trace_seen));
+	WRITE_ONCE(text_poke_trace_task, current);
+	return 0;
+}
+
+void text_poke_trace_stop(struct text_poke_trace *seen)
+{
+	WRITE_ONCE(text_poke_trace_task, NULL);
+	unregister_trace_text_poke_rs_refused(text_poke_trace_refused, NULL);
+	unregister_trace_text_poke_rs_batch(text_poke_trace_batch, NULL);
+	tracepoint_synchronize_unregister();
+	*seen = text_poke_trace_seen;
+}
 
 /*
  * A key of upstream's with sites over many pages of the kernel image, for

@@ -18,6 +18,30 @@ DECLARE_STATIC_KEY_FALSE(text_poke_rs_mod_key);
 extern bool text_poke_rs_mod_go;
 struct static_key_false *text_poke_rs_upstream_key(void);
 
+/**
+ * struct text_poke_trace - what the text_poke_rs trace events said
+ * @batches: text_poke_rs_batch events
+ * @sites: their sites, summed
+ * @syncs: their sync rounds, summed
+ * @ns: their durations, summed
+ * @refused: text_poke_rs_refused events
+ * @refused_key: the key of the last one
+ * @refused_wrong: its sites refused
+ */
+struct text_poke_trace {
+	u64 batches;
+	u64 sites;
+	u64 syncs;
+	u64 ns;
+	u64 refused;
+	const void *refused_key;
+	unsigned int refused_wrong;
+};
+
+/* Probes on the events from start to stop (KUnit); start returns 0 or an error. */
+int text_poke_trace_start(void);
+void text_poke_trace_stop(struct text_poke_trace *seen);
+
 /*
  * Pins the caller to its CPU and starts one executor on each of up to @max
  * other online CPUs, each calling @pass in a loop; @pass returns how many

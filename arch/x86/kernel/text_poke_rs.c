@@ -38,6 +38,9 @@
 #include <asm/text_poke_rs.h>
 #include <asm/tlbflush.h>
 
+#define CREATE_TRACE_POINTS
+#include <trace/events/text_poke_rs.h>
+
 int text_poke_rs_mode = TEXT_POKE_RS_MODE_RUST;
 DEFINE_PER_CPU(unsigned long, text_poke_rs_int3_hits);
 
@@ -125,10 +128,39 @@ void text_poke_rs_note_sync(void)
 	atomic64_inc(&text_poke_rs_syncs);
 }
 
+/* Function-call IPIs all CPUs have received. */
+static unsigned long text_poke_rs_cal_sum(void)
+{
+	unsigned long sum = 0;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		sum += READ_ONCE(per_cpu(irq_stat, cpu).counts[IRQ_COUNT_CALL_FUNCTION]);
+	return sum;
+}
+
+/*
+ * Where the batch being applied started, for its trace event: the sync
+ * rounds and IPIs counted so far. Read only if the event was on when the
+ * batch started (@traced). Batches are applied under text_mutex.
+ */
+static struct {
+	bool traced;
+	unsigned int entries;
+	s64 syncs;
+	unsigned long ipis;
+} text_poke_rs_batch_trace;
+
 void text_poke_rs_note_batch(unsigned int entries)
 {
 	s64 max = atomic64_read(&text_poke_rs_max_batch);
 
+	text_poke_rs_batch_trace.traced = trace_text_poke_rs_batch_enabled();
+	if (text_poke_rs_batch_trace.traced) {
+		text_poke_rs_batch_trace.entries = entries;
+		text_poke_rs_batch_trace.syncs = atomic64_read(&text_poke_rs_syncs);
+		text_poke_rs_batch_trace.ipis = text_poke_rs_cal_sum();
+	}
 	text_poke_rs_batch_start = local_clock();
 	if (READ_ONCE(text_poke_rs_tracked) == current)
 		atomic64_add(entries, &text_poke_rs_own_entries);
@@ -145,9 +177,10 @@ void text_poke_rs_note_mm_switch(void)
 	atomic64_inc(&text_poke_rs_mm_switches);
 }
 
-void text_poke_rs_note_refused(void)
+void text_poke_rs_note_refused(const void *key, unsigned int wrong)
 {
 	atomic64_inc(&text_poke_rs_refused);
+	trace_text_poke_rs_refused(key, wrong);
 }
 
 /*
@@ -190,6 +223,12 @@ void text_poke_rs_note_batch_done(void)
 	while (ns > max &&
 	       !atomic64_try_cmpxchg(&text_poke_rs_max_batch_ns, &max, ns))
 		;
+	if (text_poke_rs_batch_trace.traced)
+		trace_text_poke_rs_batch(text_poke_rs_batch_trace.entries,
+					 atomic64_read(&text_poke_rs_syncs) -
+					 text_poke_rs_batch_trace.syncs,
+					 text_poke_rs_cal_sum() -
+					 text_poke_rs_batch_trace.ipis, ns);
 }
 
 void text_poke_rs_read_stats(struct text_poke_rs_stats *stats)

@@ -120,7 +120,7 @@ void text_poke_rs_note_sync(void);
 void text_poke_rs_note_batch(unsigned int entries);
 void text_poke_rs_note_batch_done(void);
 void text_poke_rs_note_mm_switch(void);
-void text_poke_rs_note_refused(void);
+void text_poke_rs_note_refused(const void *key, unsigned int wrong);
 u64 text_poke_rs_refusals(void);
 unsigned int text_poke_rs_ipis_received(int cpu);
 void text_poke_rs_read_stats(struct text_poke_rs_stats *stats);

@@ -1,0 +1,36 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+# The text_poke_rs_batch trace event, read from the trace buffer as
+# trace-cmd or perf would: two flips of the bench's 56-site key are two
+# batches of 56 sites in 3 sync rounds each with text_poke=rust, 112
+# batches of one site with serial.
+t=/sys/kernel/tracing
+b=/sys/kernel/debug/text_poke_bench/run
+m=/sys/kernel/debug/text_poke/mode
+
+. /tests/cases.inc
+
+rc=0
+[ -d $t/events ] || mount -t tracefs nodev $t
+for mode in rust serial; do
+	c=trace_batch_events_$mode
+	if ! echo $mode > $m || ! echo 1 > $t/events/text_poke_rs/text_poke_rs_batch/enable; then
+		fail $c "cannot switch to $mode or enable the event"
+		continue
+	fi
+	: > $t/trace
+	echo "flip 56 2" > $b || fail $c "the flips failed"
+	echo 0 > $t/events/text_poke_rs/text_poke_rs_batch/enable
+	case $mode in
+	rust) want="sites=56 syncs=3" n=2 ;;
+	*) want="sites=1 syncs=3" n=112 ;;
+	esac
+	got=$(grep -c "text_poke_rs_batch: $want ipis=[0-9]* ns=[1-9]" $t/trace)
+	if [ "$got" -ge $n ]; then
+		ok $c
+	else
+		fail $c "$got events '$want' in the trace buffer, not $n: $(grep -m2 text_poke_rs_batch $t/trace)"
+	fi
+done
+echo rust > $m
+exit $rc
