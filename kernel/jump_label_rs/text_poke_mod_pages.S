@@ -10,13 +10,7 @@
  */
 #include "text_poke_pages_site.S"
 
-	.section .text.text_poke_mod_pages, "ax"
-	.balign 4096
-
-	.pushsection .rodata.text_poke_mod_pages, "a"
-	.balign 8
-SYM_DATA_START(text_poke_mod_pages_sites)
-	.popsection
+	TP_SITES_START text_poke_mod_pages
 
 .macro TP_MOD_SITE page:req, off:req
 	TP_SITE text_poke_rs_mod_key, text_poke_mod_pages, \page, \off
@@ -28,6 +22,4 @@ SYM_DATA_START(text_poke_mod_pages_sites)
 	TP_MOD_SITE 3, 0x200
 	TP_MOD_SITE 4, 0x7f0
 
-	.pushsection .rodata.text_poke_mod_pages, "a"
-SYM_DATA_END_LABEL(text_poke_mod_pages_sites, SYM_L_GLOBAL, text_poke_mod_pages_sites_end)
-	.popsection
+	TP_SITES_END text_poke_mod_pages

@@ -11,13 +11,7 @@
  */
 #include "text_poke_pages_site.S"
 
-	.section .text.text_poke_pages, "ax"
-	.balign 4096
-
-	.pushsection .rodata.text_poke_pages, "a"
-	.balign 8
-SYM_DATA_START(text_poke_pages_sites)
-	.popsection
+	TP_SITES_START text_poke_pages
 
 .macro TP_PAGE_SITE page:req, off:req
 	TP_SITE text_poke_pages_key, text_poke_pages, \page, \off
@@ -36,6 +30,4 @@ SYM_DATA_START(text_poke_pages_sites)
 	TP_PAGE_SITE \page, 0x300
 	.endr
 
-	.pushsection .rodata.text_poke_pages, "a"
-SYM_DATA_END_LABEL(text_poke_pages_sites, SYM_L_GLOBAL, text_poke_pages_sites_end)
-	.popsection
+	TP_SITES_END text_poke_pages

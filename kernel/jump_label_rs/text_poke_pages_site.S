@@ -16,6 +16,26 @@
 #include <linux/annotate.h>
 #include <linux/linkage.h>
 
+/*
+ * TP_SITES_START and TP_SITES_END bracket the sites of @list: its section
+ * of text, page-aligned, and @list_sites[] to @list_sites_end[].
+ */
+.macro TP_SITES_START list:req
+	.section .text.\list, "ax"
+	.balign 4096
+
+	.pushsection .rodata.\list, "a"
+	.balign 8
+SYM_DATA_START(\list\()_sites)
+	.popsection
+.endm
+
+.macro TP_SITES_END list:req
+	.pushsection .rodata.\list, "a"
+SYM_DATA_END_LABEL(\list\()_sites, SYM_L_GLOBAL, \list\()_sites_end)
+	.popsection
+.endm
+
 .macro TP_SITE key:req, list:req, page:req, off:req
 	.org \page * 4096 + \off - 1, 0xcc
 SYM_FUNC_START_LOCAL_NOALIGN(\list\()_\page\()_\off)
