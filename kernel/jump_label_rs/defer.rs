@@ -180,12 +180,23 @@ fn running(cpu: c_int) -> bool {
 /// space, gets a short while ([`wait_ns()`]) to be in user space: once it is, it runs no kernel
 /// text without taking the bit first, so the round needs no IPI for it either. Idle CPUs and
 /// CPUs in a guest get the IPI at once.
-fn ask(deferred: &mut Cpumask, round: &mut bindings::text_poke_rs_round) {
+///
+/// The sender's own CPU, when it is isolated, is neither asked nor waited for: it is in the
+/// kernel, running the sender, and the round syncs it directly. Waiting for it to be in user
+/// space would make every round of a sender on an isolated CPU last the whole wait. The CPU is
+/// read without preemption disabled: if the sender moves, the CPU it left is merely not
+/// deferred, and the round sends it the IPI.
+pub(crate) fn ask(deferred: &mut Cpumask, round: &mut bindings::text_poke_rs_round) {
     let mut waiting = [0 as c_int; MAX_WAITING];
     let mut n = 0;
     let nr = kernel::cpu::nr_cpu_ids() as c_int;
+    let me = CpuId::current().as_u32() as c_int;
     let mut cpu = next_isolated(-1);
     while cpu < nr {
+        if cpu == me {
+            cpu = next_isolated(cpu);
+            continue;
+        }
         match defer_on(cpu, Work::SYNC_CORE) {
             Ok(()) => mark(deferred, round, cpu),
             Err(Refusal::NotInUser) if n < MAX_WAITING && running(cpu) => {

@@ -886,6 +886,42 @@ mod defer_tests {
         );
     }
 
+    extern "C" {
+        // In kernel/jump_label_rs/text_poke_stress.c.
+        fn text_poke_stress_pin(cpu: i32) -> i32;
+    }
+
+    /// The first online isolated CPU.
+    fn isolated_cpu() -> Option<u32> {
+        // SAFETY: Reads a variable set at boot.
+        let nr = unsafe { bindings::nr_cpu_ids };
+        (0..nr)
+            .find(|&cpu| defer::defer_on(cpu as i32, Work::SYNC_CORE) != Err(Refusal::NotIsolated))
+    }
+
+    #[test]
+    fn a_sender_on_an_isolated_cpu_does_not_wait_for_itself() {
+        let cpu = isolated_cpu().expect("no isolated CPU: boot with nohz_full=");
+        let mut mask = kernel::cpumask::CpumaskVar::new_zero(kernel::alloc::flags::GFP_KERNEL)
+            .expect("no memory for a cpumask");
+        let mut round = bindings::text_poke_rs_round {
+            deferred_cpus: core::ptr::null_mut(),
+            local: -1,
+            deferred: 0,
+            waited: 0,
+            sent: 0,
+        };
+        // SAFETY: Moves this task; it may sleep.
+        assert_eq!(unsafe { text_poke_stress_pin(cpu as i32) }, 0);
+        // On its own isolated CPU, in the kernel: the round neither defers to that CPU nor waits
+        // for it to be in user space, nor counts an IPI for it (it syncs itself).
+        defer::ask(&mut mask, &mut round);
+        // SAFETY: As above.
+        assert_eq!(unsafe { text_poke_stress_pin(-1) }, 0);
+        assert_eq!((round.deferred, round.waited, round.sent), (0, 0, 0));
+        assert_eq!(mask.weight(), 0);
+    }
+
     #[cfg(CONFIG_TLB_FLUSH_DEFER_RS)]
     extern "C" {
         // In kernel/jump_label_rs/text_poke_stress.c.

@@ -144,6 +144,16 @@ static int text_poke_stress_fn(void *data)
 	return 0;
 }
 
+int text_poke_stress_pin(int cpu)
+{
+	if (cpu < 0)
+		return set_cpus_allowed_ptr(current, cpu_possible_mask);
+	if (cpu >= nr_cpu_ids || !cpu_online(cpu))
+		return -EINVAL;
+	return set_cpus_allowed_ptr(current, cpumask_of(cpu)) ?:
+	       (raw_smp_processor_id() == cpu ? 0 : -EAGAIN);
+}
+
 int text_poke_stress_start(unsigned long (*pass)(void), unsigned int max)
 {
 	int self, cpu;
