@@ -17,9 +17,10 @@ jlrs_base_env
 log=${1:-$JLRS_CACHE/$JLRS_BASE_VERSION/logs/guest-test.log}
 kernel=$JLRS_BUILD/arch/x86/boot/bzImage
 [ -f "$kernel" ] || die "no kernel image at $kernel: run scripts/kunit.sh first"
-modules=("$JLRS_BUILD/kernel/jump_label_rs/text_poke_mod_test.ko")
+modules=("$JLRS_BUILD/kernel/jump_label_rs/text_poke_mod_test.ko"
+	"$JLRS_BUILD/kernel/jump_label_rs/text_poke_mod_rs.ko")
 for ko in "${modules[@]}"; do
-	[ -f "$ko" ] || die "$ko missing: is CONFIG_TEXT_POKE_RS_MOD_TEST=m in the kunitconfig?"
+	[ -f "$ko" ] || die "$ko missing: are CONFIG_TEXT_POKE_RS_MOD_TEST and _MOD_TEST_RS =m in the kunitconfig?"
 done
 jlrs_initramfs_tools
 

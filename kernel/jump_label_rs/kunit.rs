@@ -82,6 +82,8 @@ const STRESS_FLIPS: u64 = 10_000;
 extern "C" {
     fn text_poke_stress_start(pass: extern "C" fn() -> core::ffi::c_ulong, max: u32) -> i32;
     fn text_poke_stress_stop(passes: *mut core::ffi::c_ulong, wrong: *mut core::ffi::c_ulong);
+    fn text_poke_sc_call(x: i32) -> i32;
+    fn text_poke_sc_set(two: bool);
     fn text_poke_trace_start() -> i32;
     fn text_poke_trace_stop(seen: *mut TraceSeen);
 }
@@ -268,6 +270,17 @@ fn check_sites(key: &StaticKeyFalse) -> (u64, u64) {
 
 /// Flips of [`KEY_RACE`] by the test's own task while the executors flip it too.
 const RACE_FLIPS: u32 = 500;
+
+/// Static call updates [`static_calls_are_written_by_the_batch`] makes.
+const STATIC_CALL_UPDATES: u32 = 100;
+
+/// One pass of an executor calling through the test's static call while it is updated: the call
+/// must reach one of the two functions. Returns 1 if it reached neither.
+extern "C" fn static_call_pass() -> core::ffi::c_ulong {
+    // SAFETY: The helper only calls through the static call.
+    let got = unsafe { text_poke_sc_call(40) };
+    core::ffi::c_ulong::from(got != 41 && got != 42)
+}
 
 /// One racing pass: takes a reference on [`KEY_RACE`], checks that every one of its sites now
 /// branches, and drops the reference. Returns the sites that did not branch, plus one if a
@@ -652,6 +665,45 @@ mod tests {
         assert_eq!(KEY_RACE.count(), 0);
         assert_eq!(check_sites(&KEY_RACE), (32, 0));
         assert_eq!(row!(site_race, 0), 0);
+    }
+
+    /// A static call's updates, one site at a time (its trampoline and its inline call site), go
+    /// through the batch `text_poke=` selects, while other CPUs call through it: every call
+    /// reaches one of the two functions (calls that hit an INT3 are emulated as CALLs), and after
+    /// each update the new one.
+    #[test]
+    fn static_calls_are_written_by_the_batch() {
+        let track = Track::new();
+        let before = stats();
+        // SAFETY: `static_call_pass` may run on any CPU at any time; nothing else runs executors.
+        let started = unsafe { text_poke_stress_start(static_call_pass, 3) };
+        assert!(started >= 1);
+        let mut wrong = 0;
+        for _ in 0..STATIC_CALL_UPDATES {
+            for (two, want) in [(true, 42), (false, 41)] {
+                // SAFETY: Updates the test's static call; this task may sleep.
+                unsafe { text_poke_sc_set(two) };
+                // SAFETY: Calls through the test's static call.
+                wrong += u32::from(unsafe { text_poke_sc_call(40) } != want);
+            }
+        }
+        let (mut passes, mut executor_wrong) = (0, 0);
+        // SAFETY: Both pointers are valid for writes.
+        unsafe { text_poke_stress_stop(&mut passes, &mut executor_wrong) };
+        let after = stats();
+        drop(track);
+        assert_eq!(wrong, 0);
+        assert_eq!(executor_wrong, 0);
+        assert!(passes > 0);
+        // Each update rewrites the trampoline and the inline call site, one batch each, in three
+        // sync rounds.
+        let sites = after.own_entries - before.own_entries;
+        let updates = 2 * u64::from(STATIC_CALL_UPDATES);
+        assert_eq!(sites, 2 * updates);
+        assert_eq!(after.own_syncs - before.own_syncs, 3 * sites);
+        kernel::pr_info!(
+            "text_poke_rs static call: {updates} updates, {sites} sites written, {passes} calls from {started} CPUs\n"
+        );
     }
 
     #[test]

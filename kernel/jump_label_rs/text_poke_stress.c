@@ -19,6 +19,7 @@
 #include <linux/sched/clock.h>
 #include <linux/smp.h>
 #include <linux/spinlock.h>
+#include <linux/static_call.h>
 #include <linux/string.h>
 #include <linux/swap.h>
 #include <linux/local_lock.h>
@@ -142,6 +143,31 @@ static int text_poke_stress_fn(void *data)
 		cond_resched();
 	}
 	return 0;
+}
+
+static int text_poke_sc_one(int x)
+{
+	return x + 1;
+}
+
+static int text_poke_sc_two(int x)
+{
+	return x + 2;
+}
+
+DEFINE_STATIC_CALL(text_poke_rs_sc, text_poke_sc_one);
+
+noinline int text_poke_sc_call(int x)
+{
+	return static_call(text_poke_rs_sc)(x);
+}
+
+void text_poke_sc_set(bool two)
+{
+	if (two)
+		static_call_update(text_poke_rs_sc, text_poke_sc_two);
+	else
+		static_call_update(text_poke_rs_sc, text_poke_sc_one);
 }
 
 int text_poke_stress_pin(int cpu)

@@ -43,6 +43,14 @@ int text_poke_trace_start(void);
 void text_poke_trace_stop(struct text_poke_trace *seen);
 
 /*
+ * A static call with an inline call site: text_poke_sc_call(x) returns x + 1
+ * or, after text_poke_sc_set(true), x + 2 (static_call_update() rewrites the
+ * trampoline and the site); text_poke_sc_set(false) goes back.
+ */
+int text_poke_sc_call(int x);
+void text_poke_sc_set(bool two);
+
+/*
  * Moves the calling task to @cpu, or lets it run anywhere again (@cpu < 0):
  * 0, or an error if it could not.
  */

@@ -171,14 +171,9 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
     #[cfg(CONFIG_TEXT_POKE_RS)]
     fn set(&self, enable: bool) -> Result {
         might_sleep();
-        let mut claim = [bindings::text_poke_rs_claim {
-            key: self.as_raw(),
-            enable,
-            flip: false,
-        }];
-        // SAFETY: One claim on a valid key (type invariant); the caller may sleep and, being
-        // allowed to flip keys, holds none of the locks the commit takes.
-        crate::error::to_result(unsafe { bindings::jump_label_rs_commit(claim.as_mut_ptr(), 1) })
+        // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep
+        // and, being allowed to flip keys, holds none of the locks the commit takes.
+        unsafe { set_key(self.as_raw(), enable) }
     }
 
     #[cfg(not(CONFIG_TEXT_POKE_RS))]
@@ -516,6 +511,27 @@ impl Drop for TextLock {
         // SAFETY: `self` exists only while the mutex is held by this thread.
         unsafe { bindings::text_poke_rs_text_unlock() };
     }
+}
+
+/// Sets `key` to `enable`; see [`StaticKey::enable`].
+///
+/// Not generic, so that modules using static keys need none of the symbols it uses.
+///
+/// # Safety
+///
+/// `key` is a valid key, and the caller may sleep and holds none of `cpus_read_lock()`,
+/// `jump_label_mutex` and `text_mutex`.
+#[cfg(CONFIG_TEXT_POKE_RS)]
+#[inline(never)]
+unsafe fn set_key(key: *mut bindings::static_key, enable: bool) -> Result {
+    let mut claim = [bindings::text_poke_rs_claim {
+        key,
+        enable,
+        flip: false,
+    }];
+    // SAFETY: One claim on a valid key, in a context the commit may run in, as the caller
+    // guarantees.
+    crate::error::to_result(unsafe { bindings::jump_label_rs_commit(claim.as_mut_ptr(), 1) })
 }
 
 /// Calls `f` on each site of `key` in the kernel image; see [`StaticKey::for_each_site`].

@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `text_poke_mod_rs.ko`: static keys defined in a Rust module, and Rust sites in a module on a C
+//! key of the kernel image, for the tests that load and unload modules (`make test`'s
+//! user-space boot, `scripts/guest-test/module_rs.sh`).
+//!
+//! Sixteen sites on each of three keys: [`MOD_FALSE`] and [`MOD_TRUE`], defined here, and
+//! `text_poke_rs_mod_key`, defined in C in the kernel image (`text_poke_stress.c`) and flipped
+//! by `text_poke_bench`. The module's own keys are flipped through
+//! `/sys/kernel/debug/text_poke_mod_rs/`:
+//!
+//! - `false_key`, `true_key`: read `0` or `1`; writing `0` or `1` disables or enables the key,
+//!   anything else fails with `EINVAL` and leaves the key alone;
+//! - `state`: one line per key, `false_key`, `true_key` and `c_key`: its value, then how many of
+//!   its 16 sites, run now, took the direction that value does not ask for (`c_key 0 wrong 0`
+//!   when all is right). Meaningful for a key while it is not being flipped.
+//!
+//! Loading fails with `EINVAL` if a site of the module's own keys does not follow its key's
+//! initial value.
+
+use core::fmt;
+use kernel::{
+    bindings,
+    debugfs::Scope,
+    prelude::*,
+    static_key::{
+        StaticKeyFalse,
+        StaticKeyTrue, //
+    },
+    uaccess::UserSliceReader,
+};
+
+module! {
+    type: TextPokeModRs,
+    name: "text_poke_mod_rs",
+    authors: ["The jump_label_rs authors"],
+    description: "Rust static keys and sites in a module",
+    license: "GPL",
+}
+
+/// A key of this module, disabled until written to.
+static MOD_FALSE: StaticKeyFalse = StaticKeyFalse::new();
+
+/// A key of this module, enabled until written to.
+static MOD_TRUE: StaticKeyTrue = StaticKeyTrue::new();
+
+extern "C" {
+    // A key of the kernel image, in kernel/jump_label_rs/text_poke_stress.c.
+    static mut text_poke_rs_mod_key: bindings::static_key_false;
+}
+
+/// Sites on each key, one function each. A site returns whether it took its key's enabled
+/// direction; the unlikely and likely forms alternate.
+macro_rules! sites {
+    ($name:ident, $key:path, $($n:literal)*) => {
+        static $name: [fn() -> bool; 16] = [$({
+            #[inline(never)]
+            fn site() -> bool {
+                // Keep each function's body distinct, so that none is merged with another.
+                core::hint::black_box($n);
+                if $n % 2 == 0 {
+                    kernel::static_branch_unlikely!($key)
+                } else {
+                    kernel::static_branch_likely!($key)
+                }
+            }
+            site
+        }),*];
+    };
+}
+
+sites!(FALSE_SITES, MOD_FALSE, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+sites!(TRUE_SITES, MOD_TRUE, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+sites!(C_SITES, text_poke_rs_mod_key, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+
+/// How many of `sites` did not take the direction `enabled` asks for.
+fn wrong_of(sites: &[fn() -> bool], enabled: bool) -> usize {
+    sites.iter().filter(|site| site() != enabled).count()
+}
+
+/// The sites of the module's own keys that are wrong.
+fn own_wrong() -> usize {
+    wrong_of(&FALSE_SITES, MOD_FALSE.is_enabled()) + wrong_of(&TRUE_SITES, MOD_TRUE.is_enabled())
+}
+
+/// The C key, as a Rust key.
+fn c_key() -> &'static StaticKeyFalse {
+    // SAFETY: `text_poke_rs_mod_key` is a `struct static_key_false` of the kernel image, never
+    // freed, not read-only.
+    unsafe { StaticKeyFalse::from_c(&raw mut text_poke_rs_mod_key) }
+}
+
+/// The debugfs directory's data: nothing but the files themselves.
+struct Control;
+
+/// Parses `0` or `1`, with or without a newline.
+fn parse(reader: &mut UserSliceReader) -> Result<bool> {
+    let mut buf = [0u8; 2];
+    let n = reader.len();
+    if n == 0 || n > buf.len() {
+        return Err(EINVAL);
+    }
+    reader.read_slice(&mut buf[..n])?;
+    match &buf[..n] {
+        b"0" | b"0\n" => Ok(false),
+        b"1" | b"1\n" => Ok(true),
+        _ => Err(EINVAL),
+    }
+}
+
+fn show_false(_: &Control, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    writeln!(f, "{}", u8::from(MOD_FALSE.is_enabled()))
+}
+
+fn write_false(_: &Control, reader: &mut UserSliceReader) -> Result {
+    if parse(reader)? {
+        MOD_FALSE.enable()
+    } else {
+        MOD_FALSE.disable()
+    }
+}
+
+fn show_true(_: &Control, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    writeln!(f, "{}", u8::from(MOD_TRUE.is_enabled()))
+}
+
+fn write_true(_: &Control, reader: &mut UserSliceReader) -> Result {
+    if parse(reader)? {
+        MOD_TRUE.enable()
+    } else {
+        MOD_TRUE.disable()
+    }
+}
+
+fn show_state(_: &Control, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let keys: [(&str, bool, &[fn() -> bool]); 3] = [
+        ("false_key", MOD_FALSE.is_enabled(), &FALSE_SITES),
+        ("true_key", MOD_TRUE.is_enabled(), &TRUE_SITES),
+        ("c_key", c_key().is_enabled(), &C_SITES),
+    ];
+    for (name, enabled, sites) in keys {
+        let wrong = wrong_of(sites, enabled);
+        writeln!(f, "{name} {} wrong {wrong}", u8::from(enabled))?;
+    }
+    Ok(())
+}
+
+struct TextPokeModRs {
+    _debugfs: Pin<KBox<Scope<Control>>>,
+}
+
+impl kernel::Module for TextPokeModRs {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        let wrong = own_wrong();
+        if wrong != 0 {
+            pr_err!("{wrong} sites do not follow their key's initial value\n");
+            return Err(EINVAL);
+        }
+        let debugfs = KBox::pin_init(
+            Scope::dir(Control, c"text_poke_mod_rs", |control, dir| {
+                dir.read_write_callback_file(c"false_key", control, &show_false, &write_false);
+                dir.read_write_callback_file(c"true_key", control, &show_true, &write_true);
+                dir.read_callback_file(c"state", control, &show_state);
+            }),
+            GFP_KERNEL,
+        )?;
+        Ok(Self { _debugfs: debugfs })
+    }
+}
