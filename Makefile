@@ -6,7 +6,7 @@
 
 SHELL := /bin/bash
 
-.PHONY: all test demo setup base overlay host-test kunit check
+.PHONY: all test demo series setup base overlay host-test kunit check
 
 all: test
 
@@ -15,6 +15,9 @@ test:
 
 demo:
 	@scripts/demo.sh
+
+series: base
+	@scripts/series.sh
 
 setup:
 	@scripts/setup-host.sh

@@ -41,6 +41,7 @@ dir /tmp 1777 0 0
 dir /demo 0755 0 0
 file /demo/spin $work/spin 0755 0 0
 file /demo/syscalls $work/syscalls 0755 0 0
+file /demo/bpf_tail $work/bpf_tail 0755 0 0
 file /bin/busybox $busybox 0755 0 0
 slink /bin/sh busybox 0777 0 0
 file /init $JLRS_TOP/scripts/guest-test/init.sh 0755 0 0

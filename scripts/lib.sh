@@ -45,7 +45,7 @@ jlrs_initramfs_tools() {
 # into directory $1: spin (a PAUSE loop) and syscalls (getpid() loops).
 jlrs_user_programs() {
 	local prog
-	for prog in spin syscalls; do
+	for prog in spin syscalls bpf_tail; do
 		clang$JLRS_LLVM -static -nostdlib -fuse-ld=lld -O2 -o "$1/$prog" \
 			"$JLRS_TOP/scripts/demo/$prog.c" || die "cannot build scripts/demo/$prog.c"
 	done

@@ -61,14 +61,9 @@ kunit_boot() {
 for mode in "${MODES[@]}"; do
 	msg "kernel build and KUnit, text_poke=$mode (build dir $JLRS_BUILD)"
 	jsons+=(--kunit "$JLRS_CACHE/$JLRS_BASE_VERSION/kunit-$mode.json")
+	# ftrace's startup self-tests run in every mode: with serial, three
+	# sync rounds for each of about 18,700 sites per test.
 	extra=()
-	# ftrace's startup self-tests run with rust and c. With serial (three
-	# IPI rounds for each of about 18,500 ftrace sites) they hang about
-	# one boot in four: CPU 0 stops in the clocksource watchdog's skew
-	# check (watchdog_check_skew(), interrupts off, waiting on a remote
-	# CPU) and QEMU no longer advances it, while the other vCPUs idle.
-	# A boot-time tracer (ftrace=nop) turns those self-tests off there.
-	[ "$mode" = serial ] && extra=(--kernel_args=ftrace=nop)
 	# Per-CPU data under per-CPU spinlocks (qpw=1, the default with
 	# nohz_full=) with rust and serial, local_locks and queued work with
 	# upstream's c: the qpw_cache suite runs both ways.

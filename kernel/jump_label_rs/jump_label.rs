@@ -393,9 +393,9 @@ impl Drop for JumpLabelLock {
 ///
 /// Every site of every key is checked first: if one is corrupted (or the batch cannot take
 /// it), no key changes, nothing is written, and the commit fails with `-EINVAL`; if a page of
-/// the keys' text cannot be mapped, likewise with `-EFAULT`. A key already at its value is left alone, as
-/// `static_key_enable()` and `static_key_disable()` leave it (with their warning if its count
-/// is above one). Sets each claim's `flip` to whether its key changed.
+/// the keys' text cannot be mapped, likewise with `-EFAULT`. A key already at its value is left
+/// alone, as `static_key_enable()` and `static_key_disable()` leave it (with their warning if its
+/// count is above one). Sets each claim's `flip` to whether its key changed.
 ///
 /// # Safety
 ///

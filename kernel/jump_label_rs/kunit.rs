@@ -702,7 +702,8 @@ mod tests {
         assert_eq!(sites, 2 * updates);
         assert_eq!(after.own_syncs - before.own_syncs, 3 * sites);
         kernel::pr_info!(
-            "text_poke_rs static call: {updates} updates, {sites} sites written, {passes} calls from {started} CPUs\n"
+            "text_poke_rs static call: {updates} updates, {sites} sites written, \
+             {passes} calls from {started} CPUs\n"
         );
     }
 

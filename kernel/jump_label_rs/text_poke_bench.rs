@@ -43,8 +43,8 @@
 //!   kernel TLB flush pending).
 //!
 //! - `vstorm N`: N vmalloc()/vfree() pairs of 16 pages, forcing lazy purges (kernel TLB
-//!   flushes), and the time they took (`ns`); `vread`, `vreuse` and `vcheck`: the stale-mapping test of deferred kernel TLB
-//!   flushes (`reused`, `stale`), see `text_poke_stress.h`.
+//!   flushes), and the time they took (`ns`); `vread`, `vreuse` and `vcheck`: the stale-mapping
+//!   test of deferred kernel TLB flushes (`reused`, `stale`), see `text_poke_stress.h`.
 //!
 //! - `lockcost N`: the local fast path of per-CPU locks, N lock-unlock pairs with interrupts
 //!   off: an empty call (`lock_none_ns`), a `local_lock` (`lock_local_ns`) and a qpw lock in this

@@ -132,8 +132,11 @@ fn write_true(_: &Control, reader: &mut UserSliceReader) -> Result {
     }
 }
 
+/// A key's name, its value, and its sites.
+type KeySites = (&'static str, bool, &'static [fn() -> bool]);
+
 fn show_state(_: &Control, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    let keys: [(&str, bool, &[fn() -> bool]); 3] = [
+    let keys: [KeySites; 3] = [
         ("false_key", MOD_FALSE.is_enabled(), &FALSE_SITES),
         ("true_key", MOD_TRUE.is_enabled(), &TRUE_SITES),
         ("c_key", c_key().is_enabled(), &C_SITES),

@@ -14,12 +14,12 @@
 #include <linux/memory.h>
 #include <linux/mm.h>
 #include <linux/mutex.h>
+#include <linux/pgtable.h>
 #include <linux/string.h>
+#include <linux/text-patching.h>
 #include <linux/vmalloc.h>
 
-#include <asm/pgtable.h>
 #include <asm/sections.h>
-#include <asm/text-patching.h>
 #include <asm/text_poke_rs.h>
 
 #include "text_poke_stress.h"

@@ -15,6 +15,7 @@
 #include <linux/kthread.h>
 #include <linux/mutex.h>
 #include <linux/percpu.h>
+#include <linux/pgtable.h>
 #include <linux/sched.h>
 #include <linux/sched/clock.h>
 #include <linux/smp.h>
@@ -28,7 +29,6 @@
 #include <linux/mm.h>
 
 #include <asm/msr.h>
-#include <asm/pgtable.h>
 #include <asm/text_poke_rs.h>
 #include <asm/tlbflush.h>
 

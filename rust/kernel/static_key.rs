@@ -17,7 +17,9 @@
 //!
 //! C header: [`include/linux/jump_label.h`](srctree/include/linux/jump_label.h).
 //!
-//! Documentation: [`Documentation/staging/static-keys.rst`](srctree/Documentation/staging/static-keys.rst).
+//! Documentation: [`Documentation/staging/static-keys.rst`].
+//!
+//! [`Documentation/staging/static-keys.rst`]: srctree/Documentation/staging/static-keys.rst
 //!
 //! # Examples
 //!

@@ -3,9 +3,10 @@
 # Upstream's users of the text-poke batch, driven from user space with
 # text_poke=rust, each through the interface a kernel user has: an
 # optimized kprobe (kprobe_events, a JMP written over the probed
-# instructions) and the function tracer on one function. Each must be
+# instructions), the function tracer on one function, and BPF tail calls
+# through a JMP the JIT patches (bpf_arch_text_poke()). Each must be
 # written by the Rust batch (counted in text_poke/stats), take effect
-# (probe and tracer hits) and undo cleanly. Static calls are tested in
+# (probe and tracer hits, the program tail-called) and undo cleanly. Static calls are tested in
 # KUnit (text_poke_rs.static_calls_are_written_by_the_batch: this kernel
 # updates none from user space); runtime alternatives are applied at boot
 # only, before the batch serves anyone.
@@ -98,6 +99,22 @@ echo > $t/set_ftrace_filter
 [ "$2" = 0 ] || why="$why; $2 of $1 batches not in 3 rounds"
 if [ -z "$why" ]; then ok $c; else fail $c "${why#; }"; fi
 : > $t/trace
+
+# BPF: /demo/bpf_tail fills and empties a program array's slot that a
+# program tail-calls with a constant index: each change rewrites the
+# JIT's direct JMP (bpf_arch_text_poke(), one batch or more), and the
+# program must then run the new way.
+c=batch_user_bpf
+n=20
+batches_start
+out=$(/demo/bpf_tail $n)
+ret=$?
+set -- $(batches_stop)
+if [ $ret = 0 ] && [ "$out" = "tail calls $n wrong 0" ] && [ "$1" -ge $((2 * n)) ]; then
+	ok $c
+else
+	fail $c "exit $ret, '$out', $1 batches for $((2 * n)) changes of the slot"
+fi
 
 no_warning batch_users_no_warning
 exit $rc

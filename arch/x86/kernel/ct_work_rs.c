@@ -56,12 +56,12 @@
 #include <linux/seq_file.h>
 #include <linux/smp.h>
 #include <linux/string_choices.h>
+#include <linux/sync_core.h>
 #include <linux/tick.h>
 #include <linux/uaccess.h>
 
 #include <asm/invpcid.h>
 #include <asm/sections.h>
-#include <asm/sync_core.h>
 #include <asm/tlbflush.h>
 #include <asm/text_poke_rs.h>
 

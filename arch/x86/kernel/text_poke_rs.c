@@ -21,6 +21,7 @@
 #include <linux/memory.h>
 #include <linux/mm.h>
 #include <linux/mmap_lock.h>
+#include <linux/mmu_context.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/perf_event.h>
@@ -29,12 +30,11 @@
 #include <linux/sched/clock.h>
 #include <linux/seq_file.h>
 #include <linux/string.h>
+#include <linux/text-patching.h>
 #include <linux/uaccess.h>
 
 #include <asm/hardirq.h>
-#include <asm/mmu_context.h>
 #include <asm/sections.h>
-#include <asm/text-patching.h>
 #include <asm/text_poke_rs.h>
 #include <asm/tlbflush.h>
 

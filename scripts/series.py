@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""make series: the overlay as a git format-patch series against the pristine
+base tree, and its check.
+
+  series.py --pristine DIR --src DIR --top DIR --work DIR --out DIR [--build CMD]
+
+--work holds a git repository of the pristine tree (made once, tagged
+"base"). The series is built there from scripts/series.list: each patch
+applies its hook patch (patches/), adds its overlay files and names them in
+the MAINTAINERS entry. It is exported with a cover letter to --out, then
+checked: applied with git am to the base again, the result compared file by
+file with the work tree the tests build (--src, the applied overlay: every
+file the series touches must be identical and no other file may differ),
+scripts/checkpatch.pl --strict run on every patch (no error, warning or
+check), and with --build, the command run in the applied tree. Prints one
+"series:" line per step; exits non-zero on the first failure.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+ENTRY = "JUMP_LABEL_RS (RUST TEXT POKING, STATIC KEYS AND ISOLATION)"
+LIST = "rust-for-linux@vger.kernel.org"
+
+
+def die(msg):
+    print(f"series: FAILED: {msg}", flush=True)
+    sys.exit(1)
+
+
+def git(work, *args, env=None, capture=False):
+    r = subprocess.run(["git", "-C", work, *args], env=env, text=True,
+                       stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
+                       stderr=subprocess.PIPE)
+    if r.returncode:
+        die(f"git {' '.join(args[:3])}: {r.stderr.strip()[-600:]}")
+    return r.stdout if capture else None
+
+
+def read_list(top):
+    """The sections of scripts/series.list: (hook or None, message or None, files)."""
+    sections = []
+    cur = None
+    in_msg = False
+    with open(os.path.join(top, "scripts/series.list")) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if line.startswith("== "):
+                name = line[3:].strip()
+                cur = {"hook": None if name == "new" else name, "msg": [], "files": []}
+                in_msg = name == "new"
+                sections.append(cur)
+            elif cur is None or (not in_msg and (not line or line.startswith("#"))):
+                continue
+            elif in_msg:
+                if line == "--":
+                    in_msg = False
+                else:
+                    cur["msg"].append(line)
+            else:
+                cur["files"].append(line.strip())
+    return sections
+
+
+def hook_message(path):
+    """A hook patch's commit message: its subject and body, without the trailers' '---'."""
+    with open(path) as f:
+        text = f.read()
+    head, _, rest = text.partition("\n\n")
+    m = re.search(r"^Subject: (?:\[PATCH[^\]]*\] )?(.*(?:\n .*)*)", head, re.M)
+    if not m:
+        die(f"{path}: no Subject")
+    subject = " ".join(s.strip() for s in m.group(1).split("\n"))
+    body = rest.split("\n---\n", 1)[0].rstrip()
+    return subject + "\n\n" + body + "\n"
+
+
+def touched_by(path):
+    with open(path) as f:
+        return set(re.findall(r"^\+\+\+ b/(\S+)", f.read(), re.M))
+
+
+def overlay_files(top):
+    dirs = ["Documentation", "arch", "include", "init", "kernel", "lib", "mm", "rust",
+            "samples", "tools"]
+    out = []
+    for d in dirs:
+        for root, _, files in os.walk(os.path.join(top, d)):
+            for name in files:
+                if name.endswith((".orig", ".rej", "~")):
+                    continue
+                out.append(os.path.relpath(os.path.join(root, name), top))
+    return sorted(out)
+
+
+def maintainers(pristine_text, files, author):
+    """MAINTAINERS with the entry naming `files`, in its place in alphabetical order."""
+    entry = [ENTRY, f"M:\t{author}", f"L:\t{LIST}", "S:\tMaintained"]
+    entry += [f"F:\t{f}" for f in sorted(files)]
+    lines = pristine_text.split("\n")
+    start = next(i for i, l in enumerate(lines) if l.startswith("3C59X NETWORK DRIVER"))
+    titles = [i for i in range(start, len(lines) - 1)
+              if lines[i - 1] == "" and re.match(r"^[A-Z0-9]", lines[i])
+              and re.match(r"^[A-Z]:\t", lines[i + 1])]
+    # Between two entries that sort around it, the first of them with the same initial (the
+    # file is not quite sorted).
+    places = [b for a, b in zip(titles, titles[1:]) if lines[a] < ENTRY < lines[b]]
+    same = [b for b in places if lines[titles[titles.index(b) - 1]][0] == ENTRY[0]]
+    if not places:
+        die("no place for the MAINTAINERS entry")
+    i = (same or places)[0]
+    return "\n".join(lines[:i] + entry + [""] + lines[i:])
+
+
+def base_repo(pristine, work, env):
+    if os.path.isdir(os.path.join(work, ".git")):
+        git(work, "checkout", "-q", "-f", "--detach", "base", env=env)
+        git(work, "clean", "-q", "-f", "-d", "-x", env=env)
+        return
+    print("series: making the base repository (once)", flush=True)
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(pristine, work, symlinks=True)
+    git(work, "init", "-q", env=env)
+    git(work, "add", "-f", "-A", env=env)
+    git(work, "commit", "-q", "-m", "Linux base", env=env)
+    git(work, "tag", "base", env=env)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for a in ("pristine", "src", "top", "work", "out"):
+        ap.add_argument(f"--{a}", required=True)
+    ap.add_argument("--version", default="")
+    ap.add_argument("--build", default="")
+    args = ap.parse_args()
+    top, work = args.top, args.work
+
+    author = git(top, "log", "-1", "--format=%an <%ae>", capture=True).strip()
+    name, email = re.match(r"(.*) <(.*)>", author).groups()
+    env = dict(os.environ, GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email,
+               GIT_COMMITTER_NAME=name, GIT_COMMITTER_EMAIL=email,
+               GIT_AUTHOR_DATE="2026-01-01T00:00:00Z",
+               GIT_COMMITTER_DATE="2026-01-01T00:00:00Z")
+
+    sections = read_list(top)
+    listed = [f for s in sections for f in s["files"]]
+    have = overlay_files(top)
+    if sorted(listed) != have or len(set(listed)) != len(listed):
+        die("scripts/series.list and the overlay differ: "
+            f"not listed {sorted(set(have) - set(listed))}, "
+            f"not in the overlay {sorted(set(listed) - set(have))}, "
+            f"listed twice {sorted(f for f in set(listed) if listed.count(f) > 1)}")
+    with open(os.path.join(top, "patches/series")) as f:
+        hooks = [l.strip() for l in f if l.strip() and not l.startswith("#")]
+    # The MAINTAINERS hook is what the series builds a patch at a time.
+    hooks = [h for h in hooks if touched_by(os.path.join(top, "patches", h)) != {"MAINTAINERS"}]
+    used = [s["hook"] for s in sections if s["hook"]]
+    if sorted(used) != sorted(hooks) or len(set(used)) != len(used):
+        die("scripts/series.list must name every hook patch of patches/series once")
+
+    # 1. The series, one commit per section.
+    base_repo(args.pristine, work, env)
+    with open(os.path.join(work, "MAINTAINERS")) as f:
+        pristine_maint = f.read()
+    added = []
+    for s in sections:
+        if s["hook"]:
+            hook = os.path.join(top, "patches", s["hook"])
+            r = subprocess.run(["git", "-C", work, "apply", "--whitespace=nowarn", hook],
+                               stderr=subprocess.PIPE, text=True)
+            if r.returncode:
+                die(f"{s['hook']} does not apply in series order: {r.stderr.strip()}")
+            msg = hook_message(hook)
+        else:
+            msg = "\n".join(s["msg"]).strip() + "\n\nSigned-off-by: " + author + "\n"
+        for f in s["files"]:
+            os.makedirs(os.path.dirname(os.path.join(work, f)), exist_ok=True)
+            shutil.copy2(os.path.join(top, f), os.path.join(work, f))
+        if s["files"]:
+            added += s["files"]
+            with open(os.path.join(work, "MAINTAINERS"), "w") as f:
+                f.write(maintainers(pristine_maint, added, author))
+        git(work, "add", "-f", "-A", env=env)
+        r = subprocess.run(["git", "-C", work, "commit", "-q", "-F", "-"], input=msg,
+                           text=True, env=env, stderr=subprocess.PIPE)
+        if r.returncode:
+            die(f"commit of '{msg.splitlines()[0]}': {r.stderr.strip()}")
+    git(work, "branch", "-q", "-f", "series", "HEAD", env=env)
+
+    # 2. Exported, with a cover letter.
+    shutil.rmtree(args.out, ignore_errors=True)
+    git(work, "format-patch", "-q", "--cover-letter", "--no-signature", "-o", args.out,
+        "base..series", env=env)
+    patches = sorted(p for p in os.listdir(args.out) if p.endswith(".patch"))
+    cover = os.path.join(args.out, patches[0])
+    with open(os.path.join(top, "scripts/series-cover.txt")) as f:
+        text = f.read()
+    if text.startswith("SPDX-License-Identifier:"):
+        text = text.split("\n", 1)[1]
+    blurb_subject, _, blurb = text.partition("\n\n")
+    with open(cover) as f:
+        text = f.read()
+    text = text.replace("*** SUBJECT HERE ***", blurb_subject.strip())
+    text = text.replace("*** BLURB HERE ***", blurb.strip() + "\n" + figures(top))
+    with open(cover, "w") as f:
+        f.write(text)
+    print(f"series: {len(patches) - 1} patches and a cover letter in {args.out}", flush=True)
+
+    # 3. Applied with git am to the base, and compared with the tested tree.
+    git(work, "checkout", "-q", "-f", "--detach", "base", env=env)
+    git(work, "clean", "-q", "-f", "-d", "-x", env=env)
+    r = subprocess.run(["git", "-C", work, "am", "-q", *[os.path.join(args.out, p)
+                                                         for p in patches[1:]]],
+                       env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if r.returncode:
+        subprocess.run(["git", "-C", work, "am", "--abort"], stderr=subprocess.DEVNULL)
+        die(f"git am: {r.stdout.strip()[-600:]}")
+    touched = git(work, "diff", "--name-only", "base", "HEAD", capture=True).split()
+    with open(os.path.join(args.src, ".jlrs-manifest")) as f:
+        manifest = {l.strip() for l in f if l.strip()}
+    want = (set(manifest) | {"MAINTAINERS"}) - {".jlrs-manifest"}
+    differ = [p for p in sorted(set(touched) | want)
+              if not os.path.exists(os.path.join(args.src, p))
+              or not os.path.exists(os.path.join(work, p))
+              or open(os.path.join(args.src, p), "rb").read()
+              != open(os.path.join(work, p), "rb").read()]
+    if differ or set(touched) != want:
+        die(f"the applied series is not the tested tree (a MAINTAINERS difference: the entry "
+            "of patches/ must list every overlay file): differs {differ}, "
+            f"only in the series {sorted(set(touched) - want)}, "
+            f"only in the tree {sorted(want - set(touched))}")
+    print(f"series: git am on the base: ok, the {len(touched)} files it touches are the "
+          "tested tree's", flush=True)
+
+    # 4. checkpatch --strict on every patch.
+    # checkpatch runs the tree's scripts/spdxcheck.py, which needs the system's python3
+    # (python3-ply).
+    cp_env = dict(os.environ, PATH="/usr/bin:" + os.environ.get("PATH", ""))
+    bad = []
+    for p in patches[1:]:
+        r = subprocess.run(["perl", "scripts/checkpatch.pl", "--strict", "--no-summary",
+                            "--terse", os.path.join(args.out, p)], cwd=work, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=cp_env)
+        if r.returncode or r.stdout.strip():
+            bad.append(f"{p}: {r.stdout.strip()[:800]}")
+    if bad:
+        die("checkpatch --strict:\n" + "\n".join(bad))
+    print(f"series: checkpatch --strict: ok ({len(patches) - 1} patches)", flush=True)
+
+    # 5. Built, if asked.
+    if args.build:
+        r = subprocess.run(args.build, shell=True, cwd=work)
+        if r.returncode:
+            die(f"the build of the applied series failed (exit {r.returncode})")
+        print("series: build of the applied series: ok", flush=True)
+
+
+def figures(top):
+    """The measured figures for the cover letter, from results/demo.json."""
+    try:
+        with open(os.path.join(top, "results/demo.json")) as f:
+            d = json.load(f)
+    except (OSError, ValueError):
+        return ""
+    out = [f"Measured with make demo (results/, revision {d.get('revision', '?')}): QEMU TCG,",
+           "4 vCPUs, -icount shift=0, all modes in one boot of one image; cost in",
+           "guest instructions, the best of many flips.", ""]
+    cost = {(r["mode"], r["sites"]): r for r in d.get("flip", [])}
+    sizes = sorted({n for _, n in cost})
+    if sizes:
+        out.append("  sites per key           " + "".join(f"{n:>8}" for n in sizes))
+        for label, mode in (("sync rounds, rust", "rust"), ("sync rounds, upstream", "c")):
+            out.append(f"  {label:<24}" + "".join(
+                f"{cost[(mode, n)]['ipi_rounds_per_flip']:>8g}" for n in sizes))
+        out.append("  flip cost, rust/upstream" + "".join(
+            f"{cost[('rust', n)]['cost_min'] / cost[('c', n)]['cost_min']:>8.3f}"
+            for n in sizes))
+    rows = d.get("isolation", {}).get("rows", [])
+    iso = {(r["defer"], r["sites"]): r["cal_per_flip_isolated"] for r in rows
+           if r["mode"] == "rust"}
+    if iso:
+        out += ["", "  IPIs per flip per isolated CPU in user space, deferral off / on:"]
+        for n in sorted({n for _, n in iso}):
+            out.append(f"    {n:>5} sites: {iso.get(('off', n), '?')} / {iso.get(('on', n), '?')}")
+    entry = {e["variant"]: e["instr_per_call"] for e in d.get("entry", [])}
+    off = entry.get("getpid() on CPU 2, deferral off")
+    on = entry.get("getpid() on CPU 2, deferral on")
+    if off and on:
+        out += ["", f"  getpid() on an isolated CPU, deferral off / on: {off} / {on} "
+                    f"instructions ({(on / off - 1) * 100:+.1f}%)"]
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    main()
