@@ -18,6 +18,7 @@ check), and with --build, the command run in the applied tree. Prints one
 """
 
 import argparse
+import difflib
 import json
 import os
 import re
@@ -138,8 +139,13 @@ def main():
         ap.add_argument(f"--{a}", required=True)
     ap.add_argument("--version", default="")
     ap.add_argument("--build", default="")
+    ap.add_argument("--write-maintainers", default="",
+                    help="only write the MAINTAINERS hook patch listing every overlay file")
     args = ap.parse_args()
     top, work = args.top, args.work
+    if args.write_maintainers:
+        write_maintainers_hook(args.pristine, top, args.write_maintainers)
+        return
 
     author = git(top, "log", "-1", "--format=%an <%ae>", capture=True).strip()
     name, email = re.match(r"(.*) <(.*)>", author).groups()
@@ -259,6 +265,41 @@ def main():
         if r.returncode:
             die(f"the build of the applied series failed (exit {r.returncode})")
         print("series: build of the applied series: ok", flush=True)
+
+
+def write_maintainers_hook(pristine, top, path):
+    """Writes the hook patch that adds the MAINTAINERS entry with every overlay file."""
+    author = git(top, "log", "-1", "--format=%an <%ae>", capture=True).strip()
+    name, email = re.match(r"(.*) <(.*)>", author).groups()
+    with open(os.path.join(pristine, "MAINTAINERS")) as f:
+        old = f.read()
+    new = maintainers(old, overlay_files(top), author)
+    diff = difflib.unified_diff(old.splitlines(True), new.splitlines(True),
+                                "a/MAINTAINERS", "b/MAINTAINERS", n=3)
+    body = "".join(diff)
+    added = sum(1 for l in body.splitlines() if l.startswith("+") and not l.startswith("+++"))
+    body = body.replace("--- a/MAINTAINERS\n+++ b/MAINTAINERS\n",
+                        "diff --git a/MAINTAINERS b/MAINTAINERS\n--- a/MAINTAINERS\n"
+                        "+++ b/MAINTAINERS\n", 1)
+    with open(path, "w") as f:
+        f.write(f"""From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
+From: {name}
+ <{email}>
+Date: Tue, 24 Nov 2026 09:00:00 +0000
+Subject: [PATCH] MAINTAINERS: add an entry for jump_label_rs
+
+List the files of the Rust text-poke batch, the Rust static keys, the
+deferred work of isolated CPUs and qpw under one entry.
+
+Signed-off-by: {author}
+---
+ MAINTAINERS | {added} {"+" * min(added, 60)}
+ 1 file changed, {added} insertions(+)
+
+{body}-- 
+2.39.5
+
+""")
 
 
 def figures(top):

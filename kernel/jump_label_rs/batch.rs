@@ -13,7 +13,11 @@ use core::{cell::UnsafeCell, ffi::c_void, ptr};
 
 use kernel::{
     bindings,
-    prelude::*, //
+    prelude::*,
+    sync::atomic::{
+        Atomic,
+        Relaxed, //
+    },
 };
 
 use crate::poke::{self, Emulation, PokeError, PokeLoc, Queue, Sites, TextOps};
@@ -239,8 +243,9 @@ impl TextOps for KernelText {
         // A byte at a time: a site's 1 to 6 bytes cost less than a call to `memcpy()`.
         for (i, b) in buf.iter_mut().enumerate() {
             // SAFETY: `addr` is a site in live kernel text being patched under `text_mutex`,
-            // so its bytes are mapped and only this thread writes them.
-            *b = unsafe { ptr::read_volatile((addr + i) as *const u8) };
+            // so its bytes are mapped and only this thread writes them; a byte needs no
+            // alignment.
+            *b = unsafe { Atomic::from_ptr((addr + i) as *mut i8) }.load(Relaxed) as u8;
         }
     }
 
@@ -335,8 +340,9 @@ impl TextOps for KernelText {
 /// It only changes with `text_mutex` and `jump_label_mutex` held and nothing queued, so it
 /// stays put for as long as a caller holds either.
 pub(crate) fn mode() -> u32 {
-    // SAFETY: `text_poke_rs_mode` is a valid `int`; a volatile read is `READ_ONCE()`.
-    let mode = unsafe { ptr::read_volatile(&raw const bindings::text_poke_rs_mode) };
+    // SAFETY: `text_poke_rs_mode` is an `int` that lives as long as the kernel, aligned, and
+    // written with `WRITE_ONCE()`.
+    let mode = unsafe { Atomic::from_ptr(&raw mut bindings::text_poke_rs_mode) }.load(Relaxed);
     mode as u32
 }
 
@@ -591,8 +597,9 @@ fn apply_sites(sites: &[PokeLoc], old: &mut [u8]) -> bool {
 #[link_section = ".noinstr.text"]
 pub unsafe extern "C" fn text_poke_rs_emulate(regs: *mut bindings::pt_regs) -> bool {
     // SAFETY: With a reference held, the vector published before the reference count was set
-    // stays valid and unchanged (ordered by the handler's `smp_rmb()` and the count's acquire).
-    let (vec, len) = unsafe { ptr::read_volatile(STATE.published.get()) };
+    // stays valid and unchanged (ordered by the handler's `smp_rmb()` and the count's acquire):
+    // nothing writes `published` while it is read here.
+    let (vec, len) = unsafe { *STATE.published.get() };
     if vec.is_null() {
         return false;
     }

@@ -22,7 +22,15 @@ use core::{
     ptr,
     sync::atomic::{AtomicU32, Ordering},
 };
-use kernel::{bindings, cpu::CpuId, cpumask::Cpumask};
+use kernel::{
+    bindings,
+    cpu::CpuId,
+    cpumask::Cpumask,
+    sync::atomic::{
+        Atomic,
+        Relaxed, //
+    },
+};
 
 const _: () = assert!(Work::SYNC_CORE.bits() == bindings::ct_work_rs_work_CT_WORK_RS_SYNC_CORE);
 const _: () = assert!(Work::TLB_FLUSH.bits() == bindings::ct_work_rs_work_CT_WORK_RS_TLB_FLUSH);
@@ -118,9 +126,9 @@ pub extern "C" fn ct_work_rs_defer(cpu: c_int, work: u32) -> bool {
 
 /// Whether deferral is switched on.
 pub fn enabled() -> bool {
-    // SAFETY: `ct_work_rs_enabled` is a `bool` that lives as long as the kernel; a volatile read
-    // is `READ_ONCE()`.
-    unsafe { ptr::read_volatile(&raw const bindings::ct_work_rs_enabled) }
+    // SAFETY: `ct_work_rs_enabled` is a `bool` that lives as long as the kernel, written with
+    // `WRITE_ONCE()`.
+    unsafe { Atomic::from_ptr(&raw mut bindings::ct_work_rs_enabled) }.load(Relaxed)
 }
 
 /// Whether a batch of `sites` (with `base`) may be deferred: deferral is on, some CPU is
@@ -155,9 +163,9 @@ fn next_isolated(cpu: c_int) -> c_int {
 /// says otherwise; about the time a CPU takes to handle a tick or a short system call. Only the
 /// sender waits; the isolated CPU is not disturbed.
 fn wait_ns() -> u64 {
-    // SAFETY: `ct_work_rs_wait_ns` is an `unsigned long` that lives as long as the kernel; a
-    // volatile read is `READ_ONCE()`.
-    unsafe { ptr::read_volatile(&raw const bindings::ct_work_rs_wait_ns) as u64 }
+    // SAFETY: `ct_work_rs_wait_ns` is an aligned `unsigned long` that lives as long as the
+    // kernel, written with `WRITE_ONCE()`.
+    unsafe { Atomic::from_ptr(&raw mut bindings::ct_work_rs_wait_ns) }.load(Relaxed) as u64
 }
 
 /// Isolated CPUs a round waits for at most; beyond them, CPUs found in the kernel get the IPI.

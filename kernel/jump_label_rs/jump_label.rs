@@ -19,7 +19,7 @@
 //! A refused flip also leaves the key's count as it was: the hooks in `kernel/jump_label.c`
 //! put it back when [`jump_label_rs_update`] counted a refusal.
 //!
-//! [`jump_label_rs_commit`] flips several keys as one batch (`static_key::Transaction`): the
+//! [`jump_label_rs_commit`] flips several keys as one batch (`jump_label::Transaction`): the
 //! keys' counts and their text change together, inside one hold of `jump_label_mutex` and
 //! `text_mutex`, and only the keys it was given wait for the batch.
 
@@ -35,11 +35,14 @@ use core::{
 
 use kernel::{
     bindings,
-    prelude::*,
-    static_key::insn::{
-        self,
-        SiteInsn, //
+    jump_label::{
+        x86::{
+            self,
+            SiteInsn, //
+        },
+        JumpEntry, //
     },
+    prelude::*,
     sync::atomic::{
         Atomic,
         Relaxed,
@@ -67,35 +70,6 @@ fn off(addr: usize) -> usize {
     addr.wrapping_sub((&raw const bindings::_stext).addr())
 }
 
-/// One entry of the jump table, decoded.
-struct Entry {
-    code: usize,
-    target: usize,
-    key: usize,
-    branch: bool,
-    init: bool,
-}
-
-impl Entry {
-    /// Decodes `entry`.
-    ///
-    /// # Safety
-    ///
-    /// `entry` points to a valid jump-table entry, which does not change while it is read.
-    unsafe fn read(entry: *const bindings::jump_entry) -> Self {
-        // SAFETY: The caller guarantees `entry` is valid.
-        let e = unsafe { &*entry };
-        let rel = |field: usize, off: isize| field.wrapping_add_signed(off);
-        Self {
-            code: rel((&raw const e.code).addr(), e.code as isize),
-            target: rel((&raw const e.target).addr(), e.target as isize),
-            key: rel((&raw const e.key).addr(), e.key & !3),
-            branch: e.key & 1 != 0,
-            init: e.key & 2 != 0,
-        }
-    }
-}
-
 /// What the walk makes of a site.
 enum Plan {
     /// Not patched: freed init text, or not kernel text.
@@ -104,7 +78,7 @@ enum Plan {
     Write(PokeLoc),
     /// Holds something else: the flip must be refused.
     Wrong {
-        have: [u8; insn::MAX_LEN],
+        have: [u8; x86::MAX_LEN],
         len: usize,
     },
 }
@@ -115,18 +89,18 @@ enum Plan {
 /// at `code`, and if a corrupted jump table said otherwise, the batch would find the address
 /// queued twice and refuse the commit.
 #[inline(always)]
-fn current_bytes(_text: &TextMutex, code: usize) -> [u8; insn::MAX_LEN] {
-    let mut bytes = [0u8; insn::MAX_LEN];
+fn current_bytes(_text: &TextMutex, code: usize) -> [u8; x86::MAX_LEN] {
+    let mut bytes = [0u8; x86::MAX_LEN];
     // SAFETY: `code` is kernel text (checked by the caller), mapped and only written under
     // `text_mutex`, which `_text` says is held. Upstream's own check reads the site's whole
     // decoded instruction, so the 5 bytes read here are mapped as well.
-    unsafe { ptr::copy_nonoverlapping(code as *const u8, bytes.as_mut_ptr(), insn::MAX_LEN) };
+    unsafe { ptr::copy_nonoverlapping(code as *const u8, bytes.as_mut_ptr(), x86::MAX_LEN) };
     bytes
 }
 
 /// Decides what to do with the site of `e` for a key whose value is now `enabled`.
 #[inline(always)]
-fn plan(text: &TextMutex, e: &Entry, enabled: bool, init: bool) -> Plan {
+fn plan(text: &TextMutex, e: &JumpEntry, enabled: bool, init: bool) -> Plan {
     static NOT_TEXT: AtomicBool = AtomicBool::new(false);
 
     if !init && e.init {
@@ -146,10 +120,10 @@ fn plan(text: &TextMutex, e: &Entry, enabled: bool, init: bool) -> Plan {
     }
     let have = current_bytes(text, e.code);
     let wrong = |len| Plan::Wrong { have, len };
-    let Some(len) = insn::site_size(&have) else {
-        return wrong(insn::MAX_LEN);
+    let Some(len) = x86::site_size(&have) else {
+        return wrong(x86::MAX_LEN);
     };
-    let jumps = insn::site_jumps(enabled, e.branch);
+    let jumps = x86::site_jumps(enabled, e.branch);
     let (Some(old), Some(new)) = (
         SiteInsn::for_site(e.code, e.target, len, !jumps),
         SiteInsn::for_site(e.code, e.target, len, jumps),
@@ -174,11 +148,11 @@ unsafe fn for_each_entry(
     key: *mut bindings::static_key,
     mut entry: *const bindings::jump_entry,
     stop: *const bindings::jump_entry,
-    mut f: impl FnMut(&Entry),
+    mut f: impl FnMut(&JumpEntry),
 ) {
     while entry < stop {
         // SAFETY: `entry` is in `entry..stop`, valid as the caller guarantees.
-        let e = unsafe { Entry::read(entry) };
+        let e = unsafe { JumpEntry::read(entry) };
         if e.key != key.addr() {
             break;
         }
@@ -238,8 +212,9 @@ pub unsafe extern "C" fn jump_label_rs_update(
     if how != How::Check && batch::mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_C {
         return false;
     }
-    // SAFETY: `system_state` is written only by the boot CPU as the kernel comes up.
-    let state = unsafe { ptr::read_volatile(&raw const bindings::system_state) };
+    // SAFETY: `system_state` is an aligned `enum` that lives as long as the kernel; it is written
+    // only by the boot CPU as the kernel comes up.
+    let state = unsafe { Atomic::from_ptr(&raw mut bindings::system_state) }.load(Relaxed);
     if how != How::Check && state == bindings::system_states_SYSTEM_BOOTING {
         return false;
     }
@@ -269,7 +244,7 @@ pub unsafe extern "C" fn jump_label_rs_update(
     let one_walk = how != How::Check && batch::reserve_keys(text, sites);
 
     let mut wrong = 0usize;
-    let mut report = |e: &Entry, why: core::fmt::Arguments<'_>| {
+    let mut report = |e: &JumpEntry, why: core::fmt::Arguments<'_>| {
         if wrong < REPORTED {
             pr_err!(
                 "jump_label: site _stext+{:#x} of key _stext+{:#x} {}\n",
@@ -295,7 +270,7 @@ pub unsafe extern "C" fn jump_label_rs_update(
                 format_args!(
                     "holds {:02x?}, not the {} its key left there",
                     &have[..len],
-                    if insn::site_jumps(enabled, e.branch) {
+                    if x86::site_jumps(enabled, e.branch) {
                         "NOP"
                     } else {
                         "JMP"

@@ -12,6 +12,9 @@
 //!
 //! C header: [`arch/x86/include/asm/text_poke_rs.h`](srctree/arch/x86/include/asm/text_poke_rs.h).
 
+/// The x86 encodings, shared with the Rust static keys: the one place they live.
+pub(crate) use kernel::jump_label::x86;
+
 pub mod batch;
 pub mod ct_work;
 #[cfg(CONFIG_TEXT_POKE_RS_DEFER)]

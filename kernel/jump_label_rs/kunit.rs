@@ -9,13 +9,13 @@
 
 use kernel::{
     bindings,
-    prelude::*,
-    static_key::{
-        insn,
-        ExpectedWarnings,
+    jump_label::{
+        x86 as insn,
         StaticKeyFalse,
         Transaction, //
     },
+    kunit::ExpectedWarnings,
+    prelude::*,
 };
 
 static KEY_1: StaticKeyFalse = StaticKeyFalse::new();
@@ -35,20 +35,7 @@ static KEY_CORRUPT: StaticKeyFalse = StaticKeyFalse::new();
 static KEY_RACE: StaticKeyFalse = StaticKeyFalse::new();
 static KEY_CLAIMED: StaticKeyFalse = StaticKeyFalse::new();
 
-/// Defines `$f::<A, B>`: one site on `$key` per instance. Each instance's body differs (it
-/// adds its own constant), or identical functions would be merged into one.
-macro_rules! sites_of {
-    ($f:ident, $key:ident) => {
-        #[inline(never)]
-        fn $f<const A: u32, const B: u32>(x: u32) -> u32 {
-            if kernel::static_branch_unlikely!($key) {
-                x.wrapping_add(A * 32 + B + 1)
-            } else {
-                x
-            }
-        }
-    };
-}
+include!("sites.rs");
 
 sites_of!(site_1, KEY_1);
 sites_of!(site_64, KEY_64);
@@ -68,7 +55,7 @@ sites_of!(site_race, KEY_RACE);
 sites_of!(site_claimed, KEY_CLAIMED);
 
 /// The sites of [`KEY_STRESS`].
-const STRESS_SITES: [fn(u32) -> u32; 4] = [
+const STRESS_SITES: [fn() -> u32; 4] = [
     site_stress::<0, 0>,
     site_stress::<0, 1>,
     site_stress::<0, 2>,
@@ -131,7 +118,7 @@ impl TraceProbe {
 extern "C" fn stress_pass() -> core::ffi::c_ulong {
     let mut wrong = 0;
     for (b, site) in (1u32..).zip(STRESS_SITES.iter()) {
-        let r = site(0);
+        let r = site();
         if r != 0 && r != b {
             wrong += 1;
         }
@@ -139,28 +126,10 @@ extern "C" fn stress_pass() -> core::ffi::c_ulong {
     wrong
 }
 
-/// Runs row `$a` of `$f`'s sites, 32 of them; evaluates to how many were taken.
-macro_rules! row {
-    ($f:ident, $a:literal) => {
-        row!(@ $f, $a; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27
-             28 29 30 31)
-    };
-    (@ $f:ident, $a:literal; $($b:literal)*) => {
-        $( u32::from($f::<$a, $b>(0) != 0) + )* 0
-    };
-}
-
-/// Runs rows `$a...` of `$f`'s sites.
-macro_rules! rows {
-    ($f:ident; $($a:literal)*) => {
-        $( row!($f, $a) + )* 0
-    };
-}
-
 /// Runs every site of every key; returns how many were taken, per key.
 fn run_all() -> [u32; 4] {
     [
-        u32::from(site_1::<0, 0>(0) != 0),
+        u32::from(site_1::<0, 0>() != 0),
         rows!(site_64; 0 1),
         rows!(site_256; 0 1 2 3 4 5 6 7),
         rows!(site_1024; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26

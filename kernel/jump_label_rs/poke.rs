@@ -20,26 +20,21 @@
 //! C reference: `smp_text_poke_batch_finish()` in
 //! [`arch/x86/kernel/alternative.c`](srctree/arch/x86/kernel/alternative.c).
 
-/// `int3`.
-pub const INT3: u8 = 0xcc;
-/// `ret`.
-pub const RET: u8 = 0xc3;
-/// `call rel32`.
-pub const CALL: u8 = 0xe8;
-/// `jmp rel32`.
-pub const JMP32: u8 = 0xe9;
-/// `jmp rel8`.
-pub const JMP8: u8 = 0xeb;
-/// The two-byte opcode escape, first byte of `Jcc rel32`.
-pub const ESCAPE: u8 = 0x0f;
+pub use crate::x86::{
+    CALL,
+    ESCAPE,
+    INT3,
+    JMP32,
+    JMP8,
+    RET, //
+};
+use crate::x86::{
+    NOP2,
+    NOP5, //
+};
 
 /// The longest instruction a batch patches: `Jcc rel32`.
 pub const MAX_INSN: usize = 6;
-
-/// The 2-byte NOP x86-64 kernels use.
-const NOP2: [u8; 2] = [0x66, 0x90];
-/// The 5-byte NOP x86-64 kernels use.
-const NOP5: [u8; 5] = [0x0f, 0x1f, 0x44, 0x00, 0x00];
 
 /// Why an instruction cannot be added to a batch.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

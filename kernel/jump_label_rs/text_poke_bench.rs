@@ -69,10 +69,14 @@ use core::{
 use kernel::{
     bindings,
     debugfs::Scope,
-    prelude::*,
-    static_key::{
+    jump_label::{
         StaticKeyFalse,
         Transaction, //
+    },
+    prelude::*,
+    sync::atomic::{
+        Atomic,
+        Relaxed, //
     },
     uaccess::UserSliceReader, //
 };
@@ -85,24 +89,15 @@ module! {
     license: "GPL",
 }
 
-/// Defines a key and its sites: `$site::<A, B>` is one site per instance, returning
-/// `A * 32 + B + 1` when the key is enabled and 0 when not. Each instance's body differs, or
-/// identical functions would be merged into one.
+include!("sites.rs");
+
+/// Defines `$key`, a key of the benchmark, and `$site`, its sites (see `sites_of!`).
 macro_rules! bench_key {
     ($key:ident, $site:ident) => {
         static $key: StaticKeyFalse = StaticKeyFalse::new();
-
-        #[inline(never)]
-        fn $site<const A: u32, const B: u32>() -> u32 {
-            if kernel::static_branch_unlikely!($key) {
-                A * 32 + B + 1
-            } else {
-                0
-            }
-        }
+        sites_of!($site, $key);
     };
 }
-
 bench_key!(KEY_1, site_1);
 bench_key!(KEY_8, site_8);
 bench_key!(KEY_56, site_56);
@@ -121,28 +116,6 @@ bench_key!(TXN_7, site_txn_7);
 static TXN_KEYS: [&StaticKeyFalse; 8] = [
     &TXN_0, &TXN_1, &TXN_2, &TXN_3, &TXN_4, &TXN_5, &TXN_6, &TXN_7,
 ];
-
-/// Runs sites `$a, $b...` of `$f`; evaluates to how many branched.
-macro_rules! run {
-    ($f:ident, $a:literal; $($b:literal)*) => {
-        $( u32::from($f::<$a, $b>() != 0) + )* 0
-    };
-}
-
-/// Runs row `$a` of `$f`, 32 sites.
-macro_rules! row {
-    ($f:ident, $a:literal) => {
-        run!($f, $a; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28
-             29 30 31)
-    };
-}
-
-/// Runs rows `$a...` of `$f`.
-macro_rules! rows {
-    ($f:ident; $($a:literal)*) => {
-        $( row!($f, $a) + )* 0
-    };
-}
 
 fn run_1() -> u32 {
     run!(site_1, 0; 0)
@@ -384,8 +357,9 @@ fn stats() -> bindings::text_poke_rs_stats {
 }
 
 fn mode() -> u64 {
-    // SAFETY: `text_poke_rs_mode` is a valid `int`; a volatile read is `READ_ONCE()`.
-    let mode = unsafe { core::ptr::read_volatile(&raw const bindings::text_poke_rs_mode) };
+    // SAFETY: `text_poke_rs_mode` is an `int` that lives as long as the kernel, aligned, and
+    // written with `WRITE_ONCE()`.
+    let mode = unsafe { Atomic::from_ptr(&raw mut bindings::text_poke_rs_mode) }.load(Relaxed);
     mode as u64
 }
 
@@ -587,14 +561,15 @@ impl Bench {
         }
         let mut txn = Transaction::new();
         txn.enable(key)?;
-        // SAFETY: A plain flag the module's init function polls with `READ_ONCE()`.
-        unsafe { core::ptr::write_volatile(&raw mut text_poke_rs_mod_go, true) };
+        // SAFETY: A `bool` of the kernel image the module's init function polls with
+        // `READ_ONCE()`.
+        unsafe { Atomic::from_ptr(&raw mut text_poke_rs_mod_go) }.store(true, Relaxed);
         kernel::time::delay::fsleep(kernel::time::Delta::from_millis(ms as i64));
         let before = stats();
         let ret = txn.commit();
         let after = stats();
         // SAFETY: As above.
-        unsafe { core::ptr::write_volatile(&raw mut text_poke_rs_mod_go, false) };
+        unsafe { Atomic::from_ptr(&raw mut text_poke_rs_mod_go) }.store(false, Relaxed);
         let mut values = [0u64; FIELDS.len()];
         values[1] = 1;
         values[2] = after.syncs - before.syncs;

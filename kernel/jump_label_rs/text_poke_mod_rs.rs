@@ -22,11 +22,11 @@ use core::fmt;
 use kernel::{
     bindings,
     debugfs::Scope,
-    prelude::*,
-    static_key::{
+    jump_label::{
         StaticKeyFalse,
         StaticKeyTrue, //
     },
+    prelude::*,
     uaccess::UserSliceReader,
 };
 

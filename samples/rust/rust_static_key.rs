@@ -20,11 +20,11 @@ use kernel::{
         Reader,
         Scope, //
     },
-    prelude::*,
-    static_key::{
-        insn::Decoded,
+    jump_label::{
+        x86::Decoded,
         StaticKeyFalse, //
     },
+    prelude::*,
     uaccess::UserSliceReader,
 };
 

@@ -2,8 +2,8 @@
 
 //! The pure parts of the kernel code, built for the host from the overlay's own files.
 
-#[path = "../../../rust/kernel/static_key/insn.rs"]
-pub mod insn;
+#[path = "../../../rust/kernel/jump_label/x86.rs"]
+pub mod x86;
 
 #[path = "../../../kernel/jump_label_rs/poke.rs"]
 pub mod poke;

@@ -2,7 +2,7 @@
 
 //! Site encodings and the branch macros' flag logic, against a reference model.
 
-use jump_label_rs_host::insn::{self, Decoded, SiteInsn};
+use jump_label_rs_host::x86::{self as insn, Decoded, SiteInsn};
 use proptest::prelude::*;
 
 #[test]
@@ -126,12 +126,9 @@ fn site_size_of_key_instructions_only() {
     let mut b = [0u8; 5];
     b[..2].copy_from_slice(&insn::NOP2);
     assert_eq!(insn::site_size(&b), Some(2));
-    assert_eq!(
-        insn::site_size(&[insn::JMP8_OPCODE, 3, 0x90, 0x90, 0x90]),
-        Some(2)
-    );
+    assert_eq!(insn::site_size(&[insn::JMP8, 3, 0x90, 0x90, 0x90]), Some(2));
     assert_eq!(insn::site_size(&insn::NOP5), Some(5));
-    assert_eq!(insn::site_size(&[insn::JMP32_OPCODE, 1, 2, 3, 4]), Some(5));
+    assert_eq!(insn::site_size(&[insn::JMP32, 1, 2, 3, 4]), Some(5));
     for bad in [
         [0x90; 5],
         [0xcc; 5],

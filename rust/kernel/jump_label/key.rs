@@ -24,7 +24,7 @@
 //! # Examples
 //!
 //! ```
-//! use kernel::static_key::StaticKeyFalse;
+//! use kernel::jump_label::StaticKeyFalse;
 //!
 //! static VERBOSE: StaticKeyFalse = StaticKeyFalse::new();
 //!
@@ -46,11 +46,12 @@ use crate::{
     bindings,
     error::{code::*, Result},
     ffi::c_ulong,
+    sync::atomic::{Atomic, Relaxed},
     task::might_sleep,
     types::Opaque,
 };
 
-pub mod insn;
+use super::x86;
 
 /// The kinds of static key a site can test.
 ///
@@ -329,7 +330,7 @@ impl<const INITIAL: bool> Default for StaticKey<INITIAL> {
 /// # Examples
 ///
 /// ```
-/// use kernel::static_key::{StaticKeyFalse, Transaction};
+/// use kernel::jump_label::{StaticKeyFalse, Transaction};
 ///
 /// static A: StaticKeyFalse = StaticKeyFalse::new();
 /// static B: StaticKeyFalse = StaticKeyFalse::new();
@@ -411,48 +412,6 @@ impl Transaction {
 impl Default for Transaction {
     fn default() -> Self {
         Self::new()
-    }
-}
-
-/// Counts the warnings the current KUnit test triggers on purpose, and keeps them out of the
-/// log, until it is dropped: for the tests of static keys and of the text-poke batch.
-#[cfg(CONFIG_KUNIT)]
-#[doc(hidden)]
-pub struct ExpectedWarnings {
-    test: *mut bindings::kunit,
-    handle: *mut bindings::kunit_suppressed_warning,
-}
-
-#[cfg(CONFIG_KUNIT)]
-impl ExpectedWarnings {
-    /// Starts counting; `None` outside a KUnit test or if counting could not start (the test is
-    /// then marked failed).
-    pub fn new() -> Option<Self> {
-        // SAFETY: Only reads the current task's test, if any.
-        let test = unsafe { bindings::kunit_get_current_test() };
-        if test.is_null() {
-            return None;
-        }
-        // SAFETY: `test` is the running test of the current task.
-        let handle = unsafe { bindings::kunit_start_suppress_warning(test) };
-        if handle.is_null() {
-            return None;
-        }
-        Some(Self { test, handle })
-    }
-
-    /// The warnings counted so far.
-    pub fn count(&self) -> i32 {
-        // SAFETY: `handle` is live until `self` is dropped.
-        unsafe { bindings::kunit_suppressed_warning_count(self.handle) }
-    }
-}
-
-#[cfg(CONFIG_KUNIT)]
-impl Drop for ExpectedWarnings {
-    fn drop(&mut self) {
-        // SAFETY: `handle` was started for `test` by `new()` and is ended only here.
-        unsafe { bindings::kunit_end_suppress_warning(self.test, self.handle) };
     }
 }
 
@@ -567,10 +526,8 @@ fn walk_sites(key: *mut bindings::static_key, f: &mut dyn FnMut(&Site)) -> Resul
     while entry < stop {
         // SAFETY: `entry` is in the kernel's jump table, whose entries stay put while `_lock`
         // is held.
-        let Some(site) = (unsafe { Site::from_entry(entry) }) else {
-            break;
-        };
-        if site.key != key.addr() {
+        let site = unsafe { Site::from_entry(entry) };
+        if site.entry.key != key.addr() {
             break;
         }
         if site.size != 0 {
@@ -582,14 +539,50 @@ fn walk_sites(key: *mut bindings::static_key, f: &mut dyn FnMut(&Site)) -> Resul
     Ok(())
 }
 
+/// A `__jump_table` entry, decoded: the one decoder of jump-table entries, for the sites
+/// [`StaticKey::for_each_site`] hands out and for the text-poke batch's update of a key.
+///
+/// An entry's fields are offsets from themselves; the key's two low bits are the entry's flags.
+#[derive(Clone, Copy, Debug)]
+pub struct JumpEntry {
+    /// The address of the site's instruction.
+    pub code: usize,
+    /// The address the site jumps to when it branches.
+    pub target: usize,
+    /// The address of the key.
+    pub key: usize,
+    /// The branch bit: the site jumps when its key's value differs from it.
+    pub branch: bool,
+    /// The init bit: the site is in init text, freed once the kernel or its module is up.
+    pub init: bool,
+}
+
+impl JumpEntry {
+    /// Decodes `entry`.
+    ///
+    /// # Safety
+    ///
+    /// `entry` points to a valid jump-table entry, which does not change while it is read.
+    #[inline(always)]
+    pub unsafe fn read(entry: *const bindings::jump_entry) -> Self {
+        // SAFETY: The caller guarantees `entry` is valid.
+        let e = unsafe { &*entry };
+        let rel = |field: usize, off: isize| field.wrapping_add_signed(off);
+        Self {
+            code: rel((&raw const e.code).addr(), e.code as isize),
+            target: rel((&raw const e.target).addr(), e.target as isize),
+            key: rel((&raw const e.key).addr(), e.key & !3),
+            branch: e.key & 1 != 0,
+            init: e.key & 2 != 0,
+        }
+    }
+}
+
 /// One site of a static key: a `__jump_table` entry and the instruction it patches.
 ///
 /// Only handed out by [`StaticKey::for_each_site`], while the site cannot change or go away.
 pub struct Site {
-    code: usize,
-    target: usize,
-    key: usize,
-    branch: bool,
+    entry: JumpEntry,
     size: usize,
 }
 
@@ -601,54 +594,42 @@ impl Site {
     ///
     /// `entry` is a valid entry of the kernel's jump table, and `jump_label_mutex` is held (and
     /// `text_mutex`, with the Rust text-poke batch).
-    unsafe fn from_entry(entry: *mut bindings::jump_entry) -> Option<Self> {
-        // SAFETY: The caller guarantees `entry` is valid.
-        let e = unsafe { &*entry };
-        let code = (&raw const e.code)
-            .addr()
-            .wrapping_add_signed(e.code as isize);
-        let target = (&raw const e.target)
-            .addr()
-            .wrapping_add_signed(e.target as isize);
-        let key = (&raw const e.key).addr().wrapping_add_signed(e.key & !3);
+    unsafe fn from_entry(entry: *mut bindings::jump_entry) -> Self {
+        // SAFETY: The caller guarantees `entry` is valid and does not change.
+        let entry = unsafe { JumpEntry::read(entry) };
+        let code = entry.code;
         // SAFETY: `kernel_text_address()` only looks the address up.
         let size = if unsafe { bindings::kernel_text_address(code) } == 0 {
             0
         } else {
-            let mut bytes = [0u8; insn::MAX_LEN];
+            let mut bytes = [0u8; x86::MAX_LEN];
             // SAFETY: `code` is live kernel text, which cannot be patched while the caller's
             // locks are held; the site's jump-table entry says an instruction of at least 2
             // bytes starts there, and kernel text is followed by more text or padding, so
             // the 5 bytes read are mapped.
             unsafe { core::ptr::copy_nonoverlapping(code as *const u8, bytes.as_mut_ptr(), 5) };
             // A corrupted site has no size: it holds no instruction of its key.
-            insn::site_size(&bytes).unwrap_or(insn::MAX_LEN)
+            x86::site_size(&bytes).unwrap_or(x86::MAX_LEN)
         };
-        Some(Self {
-            code,
-            target,
-            key,
-            branch: e.key & 1 != 0,
-            size,
-        })
+        Self { entry, size }
     }
 
     /// The address of the site's instruction.
     #[inline]
     pub fn code(&self) -> usize {
-        self.code
+        self.entry.code
     }
 
     /// The address the site jumps to when it branches.
     #[inline]
     pub fn target(&self) -> usize {
-        self.target
+        self.entry.target
     }
 
     /// The entry's branch bit: the site jumps when the key's value differs from it.
     #[inline]
     pub fn branch(&self) -> bool {
-        self.branch
+        self.entry.branch
     }
 
     /// The size of the site's instruction: 2 or 5 bytes, and 5 for a site that holds neither
@@ -661,32 +642,39 @@ impl Site {
     /// Whether the site jumps when the key is `enabled`: `jump_label_type()`.
     #[inline]
     pub fn jumps_when(&self, enabled: bool) -> bool {
-        insn::site_jumps(enabled, self.branch)
+        x86::site_jumps(enabled, self.entry.branch)
     }
 
     /// The instruction the site must hold when the key is `enabled`.
     #[inline]
-    pub fn expected(&self, enabled: bool) -> Option<insn::SiteInsn> {
-        insn::SiteInsn::for_site(self.code, self.target, self.size, self.jumps_when(enabled))
+    pub fn expected(&self, enabled: bool) -> Option<x86::SiteInsn> {
+        x86::SiteInsn::for_site(
+            self.entry.code,
+            self.entry.target,
+            self.size,
+            self.jumps_when(enabled),
+        )
     }
 
-    /// The site's current bytes and those after it, [`insn::MAX_LEN`] in all: the first
+    /// The site's current bytes and those after it, [`x86::MAX_LEN`] in all: the first
     /// [`size`](Self::size) are the site's.
-    pub fn read(&self) -> [u8; insn::MAX_LEN] {
-        let mut bytes = [0u8; insn::MAX_LEN];
+    pub fn read(&self) -> [u8; x86::MAX_LEN] {
+        let mut bytes = [0u8; x86::MAX_LEN];
         for (i, b) in bytes.iter_mut().enumerate() {
-            // SAFETY: `self.code` is a site in live kernel text (`walk_sites` skips freed init
-            // text), which stays mapped while `jump_label_mutex` is held, and is followed by
-            // more text or padding (see `Site::from_entry()`); a volatile byte read of mapped
-            // text is sound.
-            *b = unsafe { core::ptr::read_volatile((self.code + i) as *const u8) };
+            let at = (self.entry.code + i) as *mut i8;
+            // SAFETY: `at` is in a site in live kernel text (`walk_sites` skips freed init text)
+            // or in the text or padding after it (see `Site::from_entry()`), which stays mapped
+            // while `jump_label_mutex` is held; a byte needs no alignment, and text is only
+            // written, through another mapping, under `text_mutex`, which `walk_sites` holds
+            // with the Rust batch.
+            *b = unsafe { Atomic::from_ptr(at) }.load(Relaxed) as u8;
         }
         bytes
     }
 
     /// Decodes the site's current instruction.
-    pub fn decode(&self) -> insn::Decoded {
-        insn::decode(self.code, &self.read()[..self.size])
+    pub fn decode(&self) -> x86::Decoded {
+        x86::decode(self.entry.code, &self.read()[..self.size])
     }
 }
 
@@ -701,7 +689,7 @@ macro_rules! __static_key_branch {
     ($key:path, $likely:literal) => {{
         // The entry's flags: bit 0 is the branch bit, bit 1 asks objtool to turn the site's JMP
         // into a NOP because the site starts out falling through.
-        const FLAGS: i32 = $crate::static_key::site_flags(&raw const $key, $likely);
+        const FLAGS: i32 = $crate::jump_label::site_flags(&raw const $key, $likely);
         let jumped: bool = 'site: {
             // SAFETY: The asm is one JMP to `l_yes` (or a NOP of the same size) and a
             // `__jump_table` entry naming `$key`, a static key (checked by `site_flags`). The
@@ -729,10 +717,10 @@ macro_rules! __static_key_branch {
 
 /// The `__jump_table` flags of a site on a key of type `K`.
 ///
-/// See [`insn::site_flags`]; taking the key checks at compile time that it is a static key.
+/// See [`x86::site_flags`]; taking the key checks at compile time that it is a static key.
 #[doc(hidden)]
 pub const fn site_flags<K: KeyType>(_key: *const K, likely: bool) -> i32 {
-    insn::site_flags(K::INITIAL, likely)
+    x86::site_flags(K::INITIAL, likely)
 }
 
 /// Branches on a static key, laying out the enabled direction as the fall-through.
@@ -744,7 +732,7 @@ pub const fn site_flags<K: KeyType>(_key: *const K, likely: bool) -> i32 {
 /// # Examples
 ///
 /// ```
-/// use kernel::static_key::StaticKeyTrue;
+/// use kernel::jump_label::StaticKeyTrue;
 ///
 /// static FAST_PATH: StaticKeyTrue = StaticKeyTrue::new();
 ///
@@ -921,7 +909,7 @@ mod tests {
         let mut kinds = [0usize; 2];
         let ret = FALSE_KEY.for_each_site(|site| {
             kinds[usize::from(site.branch())] += 1;
-            if site.decode() == insn::Decoded::Jmp(site.target()) {
+            if site.decode() == x86::Decoded::Jmp(site.target()) {
                 kinds[0] += 10;
             }
         });
@@ -968,9 +956,12 @@ mod tests {
     fn dec_below_zero_changes_nothing() {
         assert_eq!(FALSE_KEY.count(), 0);
         // Warns, as C does.
-        let warnings = ExpectedWarnings::new();
+        let warnings = crate::kunit::ExpectedWarnings::new();
         FALSE_KEY.dec();
-        assert_eq!(warnings.as_ref().map(ExpectedWarnings::count), Some(1));
+        assert_eq!(
+            warnings.as_ref().map(crate::kunit::ExpectedWarnings::count),
+            Some(1)
+        );
         drop(warnings);
         assert_eq!(FALSE_KEY.count(), 0);
         assert!(!false_unlikely());

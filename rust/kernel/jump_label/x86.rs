@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The x86 instructions a static-key site holds.
+//! The x86 instructions live patching writes: the opcodes the text-poke batch emulates, and the
+//! instructions a static-key site holds.
 //!
 //! A site is the 2- or 5-byte instruction at a `__jump_table` entry's code address: a NOP of the
 //! site's size while the site falls through, a JMP to the entry's target while it branches. This
-//! module encodes and decodes those instructions; it uses only `core`, so the host tests build it
-//! as it is.
+//! module encodes and decodes those instructions; it is the one place the encodings live (the
+//! Rust static keys and the text-poke batch both use it), and it uses only `core`, so the host
+//! tests build it as it is.
 //!
 //! C header: [`arch/x86/include/asm/nops.h`](srctree/arch/x86/include/asm/nops.h).
 
@@ -16,13 +18,22 @@ pub const NOP2: [u8; 2] = [0x66, 0x90];
 pub const NOP5: [u8; 5] = [0x0f, 0x1f, 0x44, 0x00, 0x00];
 
 /// Opcode of `jmp rel8`.
-pub const JMP8_OPCODE: u8 = 0xeb;
+pub const JMP8: u8 = 0xeb;
 
 /// Opcode of `jmp rel32`.
-pub const JMP32_OPCODE: u8 = 0xe9;
+pub const JMP32: u8 = 0xe9;
 
 /// Opcode of `int3`, the first byte of a site while it is being patched.
-pub const INT3_OPCODE: u8 = 0xcc;
+pub const INT3: u8 = 0xcc;
+
+/// Opcode of `ret`.
+pub const RET: u8 = 0xc3;
+
+/// Opcode of `call rel32`.
+pub const CALL: u8 = 0xe8;
+
+/// The two-byte opcode escape, first byte of `Jcc rel32`.
+pub const ESCAPE: u8 = 0x0f;
 
 /// The largest site, in bytes.
 pub const MAX_LEN: usize = 5;
@@ -86,11 +97,11 @@ impl SiteInsn {
         let mut bytes = [0u8; MAX_LEN];
         match len {
             2 => {
-                bytes[0] = JMP8_OPCODE;
+                bytes[0] = JMP8;
                 bytes[1] = i8::try_from(disp).ok()? as u8;
             }
             5 => {
-                bytes[0] = JMP32_OPCODE;
+                bytes[0] = JMP32;
                 bytes[1..].copy_from_slice(&i32::try_from(disp).ok()?.to_le_bytes());
             }
             _ => return None,
@@ -158,16 +169,16 @@ pub enum Decoded {
 /// `bytes` holds the site's bytes: its length is the site's size.
 pub fn decode(code: usize, bytes: &[u8]) -> Decoded {
     match bytes {
-        [0x66, 0x90] | [0x0f, 0x1f, 0x44, 0x00, 0x00] => Decoded::Nop,
-        [JMP8_OPCODE, rel] => Decoded::Jmp(
+        b if b == NOP2 || b == NOP5 => Decoded::Nop,
+        [JMP8, rel] => Decoded::Jmp(
             code.wrapping_add(2)
                 .wrapping_add_signed(isize::from(*rel as i8)),
         ),
-        [JMP32_OPCODE, r0, r1, r2, r3] => {
+        [JMP32, r0, r1, r2, r3] => {
             let rel = i32::from_le_bytes([*r0, *r1, *r2, *r3]);
             Decoded::Jmp(code.wrapping_add(5).wrapping_add_signed(rel as isize))
         }
-        [INT3_OPCODE, ..] => Decoded::Int3,
+        [INT3, ..] => Decoded::Int3,
         _ => Decoded::Other,
     }
 }
@@ -177,8 +188,8 @@ pub fn decode(code: usize, bytes: &[u8]) -> Decoded {
 /// site gives `None`.
 pub fn site_size(bytes: &[u8; MAX_LEN]) -> Option<usize> {
     match bytes {
-        [0x66, 0x90, ..] | [JMP8_OPCODE, ..] => Some(2),
-        [0x0f, 0x1f, 0x44, 0x00, 0x00] | [JMP32_OPCODE, ..] => Some(5),
+        [0x66, 0x90, ..] | [JMP8, ..] => Some(2),
+        [0x0f, 0x1f, 0x44, 0x00, 0x00] | [JMP32, ..] => Some(5),
         _ => None,
     }
 }
