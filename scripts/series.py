@@ -27,7 +27,9 @@ import subprocess
 import sys
 
 ENTRY = "JUMP_LABEL_RS (RUST TEXT POKING, STATIC KEYS AND ISOLATION)"
-LIST = "rust-for-linux@vger.kernel.org"
+LISTS = ("linux-kernel@vger.kernel.org", "rust-for-linux@vger.kernel.org")
+# The overlay's own directories, named as one pattern each in MAINTAINERS.
+DIRS = ("kernel/jump_label_rs/", "rust/kernel/jump_label/")
 
 
 def die(msg):
@@ -102,8 +104,10 @@ def overlay_files(top):
 
 def maintainers(pristine_text, files, author):
     """MAINTAINERS with the entry naming `files`, in its place in alphabetical order."""
-    entry = [ENTRY, f"M:\t{author}", f"L:\t{LIST}", "S:\tMaintained"]
-    entry += [f"F:\t{f}" for f in sorted(files)]
+    entry = [ENTRY, f"M:\t{author}"] + [f"L:\t{ml}" for ml in LISTS] + ["S:\tMaintained"]
+    # A directory of the overlay's own is one pattern.
+    patterns = {next((d for d in DIRS if f.startswith(d)), f) for f in files}
+    entry += [f"F:\t{f}" for f in sorted(patterns)]
     lines = pristine_text.split("\n")
     start = next(i for i, l in enumerate(lines) if l.startswith("3C59X NETWORK DRIVER"))
     titles = [i for i in range(start, len(lines) - 1)

@@ -243,9 +243,10 @@ impl TextOps for KernelText {
         // A byte at a time: a site's 1 to 6 bytes cost less than a call to `memcpy()`.
         for (i, b) in buf.iter_mut().enumerate() {
             // SAFETY: `addr` is a site in live kernel text being patched under `text_mutex`,
-            // so its bytes are mapped and only this thread writes them; a byte needs no
-            // alignment.
-            *b = unsafe { Atomic::from_ptr((addr + i) as *mut i8) }.load(Relaxed) as u8;
+            // so its bytes are mapped and only this thread writes them, through another
+            // mapping. A plain read: the text is read-only here, which `Atomic::from_ptr()`
+            // does not allow, and no other thread writes it.
+            *b = unsafe { ptr::read((addr + i) as *const u8) };
         }
     }
 

@@ -153,7 +153,7 @@ pub fn entry_text(addr: usize) -> bool {
 }
 
 /// The next online isolated CPU after `cpu`, or `nr_cpu_ids`.
-fn next_isolated(cpu: c_int) -> c_int {
+pub(crate) fn next_isolated(cpu: c_int) -> c_int {
     // SAFETY: Walks the online isolated CPUs; any `cpu` is accepted.
     unsafe { bindings::ct_work_rs_next_isolated(cpu) }
 }
@@ -164,7 +164,8 @@ fn next_isolated(cpu: c_int) -> c_int {
 /// sender waits; the isolated CPU is not disturbed.
 fn wait_ns() -> u64 {
     // SAFETY: `ct_work_rs_wait_ns` is an aligned `unsigned long` that lives as long as the
-    // kernel, written with `WRITE_ONCE()`.
+    // kernel. Its debugfs file stores it with a plain aligned word store, which the kernel
+    // memory model treats as a marked access of a word: never torn, no race with this load.
     unsafe { Atomic::from_ptr(&raw mut bindings::ct_work_rs_wait_ns) }.load(Relaxed) as u64
 }
 

@@ -212,8 +212,9 @@ pub unsafe extern "C" fn jump_label_rs_update(
     if how != How::Check && batch::mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_C {
         return false;
     }
-    // SAFETY: `system_state` is an aligned `enum` that lives as long as the kernel; it is written
-    // only by the boot CPU as the kernel comes up.
+    // SAFETY: `system_state` is an aligned `enum` that lives as long as the kernel; the boot CPU
+    // writes it with plain aligned word stores as the kernel comes up, which are never torn:
+    // this load sees the old or the new state, as `READ_ONCE()` would.
     let state = unsafe { Atomic::from_ptr(&raw mut bindings::system_state) }.load(Relaxed);
     if how != How::Check && state == bindings::system_states_SYSTEM_BOOTING {
         return false;

@@ -913,19 +913,15 @@ mod defer_tests {
         fn text_poke_stress_pin(cpu: i32) -> i32;
     }
 
-    /// The first online isolated CPU.
-    fn isolated_cpu() -> Option<u32> {
-        // SAFETY: Reads a variable set at boot.
-        let nr = unsafe { bindings::nr_cpu_ids };
-        (0..nr)
-            .find(|&cpu| defer::defer_on(cpu as i32, Work::SYNC_CORE) != Err(Refusal::NotIsolated))
-    }
-
     #[test]
     fn a_sender_on_an_isolated_cpu_does_not_wait_for_itself() {
-        let cpu = isolated_cpu().expect("no isolated CPU: boot with nohz_full=");
-        let mut mask = kernel::cpumask::CpumaskVar::new_zero(kernel::alloc::flags::GFP_KERNEL)
-            .expect("no memory for a cpumask");
+        // make test boots KUnit with nohz_full=3.
+        let cpu = defer::next_isolated(-1);
+        // SAFETY: Reads a variable set at boot.
+        assert!(cpu < unsafe { bindings::nr_cpu_ids } as i32);
+        let mask = kernel::cpumask::CpumaskVar::new_zero(kernel::alloc::flags::GFP_KERNEL);
+        assert!(mask.is_ok());
+        let Ok(mut mask) = mask else { return };
         let mut round = bindings::text_poke_rs_round {
             deferred_cpus: core::ptr::null_mut(),
             local: -1,
@@ -934,7 +930,7 @@ mod defer_tests {
             sent: 0,
         };
         // SAFETY: Moves this task; it may sleep.
-        assert_eq!(unsafe { text_poke_stress_pin(cpu as i32) }, 0);
+        assert_eq!(unsafe { text_poke_stress_pin(cpu) }, 0);
         // On its own isolated CPU, in the kernel: the round neither defers to that CPU nor waits
         // for it to be in user space, nor counts an IPI for it (it syncs itself).
         defer::ask(&mut mask, &mut round);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Static keys defined in C for the Rust static key KUnit suite
- * (rust/kernel/static_key.rs): the Rust API must drive keys that C
+ * (rust/kernel/jump_label/key.rs): the Rust API must drive keys that C
  * defines, and C sites must follow what Rust does to them.
  */
 #ifndef _KERNEL_JUMP_LABEL_RS_STATIC_KEY_TEST_H

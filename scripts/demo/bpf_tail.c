@@ -12,7 +12,8 @@
  *		slot (bpf_arch_text_poke() writes the JMP), a rename must
  *		store 42; the slot is emptied (the NOP written back), a
  *		rename must store 7. Prints "tail calls N wrong W" and exits
- *		with W, or names the step that failed and exits with 100.
+ *		with 1 if W is not 0, or names the step that failed and exits
+ *		with 100.
  */
 #include <linux/bpf.h>
 
@@ -81,7 +82,10 @@ static __attribute__((noreturn)) void leave(long code)
 
 static char log_buf[4096];
 
-/* Prints "STEP failed: ERR" and the verifier's log, and exits with 100. */
+/*
+ * Prints "STEP failed: ERR" (a negative errno, or what the program stored)
+ * and the verifier's log of the last load, and exits with 100.
+ */
 static __attribute__((noreturn)) void fail(const char *step, long err)
 {
 	static char line[256];
@@ -151,6 +155,7 @@ static long prog_load(struct bpf_insn *insns, unsigned int n)
 	union bpf_attr a;
 
 	zero(&a, sizeof(a));
+	zero(log_buf, sizeof(log_buf));
 	a.prog_type = BPF_PROG_TYPE_RAW_TRACEPOINT;
 	a.insns = (unsigned long)insns;
 	a.insn_cnt = n;
@@ -165,12 +170,15 @@ static long prog_load(struct bpf_insn *insns, unsigned int n)
 static long fire(long result)
 {
 	unsigned long value = 0;
+	long err;
 
-	if (map_op(BPF_MAP_UPDATE_ELEM, result, &value))
-		fail("clearing the result", -1);
+	err = map_op(BPF_MAP_UPDATE_ELEM, result, &value);
+	if (err)
+		fail("clearing the result", err);
 	syscall3(SYS_prctl, PR_SET_NAME, (long)"bpf_tail", 0);
-	if (map_op(BPF_MAP_LOOKUP_ELEM, result, &value))
-		fail("reading the result", -1);
+	err = map_op(BPF_MAP_LOOKUP_ELEM, result, &value);
+	if (err)
+		fail("reading the result", err);
 	return value;
 }
 
@@ -186,7 +194,7 @@ static unsigned long number(const char *s)
 __attribute__((used, noreturn)) static void start(long *sp)
 {
 	unsigned long i, n = sp[0] > 1 ? number((char *)sp[2]) : 10;
-	long slots, result, target, main, link, wrong = 0;
+	long slots, result, target, main, link, got, err, wrong = 0;
 	static char line[64];
 	union bpf_attr a;
 	char *p;
@@ -219,16 +227,19 @@ __attribute__((used, noreturn)) static void start(long *sp)
 	link = sys_bpf(BPF_RAW_TRACEPOINT_OPEN, &a);
 	if (link < 0)
 		fail("attaching to task_rename", link);
-	if (fire(result) != 7)
-		fail("the first program with an empty slot", fire(result));
+	got = fire(result);
+	if (got != 7)
+		fail("the first program with an empty slot", got);
 	for (i = 0; i < n; i++) {
 		unsigned int fd = target;
 
-		if (map_op(BPF_MAP_UPDATE_ELEM, slots, &fd))
-			fail("filling the slot", -1);
+		err = map_op(BPF_MAP_UPDATE_ELEM, slots, &fd);
+		if (err)
+			fail("filling the slot", err);
 		wrong += fire(result) != 42;
-		if (map_op(BPF_MAP_DELETE_ELEM, slots, 0))
-			fail("emptying the slot", -1);
+		err = map_op(BPF_MAP_DELETE_ELEM, slots, 0);
+		if (err)
+			fail("emptying the slot", err);
 		wrong += fire(result) != 7;
 	}
 	p = put_string(line, "tail calls ");
@@ -237,7 +248,7 @@ __attribute__((used, noreturn)) static void start(long *sp)
 	p = put_number(p, wrong);
 	*p++ = '\n';
 	syscall3(SYS_write, 1, (long)line, p - line);
-	leave(wrong);
+	leave(wrong != 0);
 }
 
 __attribute__((naked)) void _start(void)
