@@ -3,7 +3,8 @@
 #
 # Lint the project's files in the work tree: rustfmt, a rebuild of the
 # project's objects under clippy (which also shows rustc's and objtool's
-# warnings), and checkpatch --strict on the C files and the hook patches.
+# warnings), the danger zone of deferred work, the layout of Rust static-key
+# sites, and checkpatch --strict on the C files and the hook patches.
 # Prints one "check: NAME: ok|FAILED" line per check; exits non-zero if any
 # failed. Findings in upstream files are not ours and are not reported.
 set -uo pipefail
@@ -75,6 +76,13 @@ if grep -q '^CONFIG_TEXT_POKE_RS_DEFER=y' "$JLRS_BUILD/.config"; then
 		--expect-warning text_poke_bench11KEY_NOINSTR || rc=1
 fi
 result "danger zone of deferred work (scripts/danger-zone.py)" $rc
+
+# The layout of every Rust static-key site of the sample and the KUnit
+# suites in the linked kernel: NOPs on the hot path, no load of the key.
+rc=0
+python3 "$JLRS_TOP/scripts/layout-check.py" "$JLRS_BUILD/vmlinux" "$JLRS_BUILD/System.map" \
+	"llvm-objdump$JLRS_LLVM" "llvm-readelf$JLRS_LLVM" || rc=1
+result "layout of Rust static-key sites (scripts/layout-check.py)" $rc
 
 cd "$logs" || exit 1
 rc=0

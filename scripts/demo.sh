@@ -19,13 +19,15 @@
 #   qpw     per-CPU lock cost (local_lock, qpw lock) and the interrupts
 #           isolated CPUs take per lru_add_drain_all(): two boots with
 #           CPUs 2-3 isolated, qpw=0 and qpw=1
+#   branch  the fast path of a branch: no check, Rust unlikely and likely
+#           sites both ways, an AtomicBool, C's unlikely site
 #
 # JLRS_DEMO_TIMEOUT: seconds a guest may run (default 1200).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 step demo
 
-ALL=(sample flip lookup txn ftrace scale isolation qpw)
+ALL=(sample flip lookup txn ftrace scale isolation qpw branch)
 scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=("${ALL[@]}")
 for s in "${scenarios[@]}"; do

@@ -50,6 +50,14 @@
 //!   off: an empty call (`lock_none_ns`), a `local_lock` (`lock_local_ns`) and a qpw lock in this
 //!   boot's mode (`lock_qpw_ns`; `qpw` says which).
 //!
+//! - `branch N`: the fast path of a branch, guest instructions for N calls of a small function
+//!   in a loop with interrupts off, the best of three runs, in each variant: no check at all
+//!   (`branch_plain_ns`), a Rust unlikely site with its key disabled and enabled
+//!   (`branch_unlikely_off_ns`, `branch_unlikely_on_ns`), a likely site likewise
+//!   (`branch_likely_off_ns`, `branch_likely_on_ns`), a relaxed load of an `AtomicBool`
+//!   (`branch_atomic_ns`), and C's `static_branch_unlikely()` on a disabled C key, from C
+//!   (`branch_c_unlikely_ns`).
+//!
 //! - `lrudrain N`: `lru_add_drain_all()` N times, and the time it took (`ns`): with `qpw=0` it
 //!   queues work on every CPU whose per-CPU folio batches hold folios, with `qpw=1` it drains
 //!   them from here.
@@ -264,6 +272,62 @@ extern "C" {
         qpw: *mut u64,
         on: *mut bool,
     ) -> i32;
+    fn text_poke_branch_run(which: u32, n: u32, ns: *mut u64) -> i32;
+}
+
+/// The variants of `text_poke_branch_run()`: `enum text_poke_branch`.
+const BRANCH_PLAIN: u32 = 0;
+const BRANCH_UNLIKELY: u32 = 1;
+const BRANCH_LIKELY: u32 = 2;
+const BRANCH_ATOMIC: u32 = 3;
+const BRANCH_C_UNLIKELY: u32 = 4;
+
+/// The key of the `branch` command's static-key variants.
+static BRANCH_KEY: StaticKeyFalse = StaticKeyFalse::new();
+
+/// The flag of its `AtomicBool` variant, which is what code without static keys tests.
+static BRANCH_FLAG: AtomicBool = AtomicBool::new(false);
+
+/// No check: the fast path alone, `x + 1`.
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn text_poke_branch_plain(x: u64) -> u64 {
+    x.wrapping_add(1)
+}
+
+/// An unlikely site: `x + 1` while [`BRANCH_KEY`] is disabled, the fall-through, `3 * x` while it
+/// is enabled.
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn text_poke_branch_unlikely(x: u64) -> u64 {
+    if kernel::static_branch_unlikely!(BRANCH_KEY) {
+        x.wrapping_mul(3)
+    } else {
+        x.wrapping_add(1)
+    }
+}
+
+/// A likely site: `3 * x` while [`BRANCH_KEY`] is enabled, the fall-through, `x + 1` while it is
+/// disabled.
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn text_poke_branch_likely(x: u64) -> u64 {
+    if kernel::static_branch_likely!(BRANCH_KEY) {
+        x.wrapping_mul(3)
+    } else {
+        x.wrapping_add(1)
+    }
+}
+
+/// A relaxed load of [`BRANCH_FLAG`]: `x + 1` while it is false, `3 * x` while it is true.
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn text_poke_branch_atomic(x: u64) -> u64 {
+    if BRANCH_FLAG.load(Ordering::Relaxed) {
+        x.wrapping_mul(3)
+    } else {
+        x.wrapping_add(1)
+    }
 }
 
 /// A C helper's result as a `Result`.
@@ -303,7 +367,7 @@ fn run_upstream() -> u32 {
 }
 
 /// The figures of the last run, in the order they are printed.
-const FIELDS: [&str; 31] = [
+const FIELDS: [&str; 38] = [
     "sites",
     "flips",
     "syncs",
@@ -335,6 +399,13 @@ const FIELDS: [&str; 31] = [
     "mm_switches",
     "batch_ns",
     "pages",
+    "branch_plain_ns",
+    "branch_unlikely_off_ns",
+    "branch_unlikely_on_ns",
+    "branch_likely_off_ns",
+    "branch_likely_on_ns",
+    "branch_atomic_ns",
+    "branch_c_unlikely_ns",
 ];
 
 /// The benchmark's debugfs state: the last run's figures.
@@ -342,7 +413,7 @@ struct Bench {
     /// A run is going on.
     busy: AtomicBool,
     /// What the last run was: 0 none, 1 flip, 2 lookup, 3 txn, 4 modtxn, 5 modkey, 6 set,
-    /// 7 sites, 8 entry, 9 vmalloc, 10 lrudrain, 11 lockcost, 12 upstream.
+    /// 7 sites, 8 entry, 9 vmalloc, 10 lrudrain, 11 lockcost, 12 upstream, 13 branch.
     kind: AtomicU64,
     /// The implementation it measured.
     mode: AtomicU64,
@@ -717,6 +788,36 @@ impl Bench {
         Ok(())
     }
 
+    /// The fast path of a branch in each variant: `n` calls, the best of three runs.
+    fn branch(&self, n: u64) -> Result {
+        let run = |which: u32| -> Result<u64> {
+            let mut best = u64::MAX;
+            for _ in 0..3 {
+                let mut ns = 0;
+                // SAFETY: `ns` is valid for writes; the helper calls the variant's function.
+                errno(unsafe { text_poke_branch_run(which, n as u32, &mut ns) })?;
+                best = best.min(ns);
+            }
+            Ok(best)
+        };
+        let mut values = [0u64; FIELDS.len()];
+        values[1] = n;
+        // A flag nothing stores to (or only its initial value) would be folded away.
+        BRANCH_FLAG.store(core::hint::black_box(false), Ordering::Relaxed);
+        BRANCH_KEY.disable()?;
+        values[31] = run(BRANCH_PLAIN)?;
+        values[32] = run(BRANCH_UNLIKELY)?;
+        values[34] = run(BRANCH_LIKELY)?;
+        values[36] = run(BRANCH_ATOMIC)?;
+        values[37] = run(BRANCH_C_UNLIKELY)?;
+        BRANCH_KEY.enable()?;
+        let on = (run(BRANCH_UNLIKELY), run(BRANCH_LIKELY));
+        BRANCH_KEY.disable()?;
+        (values[33], values[35]) = (on.0?, on.1?);
+        self.record(13, values);
+        Ok(())
+    }
+
     /// Keeps a run's figures, in [`FIELDS`] order, for the next read.
     fn record(&self, kind: u64, values: [u64; FIELDS.len()]) {
         for (slot, v) in self.figures.iter().zip(values) {
@@ -740,6 +841,7 @@ enum Command {
     Vmalloc(Vmalloc),
     LruDrain(u64),
     LockCost(u64),
+    Branch(u64),
     Upstream(u64),
 }
 
@@ -764,7 +866,7 @@ fn key_named(word: Option<&str>) -> Result<&'static BenchKey> {
 
 /// Parses `flip KEY FLIPS`, `lookup KEY FLIPS`, `txn FLIPS`, `modtxn MS`, `modkey 0|1`,
 /// `set KEY 0|1`, `sites KEY`, `entry N`, `vstorm N`, `vread`, `vreuse`, `vcheck`, `lrudrain N`,
-/// `lockcost N` or `upstream FLIPS`, where KEY is a number of sites or `noinstr`.
+/// `lockcost N`, `branch N` or `upstream FLIPS`, where KEY is a number of sites or `noinstr`.
 fn parse(cmd: &[u8]) -> Result<Command> {
     let text = core::str::from_utf8(cmd).map_err(|_| EINVAL)?;
     let mut words = text.split_ascii_whitespace();
@@ -795,6 +897,7 @@ fn parse(cmd: &[u8]) -> Result<Command> {
         "vcheck" => Command::Vmalloc(Vmalloc::Check),
         "lrudrain" => Command::LruDrain(number(words.next())?),
         "lockcost" => Command::LockCost(number(words.next())?),
+        "branch" => Command::Branch(number(words.next())?),
         "upstream" => Command::Upstream(number(words.next())?),
         "flip" | "lookup" => {
             let key = key_named(words.next())?;
@@ -816,6 +919,7 @@ fn parse(cmd: &[u8]) -> Result<Command> {
         | Command::Vmalloc(Vmalloc::Storm(n))
         | Command::LruDrain(n)
         | Command::LockCost(n)
+        | Command::Branch(n)
         | Command::Upstream(n) => n,
         Command::Vmalloc(_) => 1,
         Command::ModKey(_) | Command::Set(..) | Command::Sites(_) => 1,
@@ -849,6 +953,7 @@ fn write_run(bench: &Bench, reader: &mut UserSliceReader) -> Result {
         Command::Vmalloc(v) => bench.vmalloc(v),
         Command::LruDrain(n) => bench.lru_drain(n),
         Command::LockCost(n) => bench.lock_cost(n),
+        Command::Branch(n) => bench.branch(n),
         Command::Upstream(n) => bench.upstream(n),
     };
     bench.busy.store(false, Ordering::Release);
@@ -869,6 +974,7 @@ fn show_run(bench: &Bench, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         10 => "lrudrain",
         11 => "lockcost",
         12 => "upstream",
+        13 => "branch",
         _ => return writeln!(f, "none"),
     };
     let mode = match bench.mode.load(Ordering::Relaxed) as u32 {

@@ -322,6 +322,59 @@ int text_poke_vstorm(unsigned int n, unsigned int pages)
 	return 0;
 }
 
+#ifdef CONFIG_TEXT_POKE_RS_BENCH
+static DEFINE_STATIC_KEY_FALSE(text_poke_branch_key);
+
+static noinline u64 text_poke_branch_c_unlikely(u64 x)
+{
+	if (static_branch_unlikely(&text_poke_branch_key))
+		return x * 3;
+	return x + 1;
+}
+
+/*
+ * Inlined with a constant @fn, the loop calls it directly: one loop per
+ * function, no indirect call.
+ */
+static __always_inline u64 text_poke_branch_loop(u64 (*fn)(u64), unsigned int n)
+{
+	unsigned long flags;
+	u64 t0, t, x = 0;
+
+	local_irq_save(flags);
+	t0 = local_clock();
+	while (n--) {
+		x = fn(x);
+		OPTIMIZER_HIDE_VAR(x);
+	}
+	t = local_clock() - t0;
+	local_irq_restore(flags);
+	return t;
+}
+
+int text_poke_branch_run(unsigned int which, unsigned int n, u64 *ns)
+{
+	switch (which) {
+	case TEXT_POKE_BRANCH_PLAIN:
+		*ns = text_poke_branch_loop(text_poke_branch_plain, n);
+		return 0;
+	case TEXT_POKE_BRANCH_UNLIKELY:
+		*ns = text_poke_branch_loop(text_poke_branch_unlikely, n);
+		return 0;
+	case TEXT_POKE_BRANCH_LIKELY:
+		*ns = text_poke_branch_loop(text_poke_branch_likely, n);
+		return 0;
+	case TEXT_POKE_BRANCH_ATOMIC:
+		*ns = text_poke_branch_loop(text_poke_branch_atomic, n);
+		return 0;
+	case TEXT_POKE_BRANCH_C_UNLIKELY:
+		*ns = text_poke_branch_loop(text_poke_branch_c_unlikely, n);
+		return 0;
+	}
+	return -EINVAL;
+}
+#endif
+
 /*
  * The local fast path of a per-CPU lock: lock and unlock, nothing in
  * between, each variant in a function of its own that the loop calls.

@@ -127,6 +127,33 @@ int text_poke_irq_run(void (*fn)(void *arg), void *arg);
  */
 int text_poke_lock_bench(unsigned int n, u64 *none, u64 *local, u64 *qpw, bool *on);
 
+/*
+ * The fast path of a branch, for the benchmark's branch command: small
+ * functions that return x + 1 when their check fails and 3 * x when it
+ * passes, each called @n times in a loop with interrupts off.
+ * The Rust ones are in text_poke_bench.rs: no check at all, an unlikely
+ * site and a likely site of one Rust key, and a relaxed load of an
+ * AtomicBool; the C one is an unlikely site of a C key, disabled.
+ */
+enum text_poke_branch {
+	TEXT_POKE_BRANCH_PLAIN,
+	TEXT_POKE_BRANCH_UNLIKELY,
+	TEXT_POKE_BRANCH_LIKELY,
+	TEXT_POKE_BRANCH_ATOMIC,
+	TEXT_POKE_BRANCH_C_UNLIKELY,
+};
+
+u64 text_poke_branch_plain(u64 x);
+u64 text_poke_branch_unlikely(u64 x);
+u64 text_poke_branch_likely(u64 x);
+u64 text_poke_branch_atomic(u64 x);
+
+/*
+ * Runs @which @n times: the loop's local_clock() ns (guest instructions
+ * under -icount shift=0) in *@ns, and 0, or -EINVAL.
+ */
+int text_poke_branch_run(unsigned int which, unsigned int n, u64 *ns);
+
 /* Each site of text_poke_pages.S: its address and its jump target. */
 struct text_poke_pages_site {
 	unsigned long code;

@@ -7,7 +7,7 @@
 # and the cost. One "@@ result" line per measurement; the host turns them
 # into results/demo.json.
 #
-# Usage: bench.sh SCENARIO...   (flip, lookup, txn, ftrace, scale, isolation, qpw)
+# Usage: bench.sh SCENARIO...   (flip, lookup, txn, ftrace, scale, isolation, qpw, branch)
 m=/sys/kernel/debug/text_poke/mode
 b=/sys/kernel/debug/text_poke_bench/run
 st=/sys/kernel/debug/text_poke/stats
@@ -419,6 +419,17 @@ for scenario in "$@"; do
 		lockcost || rc=1
 		drains || rc=1
 		echo "@@ done qpw"
+		continue
+		;;
+	branch)
+		echo "@@ progress branch: the fast path of a branch, 100,000 calls per variant"
+		if echo "branch 100000" > $b; then
+			echo "@@ result scenario=branch cpus=$ncpu $(figures)"
+		else
+			echo "@@ error branch: 'branch 100000' failed"
+			rc=1
+		fi
+		echo "@@ done branch"
 		continue
 		;;
 	*)

@@ -46,7 +46,6 @@ use crate::{
     bindings,
     error::{code::*, Result},
     ffi::c_ulong,
-    sync::atomic::{Atomic, Relaxed},
     task::might_sleep,
     types::Opaque,
 };
@@ -661,13 +660,13 @@ impl Site {
     pub fn read(&self) -> [u8; x86::MAX_LEN] {
         let mut bytes = [0u8; x86::MAX_LEN];
         for (i, b) in bytes.iter_mut().enumerate() {
-            let at = (self.entry.code + i) as *mut i8;
-            // SAFETY: `at` is in a site in live kernel text (`walk_sites` skips freed init text)
-            // or in the text or padding after it (see `Site::from_entry()`), which stays mapped
-            // while `jump_label_mutex` is held; a byte needs no alignment, and text is only
-            // written, through another mapping, under `text_mutex`, which `walk_sites` holds
-            // with the Rust batch.
-            *b = unsafe { Atomic::from_ptr(at) }.load(Relaxed) as u8;
+            // SAFETY: The byte is in a site in live kernel text (`walk_sites` skips freed init
+            // text) or in the text or padding after it (see `Site::from_entry()`), which stays
+            // mapped while `jump_label_mutex` is held. Text is read-only where it is read here
+            // (`Atomic::from_ptr()` wants a writable object) and patched through another mapping
+            // (without `text_mutex` when the Rust batch is not built): a volatile byte read is
+            // what `READ_ONCE()` does.
+            *b = unsafe { core::ptr::read_volatile((self.entry.code + i) as *const u8) };
         }
         bytes
     }
@@ -694,15 +693,21 @@ macro_rules! __static_key_branch {
             // SAFETY: The asm is one JMP to `l_yes` (or a NOP of the same size) and a
             // `__jump_table` entry naming `$key`, a static key (checked by `site_flags`). The
             // kernel only ever rewrites the instruction between that JMP and that NOP, and both
-            // continue at a label of this block without touching registers or memory.
+            // continue at a label of this block without touching registers, memory or the stack.
             unsafe {
                 $crate::asm!(
                     include!(concat!(env!("OBJTREE"), "/rust/kernel/generated_static_key_asm.rs"));
                     l_yes = label {
+                        // The jump is the unlikely direction of either kind of site: keep it
+                        // out of the fall-through path.
+                        ::core::hint::cold_path();
                         break 'site true;
                     },
                     symb = sym $key,
                     flags = const FLAGS,
+                    // Without it, the compiler keeps the stack aligned for the asm: a PUSH and
+                    // a POP on the fast path of a leaf function.
+                    options(nostack),
                 )
             };
             break 'site false;
@@ -744,6 +749,50 @@ macro_rules! static_branch_likely {
     ($key:path) => {
         $crate::__static_key_branch!($key, true)
     };
+}
+
+/// The type of a static key that starts enabled if and only if a config option is set:
+/// `DEFINE_STATIC_KEY_MAYBE()`.
+///
+/// # Examples
+///
+/// ```
+/// use kernel::jump_label::StaticKey;
+///
+/// static ON_SMP: kernel::static_key_maybe!(CONFIG_SMP) = StaticKey::new();
+///
+/// assert_eq!(ON_SMP.is_enabled(), cfg!(CONFIG_SMP));
+/// ```
+#[macro_export]
+macro_rules! static_key_maybe {
+    ($cfg:meta) => {
+        $crate::jump_label::StaticKey<{ cfg!($cfg) }>
+    };
+}
+
+/// Branches on a static key, laying out as the fall-through the direction a config option
+/// makes likely: [`static_branch_likely!`](crate::static_branch_likely) if it is set,
+/// [`static_branch_unlikely!`](crate::static_branch_unlikely) if not (`static_branch_maybe()`).
+/// Only the chosen form is compiled: the key gets one site.
+///
+/// # Examples
+///
+/// ```
+/// use kernel::jump_label::StaticKey;
+///
+/// static ON_SMP: kernel::static_key_maybe!(CONFIG_SMP) = StaticKey::new();
+///
+/// assert_eq!(kernel::static_branch_maybe!(CONFIG_SMP, ON_SMP), cfg!(CONFIG_SMP));
+/// ```
+#[macro_export]
+macro_rules! static_branch_maybe {
+    ($cfg:meta, $key:path) => {{
+        #[cfg($cfg)]
+        let enabled = $crate::static_branch_likely!($key);
+        #[cfg(not($cfg))]
+        let enabled = $crate::static_branch_unlikely!($key);
+        enabled
+    }};
 }
 
 /// Branches on a static key, laying out the disabled direction as the fall-through.
@@ -797,6 +846,21 @@ mod tests {
     #[inline(never)]
     fn true_unlikely() -> bool {
         crate::static_branch_unlikely!(TRUE_KEY)
+    }
+
+    // Keys whose initial value and sites follow a config option: one that is set wherever these
+    // tests build, and one that no kernel has.
+    static MAYBE_SET: crate::static_key_maybe!(CONFIG_JUMP_LABEL) = StaticKey::new();
+    static MAYBE_UNSET: crate::static_key_maybe!(CONFIG_JLRS_NO_SUCH_OPTION) = StaticKey::new();
+
+    #[inline(never)]
+    fn maybe_set() -> bool {
+        crate::static_branch_maybe!(CONFIG_JUMP_LABEL, MAYBE_SET)
+    }
+
+    #[inline(never)]
+    fn maybe_unset() -> bool {
+        crate::static_branch_maybe!(CONFIG_JLRS_NO_SUCH_OPTION, MAYBE_UNSET)
     }
 
     #[inline(never)]
@@ -853,6 +917,34 @@ mod tests {
     /// counts as a wrong site.
     fn check_sites<const I: bool>(key: &StaticKey<I>) -> (usize, usize) {
         key.check_sites().unwrap_or((0, 1))
+    }
+
+    #[test]
+    fn keys_and_sites_follow_config_options() {
+        // The key's initial value is the option's; the site is the option's kind, and one.
+        assert!(MAYBE_SET.is_enabled());
+        assert!(!MAYBE_UNSET.is_enabled());
+        // One site each, its branch bit set for a likely site: (sites, likely sites).
+        let (mut set, mut unset) = ((0, 0), (0, 0));
+        let count = |n: &mut (usize, usize), site: &Site| {
+            n.0 += 1;
+            n.1 += usize::from(site.branch());
+        };
+        assert_eq!(MAYBE_SET.for_each_site(|s| count(&mut set, s)), Ok(()));
+        assert_eq!(MAYBE_UNSET.for_each_site(|s| count(&mut unset, s)), Ok(()));
+        assert_eq!((set, unset), ((1, 1), (1, 0)));
+        assert_eq!(check_sites(&MAYBE_SET), (1, 0));
+        assert_eq!(check_sites(&MAYBE_UNSET), (1, 0));
+        // Both follow flips.
+        assert!(maybe_set() && !maybe_unset());
+        assert_eq!(MAYBE_SET.disable(), Ok(()));
+        assert_eq!(MAYBE_UNSET.enable(), Ok(()));
+        assert!(!maybe_set() && maybe_unset());
+        assert_eq!(check_sites(&MAYBE_SET), (1, 0));
+        assert_eq!(check_sites(&MAYBE_UNSET), (1, 0));
+        assert_eq!(MAYBE_SET.enable(), Ok(()));
+        assert_eq!(MAYBE_UNSET.disable(), Ok(()));
+        assert!(maybe_set() && !maybe_unset());
     }
 
     #[test]
