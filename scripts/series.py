@@ -28,8 +28,8 @@ import sys
 
 ENTRY = "JUMP_LABEL_RS (RUST TEXT POKING, STATIC KEYS AND ISOLATION)"
 LISTS = ("linux-kernel@vger.kernel.org", "rust-for-linux@vger.kernel.org")
-# The overlay's own directories, named as one pattern each in MAINTAINERS.
-DIRS = ("kernel/jump_label_rs/", "rust/kernel/jump_label/")
+# Every file is named on its own: with a directory pattern, a later patch adding a file there
+# would leave MAINTAINERS untouched, and checkpatch asks about every patch that adds files.
 
 
 def die(msg):
@@ -105,9 +105,7 @@ def overlay_files(top):
 def maintainers(pristine_text, files, author):
     """MAINTAINERS with the entry naming `files`, in its place in alphabetical order."""
     entry = [ENTRY, f"M:\t{author}"] + [f"L:\t{ml}" for ml in LISTS] + ["S:\tMaintained"]
-    # A directory of the overlay's own is one pattern.
-    patterns = {next((d for d in DIRS if f.startswith(d)), f) for f in files}
-    entry += [f"F:\t{f}" for f in sorted(patterns)]
+    entry += [f"F:\t{f}" for f in sorted(files)]
     lines = pristine_text.split("\n")
     start = next(i for i, l in enumerate(lines) if l.startswith("3C59X NETWORK DRIVER"))
     titles = [i for i in range(start, len(lines) - 1)

@@ -337,17 +337,29 @@ unsafe fn count<'a>(key: *mut bindings::static_key) -> &'a Atomic<i32> {
     unsafe { Atomic::from_ptr(&raw mut (*key).enabled.counter) }
 }
 
-/// Holds `cpus_read_lock()` and `jump_label_mutex`, in that order.
-struct JumpLabelLock;
+/// Holds `cpus_read_lock()` and `jump_label_mutex`, in that order; `cpus_read_lock()` only if
+/// the caller does not hold it already (`cpus`).
+struct JumpLabelLock {
+    cpus: bool,
+}
 
 impl JumpLabelLock {
-    /// Takes both. May sleep.
-    fn lock() -> Self {
-        // SAFETY: Callers may sleep; the locks are released when `Self` is dropped.
-        unsafe { bindings::cpus_read_lock() };
+    /// Takes both, or `jump_label_mutex` alone for a caller that holds `cpus_read_lock()`. May
+    /// sleep.
+    fn lock(cpus: bool) -> Self {
+        if cpus {
+            // SAFETY: Callers may sleep; the lock is released when `Self` is dropped.
+            unsafe { bindings::cpus_read_lock() };
+        } else {
+            #[cfg(CONFIG_HOTPLUG_CPU)]
+            // SAFETY: Only checks (with lockdep) that the caller holds the lock.
+            unsafe {
+                bindings::lockdep_assert_cpus_held()
+            };
+        }
         // SAFETY: As above, in the order `static_key_enable()` takes them.
         unsafe { bindings::jump_label_lock() };
-        Self
+        Self { cpus }
     }
 }
 
@@ -355,8 +367,10 @@ impl Drop for JumpLabelLock {
     fn drop(&mut self) {
         // SAFETY: Taken in `lock()` by this task.
         unsafe { bindings::jump_label_unlock() };
-        // SAFETY: As above.
-        unsafe { bindings::cpus_read_unlock() };
+        if self.cpus {
+            // SAFETY: As above.
+            unsafe { bindings::cpus_read_unlock() };
+        }
     }
 }
 
@@ -382,12 +396,37 @@ pub unsafe extern "C" fn jump_label_rs_commit(
     claims: *mut bindings::text_poke_rs_claim,
     n: usize,
 ) -> c_int {
+    // SAFETY: As the caller guarantees.
+    unsafe { commit(claims, n, true) }
+}
+
+/// [`jump_label_rs_commit`] for a caller that holds `cpus_read_lock()`: the `_cpuslocked`
+/// variants of the static-key API.
+///
+/// # Safety
+///
+/// As for [`jump_label_rs_commit`], but the caller holds `cpus_read_lock()`.
+#[no_mangle]
+pub unsafe extern "C" fn jump_label_rs_commit_cpuslocked(
+    claims: *mut bindings::text_poke_rs_claim,
+    n: usize,
+) -> c_int {
+    // SAFETY: As the caller guarantees.
+    unsafe { commit(claims, n, false) }
+}
+
+/// The commit, taking `cpus_read_lock()` if `cpus`.
+///
+/// # Safety
+///
+/// As for [`jump_label_rs_commit`]; the caller holds `cpus_read_lock()` unless `cpus`.
+unsafe fn commit(claims: *mut bindings::text_poke_rs_claim, n: usize, cpus: bool) -> c_int {
     if n == 0 {
         return 0;
     }
     // SAFETY: The caller guarantees `claims` points to `n` claims, ours until we return.
     let claims = unsafe { core::slice::from_raw_parts_mut(claims, n) };
-    let _locks = JumpLabelLock::lock();
+    let _locks = JumpLabelLock::lock(cpus);
 
     // Mark what changes, as the C helpers do, under `jump_label_mutex`: fast paths only ever
     // move a count between positive values.

@@ -58,6 +58,9 @@
 //!   (`branch_atomic_ns`), and C's `static_branch_unlikely()` on a disabled C key, from C
 //!   (`branch_c_unlikely_ns`).
 //!
+//! - `rokey 0|1`: disables or enables a key that is read-only after init: refused with `EPERM`
+//!   and a warning once the kernel runs.
+//!
 //! - `lrudrain N`: `lru_add_drain_all()` N times, and the time it took (`ns`): with `qpw=0` it
 //!   queues work on every CPU whose per-CPU folio batches hold folios, with `qpw=1` it drains
 //!   them from here.
@@ -281,6 +284,11 @@ const BRANCH_UNLIKELY: u32 = 1;
 const BRANCH_LIKELY: u32 = 2;
 const BRANCH_ATOMIC: u32 = 3;
 const BRANCH_C_UNLIKELY: u32 = 4;
+
+kernel::define_static_key_ro!(
+    /// A key of the kernel image that is read-only after init: `rokey` tries to flip it.
+    BENCH_RO_KEY: false
+);
 
 /// The key of the `branch` command's static-key variants.
 static BRANCH_KEY: StaticKeyFalse = StaticKeyFalse::new();
@@ -842,6 +850,7 @@ enum Command {
     LruDrain(u64),
     LockCost(u64),
     Branch(u64),
+    RoKey(bool),
     Upstream(u64),
 }
 
@@ -898,6 +907,11 @@ fn parse(cmd: &[u8]) -> Result<Command> {
         "lrudrain" => Command::LruDrain(number(words.next())?),
         "lockcost" => Command::LockCost(number(words.next())?),
         "branch" => Command::Branch(number(words.next())?),
+        "rokey" => match number(words.next())? {
+            0 => Command::RoKey(false),
+            1 => Command::RoKey(true),
+            _ => return Err(EINVAL),
+        },
         "upstream" => Command::Upstream(number(words.next())?),
         "flip" | "lookup" => {
             let key = key_named(words.next())?;
@@ -922,7 +936,7 @@ fn parse(cmd: &[u8]) -> Result<Command> {
         | Command::Branch(n)
         | Command::Upstream(n) => n,
         Command::Vmalloc(_) => 1,
-        Command::ModKey(_) | Command::Set(..) | Command::Sites(_) => 1,
+        Command::ModKey(_) | Command::Set(..) | Command::Sites(_) | Command::RoKey(_) => 1,
     };
     if words.next().is_some() || flips == 0 || flips > 1_000_000 {
         return Err(EINVAL);
@@ -954,6 +968,9 @@ fn write_run(bench: &Bench, reader: &mut UserSliceReader) -> Result {
         Command::LruDrain(n) => bench.lru_drain(n),
         Command::LockCost(n) => bench.lock_cost(n),
         Command::Branch(n) => bench.branch(n),
+        // Refused once the kernel runs: the write fails with `EPERM`.
+        Command::RoKey(true) => BENCH_RO_KEY.enable(),
+        Command::RoKey(false) => BENCH_RO_KEY.disable(),
         Command::Upstream(n) => bench.upstream(n),
     };
     bench.busy.store(false, Ordering::Release);

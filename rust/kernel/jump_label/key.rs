@@ -46,6 +46,7 @@ use crate::{
     bindings,
     error::{code::*, Result},
     ffi::c_ulong,
+    sync::atomic::{Atomic, Relaxed},
     task::might_sleep,
     types::Opaque,
 };
@@ -223,6 +224,89 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
         might_sleep();
         // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep.
         unsafe { bindings::static_key_slow_dec(self.as_raw()) }
+    }
+
+    /// [`enable`](Self::enable) for a caller that holds `cpus_read_lock()`:
+    /// `static_key_enable_cpuslocked()`.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds `cpus_read_lock()`.
+    pub unsafe fn enable_cpuslocked(&self) -> Result {
+        // SAFETY: As the caller guarantees.
+        unsafe { self.set_cpuslocked(true) }
+    }
+
+    /// [`disable`](Self::disable) for a caller that holds `cpus_read_lock()`:
+    /// `static_key_disable_cpuslocked()`.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds `cpus_read_lock()`.
+    pub unsafe fn disable_cpuslocked(&self) -> Result {
+        // SAFETY: As the caller guarantees.
+        unsafe { self.set_cpuslocked(false) }
+    }
+
+    /// # Safety
+    ///
+    /// The caller holds `cpus_read_lock()`.
+    #[cfg(CONFIG_TEXT_POKE_RS)]
+    unsafe fn set_cpuslocked(&self, enable: bool) -> Result {
+        might_sleep();
+        // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep and
+        // holds `cpus_read_lock()`.
+        unsafe { set_key_cpuslocked(self.as_raw(), enable) }
+    }
+
+    /// # Safety
+    ///
+    /// The caller holds `cpus_read_lock()`.
+    #[cfg(not(CONFIG_TEXT_POKE_RS))]
+    unsafe fn set_cpuslocked(&self, enable: bool) -> Result {
+        might_sleep();
+        // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep and
+        // holds `cpus_read_lock()`.
+        unsafe {
+            if enable {
+                bindings::static_key_enable_cpuslocked(self.as_raw())
+            } else {
+                bindings::static_key_disable_cpuslocked(self.as_raw())
+            }
+        };
+        Ok(())
+    }
+
+    /// [`inc`](Self::inc) for a caller that holds `cpus_read_lock()`:
+    /// `static_key_slow_inc_cpuslocked()`.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds `cpus_read_lock()`.
+    pub unsafe fn inc_cpuslocked(&self) -> Result {
+        might_sleep();
+        // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep and
+        // holds `cpus_read_lock()`.
+        if unsafe { bindings::static_key_slow_inc_cpuslocked(self.as_raw()) } {
+            Ok(())
+        } else if self.count() == i32::MAX {
+            Err(EOVERFLOW)
+        } else {
+            Err(EINVAL)
+        }
+    }
+
+    /// [`dec`](Self::dec) for a caller that holds `cpus_read_lock()`:
+    /// `static_key_slow_dec_cpuslocked()`.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds `cpus_read_lock()`.
+    pub unsafe fn dec_cpuslocked(&self) {
+        might_sleep();
+        // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep and
+        // holds `cpus_read_lock()`.
+        unsafe { bindings::static_key_slow_dec_cpuslocked(self.as_raw()) }
     }
 
     /// Takes a reference on the key that is dropped with the returned guard.
@@ -414,6 +498,118 @@ impl Default for Transaction {
     }
 }
 
+/// A static key that may change only while the kernel boots: `DEFINE_STATIC_KEY_FALSE_RO()` and
+/// `DEFINE_STATIC_KEY_TRUE_RO()`.
+///
+/// Define one with [`define_static_key_ro!`](crate::define_static_key_ro), which places it in
+/// `.data..ro_after_init`, as C does. Once the kernel starts to free its init memory, just
+/// before that section becomes read-only, every change is refused with `EPERM` and a warning,
+/// where a C key would fault. Reading it and branching on it work as for any key. Text-poke
+/// deferral counts on such keys never changing after boot (`scripts/danger-zone.py`).
+///
+/// The check is the kernel image's: in a module the key becomes read-only when the module's
+/// init returns, which this type does not check.
+#[repr(transparent)]
+pub struct StaticKeyRo<const INITIAL: bool>(StaticKey<INITIAL>);
+
+impl<const INITIAL: bool> private::Sealed for StaticKeyRo<INITIAL> {}
+impl<const INITIAL: bool> KeyType for StaticKeyRo<INITIAL> {
+    const INITIAL: bool = INITIAL;
+}
+
+impl<const INITIAL: bool> StaticKeyRo<INITIAL> {
+    /// Creates a key, for a `static` item in `.data..ro_after_init` (see
+    /// [`define_static_key_ro!`](crate::define_static_key_ro)).
+    pub const fn new() -> Self {
+        Self(StaticKey::new())
+    }
+
+    /// Returns the C `struct static_key`.
+    #[inline]
+    pub fn as_raw(&self) -> *mut bindings::static_key {
+        self.0.as_raw()
+    }
+
+    /// The key's reference count: `static_key_count()`.
+    pub fn count(&self) -> i32 {
+        self.0.count()
+    }
+
+    /// Whether the key is enabled: `static_key_enabled()`.
+    pub fn is_enabled(&self) -> bool {
+        self.0.is_enabled()
+    }
+
+    /// Checks every site against the key's value; see [`StaticKey::check_sites`].
+    pub fn check_sites(&self) -> Result<(usize, usize)> {
+        self.0.check_sites()
+    }
+
+    /// `Ok` while the key may change; `EPERM` with a warning once init memory is being freed.
+    fn writable(&self) -> Result {
+        // SAFETY: `system_state` is an aligned `enum` that lives as long as the kernel; the boot
+        // CPU writes it with plain aligned word stores, which are never torn.
+        let state = unsafe { Atomic::from_ptr(&raw mut bindings::system_state) }.load(Relaxed);
+        if state < bindings::system_states_SYSTEM_FREEING_INITMEM {
+            return Ok(());
+        }
+        crate::pr_warn!("static key {:p} is read-only after init\n", self.as_raw());
+        crate::warn_on!(true);
+        Err(EPERM)
+    }
+
+    /// [`StaticKey::enable`], while the kernel boots.
+    pub fn enable(&self) -> Result {
+        self.writable()?;
+        self.0.enable()
+    }
+
+    /// [`StaticKey::disable`], while the kernel boots.
+    pub fn disable(&self) -> Result {
+        self.writable()?;
+        self.0.disable()
+    }
+
+    /// [`StaticKey::inc`], while the kernel boots.
+    pub fn inc(&self) -> Result {
+        self.writable()?;
+        self.0.inc()
+    }
+
+    /// [`StaticKey::dec`], while the kernel boots; afterwards it warns and changes nothing.
+    pub fn dec(&self) {
+        if self.writable().is_ok() {
+            self.0.dec();
+        }
+    }
+}
+
+impl<const INITIAL: bool> Default for StaticKeyRo<INITIAL> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Defines a [`StaticKeyRo`]: `DEFINE_STATIC_KEY_FALSE_RO()` (`false`) or
+/// `DEFINE_STATIC_KEY_TRUE_RO()` (`true`).
+///
+/// # Examples
+///
+/// ```
+/// kernel::define_static_key_ro!(BOOT_CHOICE: false);
+///
+/// assert!(!kernel::static_branch_unlikely!(BOOT_CHOICE));
+/// ```
+#[macro_export]
+macro_rules! define_static_key_ro {
+    ($(#[$attr:meta])* $vis:vis $name:ident: $initial:literal) => {
+        $(#[$attr])*
+        #[link_section = ".data..ro_after_init"]
+        $vis static $name: $crate::jump_label::StaticKeyRo<$initial> =
+            $crate::jump_label::StaticKeyRo::new();
+    };
+}
+
 /// A reference on a static key, dropped with the guard.
 ///
 /// # Invariants
@@ -492,6 +688,27 @@ unsafe fn set_key(key: *mut bindings::static_key, enable: bool) -> Result {
     // SAFETY: One claim on a valid key, in a context the commit may run in, as the caller
     // guarantees.
     crate::error::to_result(unsafe { bindings::jump_label_rs_commit(claim.as_mut_ptr(), 1) })
+}
+
+/// [`set_key`] for a caller that holds `cpus_read_lock()`.
+///
+/// # Safety
+///
+/// `key` is a valid key, and the caller may sleep, holds `cpus_read_lock()` and neither
+/// `jump_label_mutex` nor `text_mutex`.
+#[cfg(CONFIG_TEXT_POKE_RS)]
+#[inline(never)]
+unsafe fn set_key_cpuslocked(key: *mut bindings::static_key, enable: bool) -> Result {
+    let mut claim = [bindings::text_poke_rs_claim {
+        key,
+        enable,
+        flip: false,
+    }];
+    // SAFETY: One claim on a valid key, in a context the commit may run in, as the caller
+    // guarantees.
+    crate::error::to_result(unsafe {
+        bindings::jump_label_rs_commit_cpuslocked(claim.as_mut_ptr(), 1)
+    })
 }
 
 /// Calls `f` on each site of `key` in the kernel image; see [`StaticKey::for_each_site`].
@@ -917,6 +1134,91 @@ mod tests {
     /// counts as a wrong site.
     fn check_sites<const I: bool>(key: &StaticKey<I>) -> (usize, usize) {
         key.check_sites().unwrap_or((0, 1))
+    }
+
+    crate::define_static_key_ro!(RO_FALSE: false);
+    crate::define_static_key_ro!(RO_TRUE: true);
+
+    #[inline(never)]
+    fn ro_false_site() -> bool {
+        crate::static_branch_unlikely!(RO_FALSE)
+    }
+
+    #[inline(never)]
+    fn ro_true_site() -> bool {
+        crate::static_branch_likely!(RO_TRUE)
+    }
+
+    extern "C" {
+        // The kernel image's `.data..ro_after_init`, from the linker script.
+        static __start_ro_after_init: [u8; 0];
+        static __end_ro_after_init: [u8; 0];
+    }
+
+    #[test]
+    fn read_only_keys_flip_while_the_kernel_boots() {
+        let ro = (&raw const __start_ro_after_init).addr()..(&raw const __end_ro_after_init).addr();
+        assert!(ro.contains(&RO_FALSE.as_raw().addr()));
+        assert!(ro.contains(&RO_TRUE.as_raw().addr()));
+        // KUnit runs before the kernel frees its init memory: the keys may still change (the
+        // refusal after boot is tested from user space, scripts/guest-test/rokey.sh).
+        // SAFETY: `system_state` is an aligned `enum`; a racy read of it is only a snapshot.
+        let state = unsafe { Atomic::from_ptr(&raw mut bindings::system_state) }.load(Relaxed);
+        assert!(state < bindings::system_states_SYSTEM_FREEING_INITMEM);
+        assert_eq!(RO_FALSE.enable(), Ok(()));
+        assert_eq!(RO_TRUE.disable(), Ok(()));
+        assert!(ro_false_site() && !ro_true_site());
+        assert_eq!(RO_FALSE.check_sites(), Ok((1, 0)));
+        assert_eq!(RO_TRUE.check_sites(), Ok((1, 0)));
+        assert_eq!(RO_FALSE.disable(), Ok(()));
+        assert_eq!(RO_TRUE.enable(), Ok(()));
+        assert_eq!(RO_FALSE.inc(), Ok(()));
+        RO_FALSE.dec();
+        assert_eq!((RO_FALSE.count(), RO_TRUE.count()), (0, 1));
+        assert!(!ro_false_site() && ro_true_site());
+    }
+
+    /// Runs `f` with `cpus_read_lock()` held.
+    fn cpus_locked<T>(f: impl FnOnce() -> T) -> T {
+        // SAFETY: Takes the CPU hotplug lock for reading, released below; the test may sleep.
+        unsafe { bindings::cpus_read_lock() };
+        let ret = f();
+        // SAFETY: Taken above by this task.
+        unsafe { bindings::cpus_read_unlock() };
+        ret
+    }
+
+    #[test]
+    fn cpuslocked_variants_flip_under_the_hotplug_lock() {
+        let enable = || {
+            // SAFETY: Run by `cpus_locked()`, which holds `cpus_read_lock()`.
+            unsafe { FALSE_KEY.enable_cpuslocked() }
+        };
+        let disable = || {
+            // SAFETY: As above.
+            unsafe { FALSE_KEY.disable_cpuslocked() }
+        };
+        let inc = || {
+            // SAFETY: As above.
+            unsafe { FALSE_KEY.inc_cpuslocked() }
+        };
+        let dec = || {
+            // SAFETY: As above.
+            unsafe { FALSE_KEY.dec_cpuslocked() }
+        };
+        assert_eq!(cpus_locked(enable), Ok(()));
+        assert!(false_unlikely() && false_likely());
+        assert_eq!(check_sites(&FALSE_KEY), (2, 0));
+        assert_eq!(cpus_locked(disable), Ok(()));
+        assert!(!false_unlikely() && !false_likely());
+        assert_eq!(check_sites(&FALSE_KEY), (2, 0));
+        assert_eq!(cpus_locked(inc), Ok(()));
+        assert_eq!(FALSE_KEY.count(), 1);
+        assert!(false_unlikely());
+        cpus_locked(dec);
+        assert_eq!(FALSE_KEY.count(), 0);
+        assert!(!false_unlikely());
+        assert_eq!(check_sites(&FALSE_KEY), (2, 0));
     }
 
     #[test]

@@ -160,6 +160,8 @@ struct text_poke_rs_claim {
 
 /* Flips several keys as one batch: 0, or -EINVAL with nothing changed. */
 int jump_label_rs_commit(struct text_poke_rs_claim *claims, size_t n);
+/* The same for a caller that holds cpus_read_lock(). */
+int jump_label_rs_commit_cpuslocked(struct text_poke_rs_claim *claims, size_t n);
 /* jump_label_update() of one key, in kernel/jump_label.c: false if refused. */
 bool jump_label_rs_key_update(struct static_key *key);
 
