@@ -17,22 +17,13 @@
  */
 #include <linux/bpf.h>
 
+#include "nolibc.h"
+
 #define SYS_write	1
 #define SYS_exit	60
 #define SYS_prctl	157
 #define SYS_bpf		321
 #define PR_SET_NAME	15
-
-static long syscall3(long nr, long a, long b, long c)
-{
-	long ret;
-
-	asm volatile ("syscall"
-		      : "=a" (ret)
-		      : "a" (nr), "D" (a), "S" (b), "d" (c)
-		      : "rcx", "r11", "memory");
-	return ret;
-}
 
 static void zero(void *p, unsigned long n)
 {
@@ -47,31 +38,6 @@ static unsigned long length(const volatile char *s)
 	while (s[n])
 		n++;
 	return n;
-}
-
-static char *put_string(char *p, const char *s)
-{
-	while (*s)
-		*p++ = *s++;
-	return p;
-}
-
-static char *put_number(char *p, long n)
-{
-	char digits[24];
-	int i = 0;
-
-	if (n < 0) {
-		*p++ = '-';
-		n = -n;
-	}
-	do {
-		digits[i++] = '0' + n % 10;
-		n /= 10;
-	} while (n);
-	while (i)
-		*p++ = digits[--i];
-	return p;
 }
 
 static __attribute__((noreturn)) void leave(long code)
@@ -92,6 +58,10 @@ static __attribute__((noreturn)) void fail(const char *step, long err)
 	char *p = put_string(line, step);
 
 	p = put_string(p, " failed: ");
+	if (err < 0) {
+		*p++ = '-';
+		err = -err;
+	}
 	p = put_number(p, err);
 	*p++ = '\n';
 	syscall3(SYS_write, 1, (long)line, p - line);
@@ -180,15 +150,6 @@ static long fire(long result)
 	if (err)
 		fail("reading the result", err);
 	return value;
-}
-
-static unsigned long number(const char *s)
-{
-	unsigned long n = 0;
-
-	while (*s >= '0' && *s <= '9')
-		n = n * 10 + *s++ - '0';
-	return n;
 }
 
 __attribute__((used, noreturn)) static void start(long *sp)

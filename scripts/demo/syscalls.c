@@ -51,21 +51,12 @@
 #define KPF_LRU			5
 #define LRU_PAGES		16
 
+#include "nolibc.h"
+
 struct timespec {
 	long tv_sec;
 	long tv_nsec;
 };
-
-static long syscall3(long nr, long a, long b, long c)
-{
-	long ret;
-
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "a"(nr), "D"(a), "S"(b), "d"(c)
-			 : "rcx", "r11", "memory");
-	return ret;
-}
 
 static long syscall6(long nr, long a, long b, long c, long d, long e, long f)
 {
@@ -87,36 +78,6 @@ static unsigned long now_ns(void)
 
 	syscall3(SYS_clock_gettime, CLOCK_MONOTONIC, (long)&ts, 0);
 	return ts.tv_sec * 1000000000UL + ts.tv_nsec;
-}
-
-static char *put_number(char *p, unsigned long n)
-{
-	char digits[20];
-	int i = 0;
-
-	do {
-		digits[i++] = '0' + n % 10;
-		n /= 10;
-	} while (n);
-	while (i)
-		*p++ = digits[--i];
-	return p;
-}
-
-static char *put_string(char *p, const char *s)
-{
-	while (*s)
-		*p++ = *s++;
-	return p;
-}
-
-static unsigned long number(const char *s)
-{
-	unsigned long n = 0;
-
-	for (; *s >= '0' && *s <= '9'; s++)
-		n = n * 10 + (*s - '0');
-	return n;
 }
 
 static int command(long fd, const char *cmd, long len)
