@@ -27,6 +27,12 @@ result() {
 	fi
 }
 
+# The checks of the built kernel need one: make test builds it first.
+if [ ! -f "$JLRS_BUILD/.config" ] || [ ! -f "$JLRS_BUILD/vmlinux" ]; then
+	echo "check: kernel build: FAILED (no kernel built in $JLRS_BUILD: run make kunit first)"
+	exit 1
+fi
+
 mk=(make -C "$JLRS_SRC" O="$JLRS_BUILD" ARCH=x86_64 -j"$(nproc)")
 while read -r o; do mk+=("$o"); done < <(jlrs_make_opts)
 

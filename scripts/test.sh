@@ -2,10 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # make test: set up what is missing, fetch the base, apply the overlay, run
-# the host tests and the lint checks, build the kernel and run the
-# project's KUnit suites in QEMU, once per text_poke= mode, then boot the
-# same image once more with a busybox user space for the tests KUnit cannot
-# run (scripts/guest-test/). Ends with one line "N passed, N failed, N
+# the host tests, build the kernel and run the project's KUnit suites in
+# QEMU, once per text_poke= mode, run the lint checks on the built tree,
+# boot the other configurations, then boot the same image once more with a
+# busybox user space for the tests KUnit cannot run (scripts/guest-test/). Ends with one line "N passed, N failed, N
 # skipped" counting host, lint, KUnit, boot self-test and user-space cases
 # together; exits non-zero on any failure, on a suite that did not run and
 # on a guest that crashed or timed out.
@@ -30,11 +30,6 @@ host_rc=0
 "$JLRS_TOP/scripts/host-test.sh" > "$logs/host.log" 2>&1 || host_rc=$?
 grep -E '^test |test result:|^error|panicked' "$logs/host.log" || true
 [ "$host_rc" = 0 ] || msg "host tests failed (log: $logs/host.log)"
-
-msg "lint: rustfmt, rustc/clippy/objtool warnings, danger zone, checkpatch --strict"
-"$JLRS_TOP/scripts/check.sh" > "$logs/check.log" 2>&1 || true
-grep '^check:' "$logs/check.log" || echo "check: lint: FAILED (no result, log: $logs/check.log)" |
-	tee -a "$logs/check.log"
 
 kunit_rc=0
 jsons=()
@@ -74,6 +69,13 @@ for mode in "${MODES[@]}"; do
 	fi
 	kunit_boot "$mode" "$JLRS_BUILD" --kernel_args="text_poke=$mode" "${extra[@]}"
 done
+
+# Lint once the kernel is built: clippy rebuilds our objects in its build
+# directory, and the danger zone and layout checks read the linked kernel.
+msg "lint: rustfmt, rustc/clippy/objtool warnings, danger zone, checkpatch --strict"
+"$JLRS_TOP/scripts/check.sh" > "$logs/check.log" 2>&1 || true
+grep '^check:' "$logs/check.log" || echo "check: lint: FAILED (no result, log: $logs/check.log)" |
+	tee -a "$logs/check.log"
 
 # Lockdep (CONFIG_PROVE_LOCKING, CONFIG_DEBUG_ATOMIC_SLEEP): a second
 # configuration, in a build directory of its own, runs the qpw_cache suite
