@@ -15,6 +15,10 @@
 //! [`StaticKey::dec`]. Keys defined in C with `DEFINE_STATIC_KEY_FALSE()` or
 //! `DEFINE_STATIC_KEY_TRUE()` work the same way through their bindings.
 //!
+//! Keys that only change while the kernel boots are [`StaticKeyRo`]; keys whose last reference
+//! is dropped late, at most once per rate limit, are [`StaticKeyDeferred`]
+//! (`jump_label_ratelimit.h`).
+//!
 //! C header: [`include/linux/jump_label.h`](srctree/include/linux/jump_label.h).
 //!
 //! Documentation: [`Documentation/staging/static-keys.rst`].
@@ -109,23 +113,38 @@ impl KeyType for bindings::static_key_true {
     const INITIAL: bool = true;
 }
 
+/// `Ok` if `ready` (`jump_label_init()` has run); else `EAGAIN`, with a warning naming `key`.
+fn refuse_before_init(ready: bool, key: *mut bindings::static_key) -> Result {
+    if ready {
+        return Ok(());
+    }
+    crate::pr_warn!("static key {:p} used before jump_label_init()\n", key);
+    crate::warn_on!(true);
+    Err(EAGAIN)
+}
+
+/// `STATIC_KEY_INIT_TRUE` if `initial`, `STATIC_KEY_INIT_FALSE` if not.
+const fn raw_key(initial: bool) -> bindings::static_key {
+    bindings::static_key {
+        enabled: bindings::atomic_t {
+            counter: initial as i32,
+        },
+        __bindgen_anon_1: bindings::static_key__bindgen_ty_1 {
+            type_: if initial {
+                bindings::JUMP_TYPE_TRUE as c_ulong
+            } else {
+                bindings::JUMP_TYPE_FALSE as c_ulong
+            },
+        },
+    }
+}
+
 impl<const INITIAL: bool> StaticKey<INITIAL> {
     /// Creates a key, for a `static` item.
     pub const fn new() -> Self {
-        let key = bindings::static_key {
-            enabled: bindings::atomic_t {
-                counter: INITIAL as i32,
-            },
-            __bindgen_anon_1: bindings::static_key__bindgen_ty_1 {
-                type_: if INITIAL {
-                    bindings::JUMP_TYPE_TRUE as c_ulong
-                } else {
-                    bindings::JUMP_TYPE_FALSE as c_ulong
-                },
-            },
-        };
-        // INVARIANT: `key` is `STATIC_KEY_INIT_TRUE` or `STATIC_KEY_INIT_FALSE` per `INITIAL`.
-        Self(Opaque::new(key))
+        // INVARIANT: `raw_key()` is `STATIC_KEY_INIT_TRUE` or `STATIC_KEY_INIT_FALSE` per
+        // `INITIAL`.
+        Self(Opaque::new(raw_key(INITIAL)))
     }
 
     /// Returns the C `struct static_key`.
@@ -157,6 +176,8 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
     /// nothing written, if a site of the key does not hold the instruction the key's value put
     /// there. (Upstream's update `BUG()`s instead.)
     ///
+    /// Fails with `EAGAIN`, with a warning, the key unchanged, before `jump_label_init()`.
+    ///
     /// Takes `cpus_read_lock()` and `jump_label_mutex`: may sleep.
     pub fn enable(&self) -> Result {
         self.set(true)
@@ -174,6 +195,7 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
     #[cfg(CONFIG_TEXT_POKE_RS)]
     fn set(&self, enable: bool) -> Result {
         might_sleep();
+        self.initialized()?;
         // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep
         // and, being allowed to flip keys, holds none of the locks the commit takes.
         unsafe { set_key(self.as_raw(), enable) }
@@ -182,6 +204,7 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
     #[cfg(not(CONFIG_TEXT_POKE_RS))]
     fn set(&self, enable: bool) -> Result {
         might_sleep();
+        self.initialized()?;
         // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep.
         unsafe {
             if enable {
@@ -202,6 +225,7 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
     /// Takes `cpus_read_lock()` and `jump_label_mutex`: may sleep.
     pub fn inc(&self) -> Result {
         might_sleep();
+        self.initialized()?;
         // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep.
         if unsafe { bindings::static_key_slow_inc(self.as_raw()) } {
             Ok(())
@@ -222,6 +246,9 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
     /// Takes `cpus_read_lock()` and `jump_label_mutex`: may sleep.
     pub fn dec(&self) {
         might_sleep();
+        if self.initialized().is_err() {
+            return;
+        }
         // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep.
         unsafe { bindings::static_key_slow_dec(self.as_raw()) }
     }
@@ -254,6 +281,7 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
     #[cfg(CONFIG_TEXT_POKE_RS)]
     unsafe fn set_cpuslocked(&self, enable: bool) -> Result {
         might_sleep();
+        self.initialized()?;
         // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep and
         // holds `cpus_read_lock()`.
         unsafe { set_key_cpuslocked(self.as_raw(), enable) }
@@ -265,6 +293,7 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
     #[cfg(not(CONFIG_TEXT_POKE_RS))]
     unsafe fn set_cpuslocked(&self, enable: bool) -> Result {
         might_sleep();
+        self.initialized()?;
         // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep and
         // holds `cpus_read_lock()`.
         unsafe {
@@ -285,6 +314,7 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
     /// The caller holds `cpus_read_lock()`.
     pub unsafe fn inc_cpuslocked(&self) -> Result {
         might_sleep();
+        self.initialized()?;
         // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep and
         // holds `cpus_read_lock()`.
         if unsafe { bindings::static_key_slow_inc_cpuslocked(self.as_raw()) } {
@@ -304,9 +334,23 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
     /// The caller holds `cpus_read_lock()`.
     pub unsafe fn dec_cpuslocked(&self) {
         might_sleep();
+        if self.initialized().is_err() {
+            return;
+        }
         // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep and
         // holds `cpus_read_lock()`.
         unsafe { bindings::static_key_slow_dec_cpuslocked(self.as_raw()) }
+    }
+
+    /// `Ok` once `jump_label_init()` has run; before, `EAGAIN` with a warning.
+    ///
+    /// C warns about such a use (`STATIC_KEY_CHECK_USE()`) and goes on; the key's sites are not
+    /// known yet, so the change would not reach them.
+    fn initialized(&self) -> Result {
+        // SAFETY: `static_key_initialized` is a `bool` that lives as long as the kernel; the boot
+        // CPU sets it once, before any other CPU runs, and nothing writes it afterwards.
+        let ready = unsafe { Atomic::from_ptr(&raw mut bindings::static_key_initialized) };
+        refuse_before_init(ready.load(Relaxed), self.as_raw())
     }
 
     /// Takes a reference on the key that is dropped with the returned guard.
@@ -466,11 +510,13 @@ impl Transaction {
 
     /// Enables `key` at the commit.
     pub fn enable<const INITIAL: bool>(&mut self, key: &'static StaticKey<INITIAL>) -> Result {
+        key.initialized()?;
         self.claim(key.as_raw(), true)
     }
 
     /// Disables `key` at the commit.
     pub fn disable<const INITIAL: bool>(&mut self, key: &'static StaticKey<INITIAL>) -> Result {
+        key.initialized()?;
         self.claim(key.as_raw(), false)
     }
 
@@ -608,6 +654,211 @@ macro_rules! define_static_key_ro {
         $vis static $name: $crate::jump_label::StaticKeyRo<$initial> =
             $crate::jump_label::StaticKeyRo::new();
     };
+}
+
+/// A static key whose last reference is dropped late, at most once per rate limit:
+/// `DEFINE_STATIC_KEY_DEFERRED_FALSE()` and `DEFINE_STATIC_KEY_DEFERRED_TRUE()`
+/// (`jump_label_ratelimit.h`).
+///
+/// A key that users take and drop in quick succession would patch the kernel text each time;
+/// [`dec_deferred`](Self::dec_deferred) drops the last reference only after the rate limit, so
+/// a reference taken again meanwhile costs no patching at all. Set the rate limit once, with
+/// [`rate_limit`](Self::rate_limit), before the first deferred decrement;
+/// [`flush`](Self::flush) drops a pending last reference at once. [`key`](Self::key) gives the
+/// key itself, for sites, [`StaticKey::inc`] and everything else.
+///
+/// A module that defines such a key flushes it before it goes away.
+///
+/// # Invariants
+///
+/// `inner.key` is a valid `struct static_key` (see [`StaticKey`]). `inner.timeout` and
+/// `inner.work` are zero while `state` is [`Self::UNLIMITED`], and set up by
+/// `jump_label_rate_limit()` once it is [`Self::LIMITED`]; only the thread that moved `state`
+/// to [`Self::SETTING`] writes them.
+///
+/// # Examples
+///
+/// ```
+/// use kernel::jump_label::StaticKeyDeferredFalse;
+///
+/// static TRACING: StaticKeyDeferredFalse = StaticKeyDeferredFalse::new();
+///
+/// TRACING.rate_limit(kernel::time::msecs_to_jiffies(60_000))?;
+/// TRACING.key().inc()?;
+/// assert!(kernel::static_branch_unlikely!(TRACING));
+/// // Still enabled until the minute has passed, or until it is flushed.
+/// TRACING.dec_deferred()?;
+/// assert!(TRACING.key().is_enabled());
+/// TRACING.flush();
+/// assert!(!kernel::static_branch_unlikely!(TRACING));
+/// # Ok::<(), Error>(())
+/// ```
+#[repr(C)]
+pub struct StaticKeyDeferred<const INITIAL: bool> {
+    // First, so that the key's address is the `static`'s: a site names the `static`.
+    inner: Opaque<bindings::static_key_deferred>,
+    state: Atomic<u32>,
+}
+
+/// A deferred static key that starts disabled: `DEFINE_STATIC_KEY_DEFERRED_FALSE()`.
+pub type StaticKeyDeferredFalse = StaticKeyDeferred<false>;
+
+/// A deferred static key that starts enabled: `DEFINE_STATIC_KEY_DEFERRED_TRUE()`.
+pub type StaticKeyDeferredTrue = StaticKeyDeferred<true>;
+
+// SAFETY: The key is changed through the C jump-label API, as a [`StaticKey`] is; the delayed
+// work is set up once (`state`) and then only handed to the workqueue API, which serialises it.
+unsafe impl<const INITIAL: bool> Sync for StaticKeyDeferred<INITIAL> {}
+
+// SAFETY: A static key holds no thread-bound state.
+unsafe impl<const INITIAL: bool> Send for StaticKeyDeferred<INITIAL> {}
+
+impl<const INITIAL: bool> private::Sealed for StaticKeyDeferred<INITIAL> {}
+impl<const INITIAL: bool> KeyType for StaticKeyDeferred<INITIAL> {
+    const INITIAL: bool = INITIAL;
+}
+
+impl<const INITIAL: bool> StaticKeyDeferred<INITIAL> {
+    const UNLIMITED: u32 = 0;
+    const SETTING: u32 = 1;
+    const LIMITED: u32 = 2;
+
+    /// Creates a key, for a `static` item; give it a rate limit before its first deferred
+    /// decrement.
+    pub const fn new() -> Self {
+        // SAFETY: `struct static_key_deferred` is made of integers, pointers and optional
+        // function pointers, for all of which zero is a valid value.
+        let mut raw: bindings::static_key_deferred = unsafe { core::mem::zeroed() };
+        raw.key = raw_key(INITIAL);
+        // INVARIANT: The key is initialised as a `StaticKey<INITIAL>`, the rest is zero, and
+        // the key is unlimited.
+        Self {
+            inner: Opaque::new(raw),
+            state: Atomic::new(Self::UNLIMITED),
+        }
+    }
+
+    /// The key itself: its value, its sites, and every change but the deferred decrement.
+    #[inline]
+    pub fn key(&self) -> &StaticKey<INITIAL> {
+        // SAFETY: `StaticKey` is a transparent wrapper of `Opaque<bindings::static_key>`, and
+        // the key is the first field of `inner`, initialised as a `StaticKey<INITIAL>` (type
+        // invariant); it lives as long as `self`.
+        unsafe { &*self.inner.get().cast::<StaticKey<INITIAL>>() }
+    }
+
+    /// Returns the C `struct static_key_deferred`.
+    #[inline]
+    pub fn as_raw(&self) -> *mut bindings::static_key_deferred {
+        self.inner.get()
+    }
+
+    /// Sets the rate limit, in jiffies: how long [`dec_deferred`](Self::dec_deferred) waits
+    /// before it drops the last reference (`jump_label_rate_limit()`).
+    ///
+    /// Fails with `EINVAL` and a warning for a limit of zero (a limit is unsigned: a negative
+    /// one does not compile; C takes zero for "at once, from a work item"), with `EBUSY` if the
+    /// key has a limit already, and with `EAGAIN` as [`StaticKey::enable`] does before
+    /// `jump_label_init()`; the key is left as it was. Only a `static` key takes a limit: the
+    /// work item that drops its last reference may run at any time later.
+    pub fn rate_limit(&'static self, rl: crate::time::Jiffies) -> Result {
+        self.key().initialized()?;
+        if rl == 0 {
+            crate::pr_warn!(
+                "static key {:p}: a rate limit of 0 jiffies\n",
+                self.as_raw()
+            );
+            crate::warn_on!(true);
+            return Err(EINVAL);
+        }
+        if self
+            .state
+            .cmpxchg(Self::UNLIMITED, Self::SETTING, Relaxed)
+            .is_err()
+        {
+            return Err(EBUSY);
+        }
+        // SAFETY: `self.as_raw()` is valid; the `cmpxchg` above made this thread the only one
+        // to write `timeout` and `work`, and no deferred decrement uses them before `state`
+        // says `LIMITED`.
+        unsafe { bindings::jump_label_rate_limit(self.as_raw(), rl) };
+        // INVARIANT: `jump_label_rate_limit()` set up `timeout` and `work`.
+        self.state
+            .store(Self::LIMITED, crate::sync::atomic::Release);
+        Ok(())
+    }
+
+    /// Whether the delayed drop of the last reference is pending.
+    fn drop_pending(&self) -> bool {
+        // SAFETY: `work` is in `self`; its `data` word is an aligned `atomic_long_t` that the
+        // workqueue code changes atomically.
+        let data = unsafe { Atomic::from_ptr(&raw mut (*self.as_raw()).work.work.data.counter) };
+        data.load(Relaxed) & (1 << bindings::work_bits_WORK_STRUCT_PENDING_BIT) != 0
+    }
+
+    /// Drops a reference taken with [`StaticKey::inc`]; the last one only after the rate limit
+    /// (`static_branch_slow_dec_deferred()`).
+    ///
+    /// A reference taken again before the rate limit has passed keeps the key enabled, with no
+    /// patching. Fails with `EINVAL` and a warning, changing nothing, before a rate limit is set
+    /// (where C's `DEFINE_STATIC_KEY_DEFERRED_FALSE()` sets it with the key) and when the key
+    /// has no reference left to drop (none, or only the one whose drop is pending); C's own
+    /// check (a warning) stands behind it for decrements that race. Fails with `EAGAIN` as
+    /// [`StaticKey::enable`] does before `jump_label_init()`.
+    ///
+    /// Does not sleep: the last reference is dropped by a work item.
+    pub fn dec_deferred(&'static self) -> Result {
+        if self.state.load(crate::sync::atomic::Acquire) != Self::LIMITED {
+            crate::pr_warn!(
+                "static key {:p}: deferred decrement without a rate limit\n",
+                self.as_raw()
+            );
+            crate::warn_on!(true);
+            return Err(EINVAL);
+        }
+        self.key().initialized()?;
+        let count = self.key().count();
+        if count <= 0 || (count == 1 && self.drop_pending()) {
+            crate::pr_warn!(
+                "static key {:p}: deferred decrement below zero\n",
+                self.as_raw()
+            );
+            crate::warn_on!(true);
+            return Err(EINVAL);
+        }
+        let raw = self.as_raw();
+        // SAFETY: `state` is `LIMITED` (read with `Acquire`), so `work` and `timeout` are set
+        // up (type invariant) and no longer written.
+        unsafe {
+            bindings::__static_key_slow_dec_deferred(
+                &raw mut (*raw).key,
+                &raw mut (*raw).work,
+                (*raw).timeout,
+            )
+        };
+        Ok(())
+    }
+
+    /// Drops a pending last reference now (`static_key_deferred_flush()`); does nothing if no
+    /// drop is pending.
+    ///
+    /// Waits for the work item: may sleep.
+    pub fn flush(&self) {
+        might_sleep();
+        if self.state.load(crate::sync::atomic::Acquire) != Self::LIMITED {
+            // No rate limit, so no work item was ever queued.
+            return;
+        }
+        let raw = self.as_raw();
+        // SAFETY: As in `dec_deferred()`: `work` is set up; the caller may sleep.
+        unsafe { bindings::__static_key_deferred_flush(raw.cast(), &raw mut (*raw).work) };
+    }
+}
+
+impl<const INITIAL: bool> Default for StaticKeyDeferred<INITIAL> {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// A reference on a static key, dropped with the guard.
@@ -1176,6 +1427,164 @@ mod tests {
         RO_FALSE.dec();
         assert_eq!((RO_FALSE.count(), RO_TRUE.count()), (0, 1));
         assert!(!ro_false_site() && ro_true_site());
+    }
+
+    // A key whose drops wait an hour unless flushed, so that no slow guest sees one happen
+    // between two steps of a test, one whose drop a test waits for, and one with no limit.
+    static DEFERRED: StaticKeyDeferredFalse = StaticKeyDeferredFalse::new();
+    static EXPIRING: StaticKeyDeferredFalse = StaticKeyDeferredFalse::new();
+    static UNLIMITED: StaticKeyDeferredTrue = StaticKeyDeferredTrue::new();
+
+    #[inline(never)]
+    fn deferred_site() -> bool {
+        crate::static_branch_unlikely!(DEFERRED)
+    }
+
+    #[inline(never)]
+    fn expiring_site() -> bool {
+        crate::static_branch_unlikely!(EXPIRING)
+    }
+
+    #[inline(never)]
+    fn unlimited_site() -> bool {
+        crate::static_branch_likely!(UNLIMITED)
+    }
+
+    /// The rate limit of `EXPIRING`, in jiffies.
+    fn expiring_limit() -> crate::time::Jiffies {
+        crate::time::msecs_to_jiffies(200)
+    }
+
+    /// `DEFERRED` with its rate limit of an hour: set by the first test that asks.
+    fn deferred() -> &'static StaticKeyDeferredFalse {
+        let ret = DEFERRED.rate_limit(crate::time::msecs_to_jiffies(3_600_000));
+        assert!(matches!(ret, Ok(()) | Err(EBUSY)));
+        &DEFERRED
+    }
+
+    fn jiffies() -> crate::time::Jiffies {
+        // SAFETY: `jiffies` is an aligned `unsigned long` that lives as long as the kernel and
+        // is only written with whole-word stores.
+        unsafe { Atomic::from_ptr(&raw mut bindings::jiffies) }.load(Relaxed)
+    }
+
+    /// Counts the warnings `f` triggers.
+    fn warnings_of<T>(f: impl FnOnce() -> T) -> (T, Option<i32>) {
+        let warnings = crate::kunit::ExpectedWarnings::new();
+        let ret = f();
+        (
+            ret,
+            warnings.as_ref().map(crate::kunit::ExpectedWarnings::count),
+        )
+    }
+
+    #[test]
+    fn deferred_key_drops_its_last_reference_after_the_rate_limit() {
+        let key = &EXPIRING;
+        assert_eq!(key.rate_limit(expiring_limit()), Ok(()));
+        assert_eq!(key.key().inc(), Ok(()));
+        assert!(expiring_site());
+        assert_eq!(check_sites(key.key()), (1, 0));
+        let start = jiffies();
+        assert_eq!(key.dec_deferred(), Ok(()));
+        // The key stays enabled, its reference held, until the rate limit has passed; then the
+        // work item drops it (the count first, then the site) and the site falls through again.
+        let mut now;
+        loop {
+            let enabled = expiring_site();
+            now = jiffies();
+            if !enabled {
+                break;
+            }
+            assert!(key.key().count() <= 1);
+            assert!(now - start <= expiring_limit() + crate::time::msecs_to_jiffies(10_000));
+            crate::time::delay::fsleep(crate::time::Delta::from_millis(5));
+        }
+        assert!(now - start >= expiring_limit());
+        assert_eq!(key.key().count(), 0);
+        assert_eq!(check_sites(key.key()), (1, 0));
+    }
+
+    #[test]
+    fn deferred_key_taken_again_stays_enabled_and_flushes() {
+        let key = deferred();
+        assert_eq!(key.key().inc(), Ok(()));
+        assert_eq!(key.dec_deferred(), Ok(()));
+        // Taken again while the drop is pending: the pending drop takes one of two references.
+        assert_eq!(key.key().inc(), Ok(()));
+        assert_eq!(key.key().count(), 2);
+        key.flush();
+        assert_eq!(key.key().count(), 1);
+        assert!(deferred_site());
+        assert_eq!(check_sites(key.key()), (1, 0));
+        // A drop that is not the last one happens at once.
+        assert_eq!(key.key().inc(), Ok(()));
+        assert_eq!(key.dec_deferred(), Ok(()));
+        assert_eq!(key.key().count(), 1);
+        // The last one waits for the limit, or for a flush.
+        assert_eq!(key.dec_deferred(), Ok(()));
+        assert_eq!(key.key().count(), 1);
+        assert!(deferred_site());
+        key.flush();
+        assert_eq!(key.key().count(), 0);
+        assert!(!deferred_site());
+        assert_eq!(check_sites(key.key()), (1, 0));
+        // Nothing pending: a flush changes nothing.
+        key.flush();
+        assert_eq!(key.key().count(), 0);
+    }
+
+    #[test]
+    fn deferred_key_refuses_bad_limits_and_decrements() {
+        let key = deferred();
+        // A zero limit, and a second limit.
+        assert_eq!(
+            warnings_of(|| UNLIMITED.rate_limit(0)),
+            (Err(EINVAL), Some(1))
+        );
+        assert_eq!(warnings_of(|| key.rate_limit(1)), (Err(EBUSY), Some(0)));
+        // A deferred decrement without a limit: the true key keeps its initial reference.
+        assert_eq!(
+            warnings_of(|| UNLIMITED.dec_deferred()),
+            (Err(EINVAL), Some(1))
+        );
+        assert_eq!(UNLIMITED.key().count(), 1);
+        assert!(unlimited_site());
+        UNLIMITED.flush();
+        assert_eq!(UNLIMITED.key().count(), 1);
+        // Below zero: no reference at all, then only the one whose drop is pending.
+        assert_eq!(key.key().count(), 0);
+        assert_eq!(warnings_of(|| key.dec_deferred()), (Err(EINVAL), Some(1)));
+        assert_eq!(key.key().count(), 0);
+        assert!(!deferred_site());
+        assert_eq!(key.key().inc(), Ok(()));
+        assert_eq!(key.dec_deferred(), Ok(()));
+        assert_eq!(warnings_of(|| key.dec_deferred()), (Err(EINVAL), Some(1)));
+        assert_eq!(key.key().count(), 1);
+        key.flush();
+        assert_eq!(key.key().count(), 0);
+        assert!(!deferred_site());
+        assert_eq!(check_sites(key.key()), (1, 0));
+        assert_eq!(check_sites(UNLIMITED.key()), (1, 0));
+    }
+
+    #[test]
+    fn keys_used_before_jump_label_init_are_refused() {
+        // Every change of a key checks first that `jump_label_init()` has run. It has, here:
+        // the check passes silently; the same check before it refuses with a warning.
+        let key = FALSE_KEY.as_raw();
+        assert_eq!(
+            warnings_of(|| refuse_before_init(true, key)),
+            (Ok(()), Some(0))
+        );
+        assert_eq!(
+            warnings_of(|| refuse_before_init(false, key)),
+            (Err(EAGAIN), Some(1))
+        );
+        assert_eq!(warnings_of(|| FALSE_KEY.initialized()), (Ok(()), Some(0)));
+        assert_eq!(FALSE_KEY.count(), 0);
+        assert!(!false_unlikely());
+        assert_eq!(check_sites(&FALSE_KEY), (2, 0));
     }
 
     /// Runs `f` with `cpus_read_lock()` held.
