@@ -13,7 +13,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 step test
 
-SUITES=(rust_static_key rust_static_key_sample text_poke_rs text_poke_rs_defer text_poke_rs_pages kprobes_test)
+SUITES=(rust_static_key rust_static_key_sample rust_doctests_kernel text_poke_rs text_poke_rs_defer text_poke_rs_pages kprobes_test)
 MODES=(rust c serial)
 
 start=$(date +%s)
