@@ -21,13 +21,16 @@
 #           CPUs 2-3 isolated, qpw=0 and qpw=1
 #   branch  the fast path of a branch: no check, Rust unlikely and likely
 #           sites both ways, an AtomicBool, C's unlikely site
+#   pipe    seed 004's pipe ping-pong, instructions per round trip with the
+#           scheduler's sched_schedstats key off and on, and one flip of
+#           that key with c and rust
 #
 # JLRS_DEMO_TIMEOUT: seconds a guest may run (default 1200).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 step demo
 
-ALL=(sample flip lookup txn ftrace scale isolation qpw branch)
+ALL=(sample flip lookup txn ftrace scale isolation qpw branch pipe)
 scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=("${ALL[@]}")
 for s in "${scenarios[@]}"; do

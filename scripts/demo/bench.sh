@@ -7,7 +7,7 @@
 # and the cost. One "@@ result" line per measurement; the host turns them
 # into results/demo.json.
 #
-# Usage: bench.sh SCENARIO...   (flip, lookup, txn, ftrace, scale, isolation, qpw, branch)
+# Usage: bench.sh SCENARIO...   (flip, lookup, txn, ftrace, scale, isolation, qpw, branch, pipe)
 m=/sys/kernel/debug/text_poke/mode
 b=/sys/kernel/debug/text_poke_bench/run
 st=/sys/kernel/debug/text_poke/stats
@@ -294,6 +294,40 @@ ftrace_mode() {
 	ftrace_report enable "$on" && ftrace_report disable "$off"
 }
 
+# Seed 004's pipe ping-pong with the scheduler's sched_schedstats key off
+# and on, and what one flip of that key costs in each implementation.
+ss=/proc/sys/kernel/sched_schedstats
+pipe_rounds=2000
+pingpong() {
+	for rep in 1 2 3; do
+		for on in 0 1; do
+			echo $on > $ss || return 1
+			if ! out=$(taskset -c 1 /demo/syscalls pipe $pipe_rounds); then
+				echo "@@ error pipe: the ping-pong failed with sched_schedstats=$on"
+				return 1
+			fi
+			echo "@@ result scenario=pipe kind=pingpong schedstats=$on rep=$rep $(echo "$out" |
+				sed 's/\([a-z_]*\) \([^ ]*\) */\1=\2 /g')"
+		done
+	done
+	echo 0 > $ss
+}
+# pipe_flip MODE: sched_schedstats enabled and disabled 10 times from CPU 0
+# with text_poke=MODE: the Rust batch's counts (syncs, entries) and each
+# CPU's CAL count, before and after.
+pipe_flip() {
+	echo "$1" > $m || return 1
+	echo 0 > $ss
+	before="$(awk '$1 == "syncs" || $1 == "entries" { printf "%s_before=%s ", $1, $2 }' $st)"
+	cal_before=$(cal)
+	taskset -c 0 sh -c "for i in 1 2 3 4 5 6 7 8 9 10; do echo 1 > $ss; echo 0 > $ss; done" ||
+		return 1
+	cal_after=$(cal)
+	after="$(awk '$1 == "syncs" || $1 == "entries" { printf "%s_after=%s ", $1, $2 }' $st)"
+	echo "@@ result scenario=pipe kind=flip mode=$1 flips=20 cal_before=$cal_before" \
+		"cal_after=$cal_after $before$after"
+}
+
 rc=0
 for scenario in "$@"; do
 	case $scenario in
@@ -430,6 +464,21 @@ for scenario in "$@"; do
 			rc=1
 		fi
 		echo "@@ done branch"
+		continue
+		;;
+	pipe)
+		if [ ! -w $ss ]; then
+			echo "@@ error pipe: $ss missing (CONFIG_SCHEDSTATS off?)"
+			rc=1
+			continue
+		fi
+		echo "@@ progress pipe: $pipe_rounds round trips on CPU 1, sched_schedstats off and on; one flip of it, c and rust"
+		pingpong || rc=1
+		for mode in c rust; do
+			pipe_flip $mode || { echo "@@ error pipe: flip with text_poke=$mode failed"; rc=1; }
+		done
+		echo rust > $m
+		echo "@@ done pipe"
 		continue
 		;;
 	*)

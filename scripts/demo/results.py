@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import sys
 
 UNIT_ICOUNT = "guest_ns"  # -icount shift=0: one guest ns per instruction
@@ -217,6 +218,33 @@ def branch_rows(results):
             rows.append({"variant": variant, "calls": calls, "instr_per_call": round(per, 2),
                          "over_no_check": round(per - plain, 2)})
     return rows
+
+
+def pipe_rows(results):
+    """Seed 004's pipe ping-pong: guest instructions per round trip with sched_schedstats off
+    and on (median of the runs), and what one flip of that key cost per implementation."""
+    trips = {}
+    for r in results:
+        if r.get("scenario") == "pipe" and r.get("kind") == "pingpong":
+            trips.setdefault(int(r["schedstats"]), []).append(int(r["ns"]) / int(r["rounds"]))
+    rows = [{"variant": f"sched_schedstats {'on' if on else 'off'}",
+             "rounds": next(int(r["rounds"]) for r in results
+                            if r.get("kind") == "pingpong"),
+             "instr_per_round_trip": round(statistics.median(v), 1),
+             "runs": [round(x, 1) for x in v]}
+            for on, v in sorted(trips.items())]
+    flips = []
+    for r in results:
+        if r.get("scenario") != "pipe" or r.get("kind") != "flip":
+            continue
+        cal, n = cal_delta(r), int(r["flips"])
+        rust = r["mode"] == "rust"
+        delta = lambda k: int(r[f"{k}_after"]) - int(r[f"{k}_before"])
+        flips.append({"mode": r["mode"], "flips": n,
+                      "sites_per_flip": round(delta("entries") / n, 1) if rust else None,
+                      "sync_rounds_per_flip": round(delta("syncs") / n, 2) if rust else None,
+                      "cal_per_flip_per_cpu": [round(c / n, 2) for c in cal] if cal else None})
+    return {"key": "sched_schedstats", "cpu": 1, "pingpong": rows, "flip": flips}
 
 
 def drain_figures(r, isolated=(2, 3)):
@@ -627,6 +655,35 @@ def report(doc):
                   "`make test` (the hot path falls through a NOP, with no load of the key) "
                   "stands in for those.", "",
                   table(["variant", "calls", "instructions per call", "over no check"], rows), ""]
+    if doc.get("pipe"):
+        p = doc["pipe"]
+        rows = [[r["variant"], r["rounds"], fmt(r["instr_per_round_trip"], 1),
+                 ", ".join(fmt(x, 1) for x in r["runs"])] for r in p["pingpong"]]
+        lines += ["## pipe: seed 004's pipe ping-pong", "",
+                  "Two tasks pinned to CPU 1 pass a byte back and forth through two pipes "
+                  "(`perf bench sched pipe`, as seed 004 measured it; two context switches per "
+                  "round trip), guest instructions per round trip under `-icount shift=0`, the "
+                  "median of three runs, with the scheduler's `sched_schedstats` key off (its "
+                  "sites are NOPs, the statistics code out of line) and on (the sites jump to "
+                  "it), same boot. What off saves is the statistics work the key guards plus "
+                  "the test a flag would cost; seed 004's own comparison (`CONFIG_JUMP_LABEL=n`, "
+                  "a load and a conditional branch at every site) needs another kernel, and the "
+                  "`branch` section measures that difference for one site.", "",
+                  table(["variant", "round trips", "instructions per round trip", "runs"], rows),
+                  ""]
+        rows = [[f["mode"], f["flips"],
+                 fmt(f["sites_per_flip"], 1) if f["sites_per_flip"] is not None else "",
+                 fmt(f["sync_rounds_per_flip"], 2) if f["sync_rounds_per_flip"] is not None
+                 else "",
+                 ", ".join(fmt(c, 2) for c in f["cal_per_flip_per_cpu"])
+                 if f["cal_per_flip_per_cpu"] else ""] for f in p["flip"]]
+        lines += ["`sched_schedstats`, seed 000's example key, enabled and disabled 10 times "
+                  "from CPU 0 through `/proc/sys/kernel/sched_schedstats`, per flip: sites "
+                  "written and sync rounds as the Rust batch counts them, and the function-call "
+                  "IPIs (CAL) each CPU received (CPU 0 flips; a `sh` forked for the loop adds "
+                  "its own).", "",
+                  table(["mode", "flips", "sites per flip", "sync rounds per flip",
+                         "CAL per flip, CPUs 0-3"], rows), ""]
     if doc.get("entry"):
         rows = [[r["variant"], r["calls"], fmt(r["instr_per_call"], 1)] for r in doc["entry"]]
         lines += ["## entry: kernel-entry cost on an isolated CPU", "",
@@ -717,7 +774,7 @@ def plots(doc, out):
 
 # The sections of demo.json, in order.
 SECTIONS = ("flip", "upstream_key", "lookup", "txn", "ftrace", "scale", "isolation", "entry",
-            "qpw", "branch")
+            "qpw", "branch", "pipe")
 
 
 def main():
@@ -761,6 +818,8 @@ def main():
         doc["qpw"] = qpw_rows(results)
     if "branch" in args.scenario:
         doc["branch"] = branch_rows(results)
+    if "pipe" in args.scenario:
+        doc["pipe"] = pipe_rows(results)
     if "isolation" in args.scenario:
         rows, user = isolation_rows(results)
         doc["isolation"] = {"boot": "nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3 tsc=reliable",

@@ -31,6 +31,11 @@
  *			batch, and PAUSEs 1000 times, again and again (the
  *			pages are dropped with MADV_DONTNEED every LRU_PAGES
  *			writes); prints "faults N".
+ *   syscalls pipe N	seed 004's pipe ping-pong ("perf bench sched pipe"):
+ *			this task and a child it forks pass a byte back and
+ *			forth through two pipes N times, then "rounds N ns T"
+ *			with T the time the N round trips took; run pinned to
+ *			one CPU, each round trip is two context switches.
  */
 #define SYS_read		0
 #define SYS_write		1
@@ -38,9 +43,12 @@
 #define SYS_close		3
 #define SYS_lseek		8
 #define SYS_mmap		9
+#define SYS_pipe		22
 #define SYS_madvise		28
 #define SYS_getpid		39
+#define SYS_fork		57
 #define SYS_exit		60
+#define SYS_wait4		61
 #define SYS_clock_gettime	228
 #define CLOCK_MONOTONIC		1
 #define O_RDONLY		0
@@ -208,6 +216,51 @@ static __attribute__((noreturn)) void refill(const char *file)
 		syscall3(SYS_exit, 0, 0, 0);
 }
 
+static __attribute__((noreturn)) void fail(const char *why, long len)
+{
+	syscall3(SYS_write, 2, (long)why, len);
+	for (;;)
+		syscall3(SYS_exit, 1, 0, 0);
+}
+
+static __attribute__((noreturn)) void pingpong(unsigned long n)
+{
+	int up[2], down[2], status = -1;
+	unsigned long i, t0, t1;
+	char c = 0, buf[64], *p = buf;
+	long pid;
+
+	if (syscall3(SYS_pipe, (long)up, 0, 0) || syscall3(SYS_pipe, (long)down, 0, 0))
+		fail("pipe failed\n", 12);
+	pid = syscall3(SYS_fork, 0, 0, 0);
+	if (pid < 0)
+		fail("fork failed\n", 12);
+	if (pid == 0) {
+		for (i = 0; i < n; i++)
+			if (syscall3(SYS_read, up[0], (long)&c, 1) != 1 ||
+			    syscall3(SYS_write, down[1], (long)&c, 1) != 1)
+				fail("child: pipe broken\n", 19);
+		for (;;)
+			syscall3(SYS_exit, 0, 0, 0);
+	}
+	t0 = now_ns();
+	for (i = 0; i < n; i++)
+		if (syscall3(SYS_write, up[1], (long)&c, 1) != 1 ||
+		    syscall3(SYS_read, down[0], (long)&c, 1) != 1)
+			break;
+	t1 = now_ns();
+	if (syscall6(SYS_wait4, pid, (long)&status, 0, 0, 0, 0) != pid || status || i != n)
+		fail("ping-pong failed\n", 17);
+	p = put_string(p, "rounds ");
+	p = put_number(p, n);
+	p = put_string(p, " ns ");
+	p = put_number(p, t1 - t0);
+	*p++ = '\n';
+	syscall3(SYS_write, 1, (long)buf, p - buf);
+	for (;;)
+		syscall3(SYS_exit, 0, 0, 0);
+}
+
 /* Called by _start with the initial stack: argc, then argv. */
 __attribute__((used, noreturn)) static void start(long *sp)
 {
@@ -230,6 +283,8 @@ __attribute__((used, noreturn)) static void start(long *sp)
 		lru(number(argv[2]), argv[3]);
 	if (sp[0] == 3 && s[0] == 'r')
 		refill(argv[2]);
+	if (sp[0] == 3 && s[0] == 'p')
+		pingpong(number(argv[2]));
 	n = number(s);
 	t0 = now_ns();
 	for (i = 0; i < n; i++)
