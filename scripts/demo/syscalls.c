@@ -216,6 +216,21 @@ static __attribute__((noreturn)) void refill(const char *file)
 		syscall3(SYS_exit, 0, 0, 0);
 }
 
+/* Prints "@what N ns NS" and exits. */
+static __attribute__((noreturn)) void timed(const char *what, unsigned long n, unsigned long ns)
+{
+	char buf[64], *p = buf;
+
+	p = put_string(p, what);
+	p = put_number(p, n);
+	p = put_string(p, " ns ");
+	p = put_number(p, ns);
+	*p++ = '\n';
+	syscall3(SYS_write, 1, (long)buf, p - buf);
+	for (;;)
+		syscall3(SYS_exit, 0, 0, 0);
+}
+
 static __attribute__((noreturn)) void fail(const char *why, long len)
 {
 	syscall3(SYS_write, 2, (long)why, len);
@@ -227,7 +242,7 @@ static __attribute__((noreturn)) void pingpong(unsigned long n)
 {
 	int up[2], down[2], status = -1;
 	unsigned long i, t0, t1;
-	char c = 0, buf[64], *p = buf;
+	char c = 0;
 	long pid;
 
 	if (syscall3(SYS_pipe, (long)up, 0, 0) || syscall3(SYS_pipe, (long)down, 0, 0))
@@ -251,14 +266,7 @@ static __attribute__((noreturn)) void pingpong(unsigned long n)
 	t1 = now_ns();
 	if (syscall6(SYS_wait4, pid, (long)&status, 0, 0, 0, 0) != pid || status || i != n)
 		fail("ping-pong failed\n", 17);
-	p = put_string(p, "rounds ");
-	p = put_number(p, n);
-	p = put_string(p, " ns ");
-	p = put_number(p, t1 - t0);
-	*p++ = '\n';
-	syscall3(SYS_write, 1, (long)buf, p - buf);
-	for (;;)
-		syscall3(SYS_exit, 0, 0, 0);
+	timed("rounds ", n, t1 - t0);
 }
 
 /* Called by _start with the initial stack: argc, then argv. */
@@ -266,7 +274,6 @@ __attribute__((used, noreturn)) static void start(long *sp)
 {
 	char **argv = (char **)(sp + 1);
 	unsigned long n, i, t0, t1;
-	char buf[64], *p = buf;
 	const char *s;
 
 	if (sp[0] < 2) {
@@ -290,14 +297,7 @@ __attribute__((used, noreturn)) static void start(long *sp)
 	for (i = 0; i < n; i++)
 		syscall3(SYS_getpid, 0, 0, 0);
 	t1 = now_ns();
-	p = put_string(p, "calls ");
-	p = put_number(p, n);
-	p = put_string(p, " ns ");
-	p = put_number(p, t1 - t0);
-	*p++ = '\n';
-	syscall3(SYS_write, 1, (long)buf, p - buf);
-	for (;;)
-		syscall3(SYS_exit, 0, 0, 0);
+	timed("calls ", n, t1 - t0);
 }
 
 __attribute__((naked)) void _start(void)
