@@ -5,7 +5,8 @@
 # kernel (built by scripts/kunit.sh) in QEMU (single-threaded TCG, 4 vCPUs)
 # with a busybox initramfs holding the project's test modules, and run
 # every scripts/guest-test/*.sh but init.sh in it, booted with qpw=1; then
-# boot again with qpw=0 and run qpw.sh alone. Each test prints
+# boot again with qpw=0 and bad deferral parameters, and run qpw.sh and
+# params.sh alone. Each test prints
 # "@@ case NAME ok" or "@@ case NAME FAILED: why"; the guest ends with
 # "@@ end RC". The log goes to $1 (default
 # $JLRS_CACHE/<version>/logs/guest-test.log), where summarize.py counts it.
@@ -84,7 +85,8 @@ boot() {
 
 : > "$log"
 # Every test with qpw=1; the qpw test again with qpw=0, which is chosen at
-# boot.
+# boot, and with bad values of the deferral switches' boot parameters,
+# which params.sh checks.
 boot qpw=1
-boot qpw=0 jlrs_tests=qpw
+boot qpw=0 text_poke_defer=maybe tlb_defer=maybe jlrs_tests=qpw,params
 exit 0

@@ -7,7 +7,9 @@
 # function-call IPIs (CAL); on, with none. Then a task on each isolated CPU
 # runs the keys' sites: each takes the key's new direction. The same again
 # while the isolated CPUs make system calls all the time, and a key whose
-# site is in noinstr text, which is never deferred.
+# site is in noinstr text, which is never deferred. Then the faults: idle
+# isolated CPUs, the switch flipped during a storm, CPU hotplug with syncs
+# pending.
 b=/sys/kernel/debug/text_poke_bench/run
 m=/sys/kernel/debug/text_poke/mode
 d=/sys/kernel/debug/text_poke/defer
@@ -163,6 +165,96 @@ done
 echo "@@ info $t flips=$flips deferred=$((d1 - d0)) sent=$((s1 - s0)) waited=$(stat waited)"
 [ $((d1 - d0)) -gt 0 ] || why="$why; no round was deferred"
 if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
+
+# Isolated CPUs that run no task are idle, not in user space: every round
+# interrupts them at once, with deferral on, and waits for none of them.
+t=defer_idle_isolated_interrupted
+echo on > $d
+before=$(cals)
+d0=$(stat deferred)
+w0=$(stat waited)
+why=
+storm 40 || why="$why; a flip failed or a site took the wrong direction on CPU 0"
+after=$(cals)
+set -- $before
+for c in $after; do
+	[ $((c - $1)) -ge $((3 * 40)) ] || why="$why; an idle isolated CPU took $((c - $1)) IPIs for 40 flips"
+	shift
+done
+[ "$(stat deferred)" = "$d0" ] || why="$why; $(($(stat deferred) - d0)) rounds deferred to idle CPUs"
+[ "$(stat waited)" = "$w0" ] || why="$why; rounds waited for idle CPUs"
+if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
+
+# The switch flipped over and over from CPU 1 while CPU 0 flips keys: every
+# round reaches every isolated CPU once, by an IPI or a bit it runs at its
+# next entry; no IPI storm; every site takes its key's new direction there.
+t=defer_switch_during_storm
+start spin
+taskset -c 1 sh -c "while :; do echo off > $d; echo on > $d; done" &
+tog=$!
+before=$(cals)
+d0=$(stat deferred)
+why=
+n=400
+storm $n || why="$why; a flip failed or a site took the wrong direction on CPU 0"
+kill $tog
+wait $tog 2>/dev/null
+echo on > $d
+after=$(cals)
+d1=$(stat deferred)
+stop
+ipis=0
+set -- $before
+for c in $after; do
+	ipis=$((ipis + c - $1))
+	shift
+done
+rounds=$((3 * n * 2))
+echo "@@ info $t flips=$n rounds_per_isolated_cpu=$((3 * n)) ipis=$ipis deferred=$((d1 - d0))"
+[ $((ipis + d1 - d0)) -ge $rounds ] || why="$why; $ipis IPIs and $((d1 - d0)) bits for $rounds rounds: work lost"
+[ $((ipis + d1 - d0)) -le $((rounds + 8)) ] || why="$why; $ipis IPIs and $((d1 - d0)) bits for $rounds rounds"
+[ $ipis -gt 0 ] && [ $((d1 - d0)) -gt 0 ] || why="$why; the switch never changed during the storm"
+for k in 1 8 56 256; do
+	bad=$(check $k)
+	[ -z "$bad" ] || why="$why; $bad"
+done
+if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
+
+# CPU hotplug with syncs pending: the keys flipped while CPU 3 is in user
+# space leave it a bit; CPU 3 goes offline (the stopper's wake-up is its
+# entry: the sync runs there) and comes back; then its sites take the new
+# direction.
+t=defer_hotplug_pending
+online=/sys/devices/system/cpu/cpu3/online
+why=
+if [ ! -w $online ]; then
+	fail $t "$online missing or not writable (CONFIG_HOTPLUG_CPU off?)"
+else
+	start spin
+	# An offline CPU has no line in $cpus: CPU 3's runs are all CPUs'
+	# but CPU 2's (housekeeping CPUs never run work at entry), read in
+	# the order that can only undercount CPU 3's.
+	r2=$(runs 2)
+	r0=$(($(stat run_at_entry) - r2))
+	d0=$(stat deferred)
+	echo "set 256 1" > $b || why="$why; set 256 1 failed"
+	d1=$(stat deferred)
+	echo 0 > $online || why="$why; CPU 3 cannot go offline"
+	r1=$(($(stat run_at_entry) - $(runs 2)))
+	stop
+	echo 1 > $online || why="$why; CPU 3 cannot come back online"
+	echo "@@ info $t deferred=$((d1 - d0)) cpu3_runs=$((r1 - r0))"
+	[ $((d1 - d0)) -ge 6 ] || why="$why; only $((d1 - d0)) rounds deferred, not 3 to each isolated CPU"
+	[ "$r1" -gt "$r0" ] || why="$why; CPU 3 went offline without running its deferred work"
+	grep -q "^cpu3 .* isolated 1" $cpus || why="$why; CPU 3 is not isolated after coming back"
+	bad=$(check 256)
+	[ -z "$bad" ] || why="$why; $bad"
+	echo "set 256 0" > $b || why="$why; set 256 0 failed"
+	bad=$(check 256)
+	[ -z "$bad" ] || why="$why; after coming back: $bad"
+	[ "$(cat $online)" = 1 ] || echo 1 > $online
+	if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
+fi
 
 no_warning defer_no_warning
 echo on > $d
