@@ -46,6 +46,10 @@ fi
 t=qpw${mode}_drain_isolated_cpus
 drains=100
 printf 0 > $go
+# Empty batches first: pages earlier tests' tasks left in an isolated CPU's
+# batch could fill it as the task faults its pages in, which moves them all
+# to the LRU before the drains.
+echo "lrudrain 1" > $b || fail $t "lrudrain failed"
 outs=
 for c in $iso; do
 	out=/tmp/qpw.$c
