@@ -25,6 +25,10 @@
 #           scheduler's sched_schedstats key off and on, and one flip of
 #           that key with c and rust
 #
+# With some scenarios named, results/demo.json keeps the sections of the
+# others from its last run (each section records the revision that measured
+# it).
+#
 # JLRS_DEMO_TIMEOUT: seconds a guest may run (default 1200).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -161,6 +165,7 @@ for s in "${scenarios[@]}"; do
 done
 rev=$(git -C "$JLRS_TOP" describe --always --dirty 2>/dev/null || echo unknown)
 if [ ${#sargs[@]} -gt 0 ]; then
+	[ $# -eq 0 ] || [ ! -f "$out/demo.json" ] || sargs+=(--merge "$out/demo.json")
 	# Debian's python3: the one python3-matplotlib is for.
 	/usr/bin/python3 "$JLRS_TOP/scripts/demo/results.py" "${logs[@]}" --out "$out" \
 		--kernel "$JLRS_BASE_VERSION" --cpus 4 --revision "$rev" --icount "${sargs[@]}" ||
