@@ -139,7 +139,13 @@ def isolation_rows(results):
             "defer": r.get("defer", "none") if r["mode"] != "c" else "n/a",
             "cal_per_flip_isolated": per_isolated(cal, flips),
             "tlb_per_flip_isolated": per_isolated(tlb, flips),
+            "cost_per_flip_min": int(r["ns_min"]) if "ns_min" in r else None,
         })
+    # Each flip's cost against upstream's batch at the same size, in the same boot.
+    c_cost = {r["sites"]: r["cost_per_flip_min"] for r in rows if r["mode"] == "c"}
+    for r in rows:
+        if r["mode"] != "c" and r["cost_per_flip_min"] and c_cost.get(r["sites"]):
+            r["vs_c_min"] = round(r["cost_per_flip_min"] / c_cost[r["sites"]], 3)
     return rows, user
 
 
@@ -603,7 +609,8 @@ def report(doc):
         iso = doc["isolation"]
         rows = [[r["sites"], r["mode"], r["defer"], r["flips"], fmt(r["ipi_rounds_per_flip"], 2),
                  fmt(r["cal_per_flip_isolated"], 2), fmt(r.get("tlb_per_flip_isolated"), 2),
-                 ",".join(fmt(c, 2) for c in r["cal_per_flip_per_cpu"] or [])]
+                 ",".join(fmt(c, 2) for c in r["cal_per_flip_per_cpu"] or []),
+                 fmt(r.get("cost_per_flip_min")), fmt(r.get("vs_c_min"), 3)]
                 for r in sorted(iso["rows"], key=lambda r: (r["sites"], r["mode"], r["defer"]))]
         user = iso.get("user_share_per_cpu") or {}
         shares = "; ".join(f"deferral {k}: " + ", ".join(fmt(u, 3) for u in v)
@@ -614,10 +621,12 @@ def report(doc):
                   f"{FLIPPER}, with `text_poke=c` (upstream's batch, which always interrupts) "
                   f"and `text_poke=rust` with deferral (`text_poke/defer`) off and on. IPIs: "
                   f"each CPU's CAL count in /proc/interrupts. Share of each CPU's time in user "
-                  f"space during the flips: {shares or '-'}.", "",
+                  f"space during the flips: {shares or '-'}. Cost: guest instructions per "
+                  f"flip under `-icount shift=0`, the cheapest flip of the row, and against "
+                  f"`c` at the same size.", "",
                   table(["sites", "mode", "deferral", "flips", "IPI rounds/flip",
                          "CAL/flip per isolated CPU", "TLB/flip per isolated CPU",
-                         "CAL/flip, each CPU"], rows), ""]
+                         "CAL/flip, each CPU", "cost/flip (min)", "rust/c (min)"], rows), ""]
     if doc.get("isolation", {}).get("tlb"):
         rows = [[r["defer_tlb"], r["pairs"], ",".join(map(str, r["cal"] or [])),
                  ",".join(map(str, r["tlb"] or [])), fmt(r.get("flushes_deferred"), 0),
