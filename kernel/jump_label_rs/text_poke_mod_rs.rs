@@ -4,19 +4,21 @@
 //! key of the kernel image, for the tests that load and unload modules (`make test`'s
 //! user-space boot, `scripts/guest-test/module_rs.sh`).
 //!
-//! Sixteen sites on each of three keys: [`MOD_FALSE`] and [`MOD_TRUE`], defined here, and
+//! Sixteen sites on each of four keys: [`MOD_FALSE`] and [`MOD_TRUE`], defined here, `MOD_RO`,
+//! defined here read-only after init and enabled by the module's init, and
 //! `text_poke_rs_mod_key`, defined in C in the kernel image (`text_poke_stress.c`) and flipped
 //! by `text_poke_bench`. The module's own keys are flipped through
 //! `/sys/kernel/debug/text_poke_mod_rs/`:
 //!
-//! - `false_key`, `true_key`: read `0` or `1`; writing `0` or `1` disables or enables the key,
-//!   anything else fails with `EINVAL` and leaves the key alone;
-//! - `state`: one line per key, `false_key`, `true_key` and `c_key`: its value, then how many of
-//!   its 16 sites, run now, took the direction that value does not ask for (`c_key 0 wrong 0`
-//!   when all is right). Meaningful for a key while it is not being flipped.
+//! - `false_key`, `true_key`, `ro_key`: read `0` or `1`; writing `0` or `1` disables or enables
+//!   the key, anything else fails with `EINVAL` and leaves the key alone; a write to `ro_key`
+//!   fails with `EPERM` and a warning, since the module's init has returned;
+//! - `state`: one line per key, `false_key`, `true_key`, `ro_key` and `c_key`: its value, then
+//!   how many of its 16 sites, run now, took the direction that value does not ask for (`c_key 0
+//!   wrong 0` when all is right). Meaningful for a key while it is not being flipped.
 //!
 //! Loading fails with `EINVAL` if a site of the module's own keys does not follow its key's
-//! initial value.
+//! initial value, and with the error if `MOD_RO` cannot be enabled while the init runs.
 
 use core::fmt;
 use kernel::{
@@ -43,6 +45,11 @@ static MOD_FALSE: StaticKeyFalse = StaticKeyFalse::new();
 
 /// A key of this module, enabled until written to.
 static MOD_TRUE: StaticKeyTrue = StaticKeyTrue::new();
+
+kernel::define_static_key_ro!(
+    /// A key of this module that only its init changes: it enables it.
+    MOD_RO: false
+);
 
 extern "C" {
     // A key of the kernel image, in kernel/jump_label_rs/text_poke_stress.c.
@@ -72,6 +79,7 @@ macro_rules! sites {
 sites!(FALSE_SITES, MOD_FALSE, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
 sites!(TRUE_SITES, MOD_TRUE, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
 sites!(C_SITES, text_poke_rs_mod_key, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+sites!(RO_SITES, MOD_RO, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
 
 /// How many of `sites` did not take the direction `enabled` asks for.
 fn wrong_of(sites: &[fn() -> bool], enabled: bool) -> usize {
@@ -80,7 +88,9 @@ fn wrong_of(sites: &[fn() -> bool], enabled: bool) -> usize {
 
 /// The sites of the module's own keys that are wrong.
 fn own_wrong() -> usize {
-    wrong_of(&FALSE_SITES, MOD_FALSE.is_enabled()) + wrong_of(&TRUE_SITES, MOD_TRUE.is_enabled())
+    wrong_of(&FALSE_SITES, MOD_FALSE.is_enabled())
+        + wrong_of(&TRUE_SITES, MOD_TRUE.is_enabled())
+        + wrong_of(&RO_SITES, MOD_RO.is_enabled())
 }
 
 /// The C key, as a Rust key.
@@ -132,13 +142,26 @@ fn write_true(_: &Control, reader: &mut UserSliceReader) -> Result {
     }
 }
 
+fn show_ro(_: &Control, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    writeln!(f, "{}", u8::from(MOD_RO.is_enabled()))
+}
+
+fn write_ro(_: &Control, reader: &mut UserSliceReader) -> Result {
+    if parse(reader)? {
+        MOD_RO.enable()
+    } else {
+        MOD_RO.disable()
+    }
+}
+
 /// A key's name, its value, and its sites.
 type KeySites = (&'static str, bool, &'static [fn() -> bool]);
 
 fn show_state(_: &Control, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    let keys: [KeySites; 3] = [
+    let keys: [KeySites; 4] = [
         ("false_key", MOD_FALSE.is_enabled(), &FALSE_SITES),
         ("true_key", MOD_TRUE.is_enabled(), &TRUE_SITES),
+        ("ro_key", MOD_RO.is_enabled(), &RO_SITES),
         ("c_key", c_key().is_enabled(), &C_SITES),
     ];
     for (name, enabled, sites) in keys {
@@ -159,10 +182,18 @@ impl kernel::Module for TextPokeModRs {
             pr_err!("{wrong} sites do not follow their key's initial value\n");
             return Err(EINVAL);
         }
+        // Read-only after init: it may change now, while the init runs.
+        MOD_RO.enable()?;
+        let wrong = wrong_of(&RO_SITES, true);
+        if wrong != 0 {
+            pr_err!("{wrong} sites of the read-only key do not follow it, enabled\n");
+            return Err(EINVAL);
+        }
         let debugfs = KBox::pin_init(
             Scope::dir(Control, c"text_poke_mod_rs", |control, dir| {
                 dir.read_write_callback_file(c"false_key", control, &show_false, &write_false);
                 dir.read_write_callback_file(c"true_key", control, &show_true, &write_true);
+                dir.read_write_callback_file(c"ro_key", control, &show_ro, &write_ro);
                 dir.read_callback_file(c"state", control, &show_state);
             }),
             GFP_KERNEL,

@@ -548,13 +548,12 @@ impl Default for Transaction {
 /// `DEFINE_STATIC_KEY_TRUE_RO()`.
 ///
 /// Define one with [`define_static_key_ro!`](crate::define_static_key_ro), which places it in
-/// `.data..ro_after_init`, as C does. Once the kernel starts to free its init memory, just
-/// before that section becomes read-only, every change is refused with `EPERM` and a warning,
-/// where a C key would fault. Reading it and branching on it work as for any key. Text-poke
-/// deferral counts on such keys never changing after boot (`scripts/danger-zone.py`).
-///
-/// The check is the kernel image's: in a module the key becomes read-only when the module's
-/// init returns, which this type does not check.
+/// `.data..ro_after_init`, as C does. Once that section is about to become read-only, every
+/// change is refused with `EPERM` and a warning, where a C key would fault: in the kernel image,
+/// once the kernel starts to free its init memory; in a module, once the module's init has
+/// returned (while it runs, the key may change). Reading it and branching on it work as for any
+/// key. Text-poke deferral counts on such keys never changing after boot
+/// (`scripts/danger-zone.py`).
 #[repr(transparent)]
 pub struct StaticKeyRo<const INITIAL: bool>(StaticKey<INITIAL>);
 
@@ -591,12 +590,10 @@ impl<const INITIAL: bool> StaticKeyRo<INITIAL> {
         self.0.check_sites()
     }
 
-    /// `Ok` while the key may change; `EPERM` with a warning once init memory is being freed.
+    /// `Ok` while the key may change; `EPERM` with a warning once its section is about to
+    /// become read-only.
     fn writable(&self) -> Result {
-        // SAFETY: `system_state` is an aligned `enum` that lives as long as the kernel; the boot
-        // CPU writes it with plain aligned word stores, which are never torn.
-        let state = unsafe { Atomic::from_ptr(&raw mut bindings::system_state) }.load(Relaxed);
-        if state < bindings::system_states_SYSTEM_FREEING_INITMEM {
+        if ro_key_writable(self.as_raw().addr()) {
             return Ok(());
         }
         crate::pr_warn!("static key {:p} is read-only after init\n", self.as_raw());
@@ -628,6 +625,36 @@ impl<const INITIAL: bool> StaticKeyRo<INITIAL> {
             self.0.dec();
         }
     }
+}
+
+/// Whether a read-only-after-init key at `addr` may still change: in a module, until the module's
+/// init has returned (its state is no longer `MODULE_STATE_COMING`, and its
+/// `.data..ro_after_init` is made read-only next); in the kernel image, until the kernel starts
+/// to free its init memory.
+///
+/// Not generic, so that the module lookup, which modules cannot call, stays in the kernel.
+#[inline(never)]
+fn ro_key_writable(addr: usize) -> bool {
+    #[cfg(CONFIG_MODULES)]
+    {
+        let _rcu = crate::sync::rcu::read_lock();
+        // SAFETY: Called under the RCU read lock, as `__module_address()` requires; any address
+        // is accepted.
+        let module = unsafe { bindings::__module_address(addr as c_ulong) };
+        if !module.is_null() {
+            // SAFETY: A module found under the RCU read lock stays valid until it is dropped.
+            // Its `state` is an aligned `enum` the loader writes with plain stores: a volatile
+            // read is a snapshot, as `READ_ONCE()` would be.
+            let state = unsafe { core::ptr::read_volatile(&raw const (*module).state) };
+            return state == bindings::module_state_MODULE_STATE_COMING;
+        }
+    }
+    #[cfg(not(CONFIG_MODULES))]
+    let _ = addr;
+    // SAFETY: `system_state` is an aligned `enum` that lives as long as the kernel; the boot
+    // CPU writes it with plain aligned word stores, which are never torn.
+    let state = unsafe { Atomic::from_ptr(&raw mut bindings::system_state) }.load(Relaxed);
+    state < bindings::system_states_SYSTEM_FREEING_INITMEM
 }
 
 impl<const INITIAL: bool> Default for StaticKeyRo<INITIAL> {
