@@ -14,6 +14,9 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 step guest-test
 jlrs_base_env
+# $JLRS_GUEST_BUILD: the build directory of another configuration to boot
+# (its kernel, its modules), such as make test's lockdep and kmemleak one.
+JLRS_BUILD=${JLRS_GUEST_BUILD:-$JLRS_BUILD}
 
 log=${1:-$JLRS_CACHE/$JLRS_BASE_VERSION/logs/guest-test.log}
 kernel=$JLRS_BUILD/arch/x86/boot/bzImage
@@ -50,7 +53,12 @@ LIST
 	for ko in "${modules[@]}"; do
 		echo "file /lib/modules/$(basename "$ko") $ko 0644 0 0"
 	done
-	echo "file /tests/cases.inc $JLRS_TOP/scripts/guest-test/cases.inc 0644 0 0"
+	# kmemleak's own test module, which leaks on purpose, where built.
+	ko=$JLRS_BUILD/samples/kmemleak/kmemleak-test.ko
+	[ ! -f "$ko" ] || echo "file /lib/modules/kmemleak-test.ko $ko 0644 0 0"
+	for f in cases.inc kmemleak.inc; do
+		echo "file /tests/$f $JLRS_TOP/scripts/guest-test/$f 0644 0 0"
+	done
 	for t in "$JLRS_TOP"/scripts/guest-test/*.sh; do
 		[ "$(basename "$t")" = init.sh ] && continue
 		echo "file /tests/$(basename "$t") $t 0755 0 0"

@@ -5,10 +5,11 @@
 # the host tests, build the kernel and run the project's KUnit suites in
 # QEMU, once per text_poke= mode, run the lint checks on the built tree,
 # boot the other configurations, then boot the same image once more with a
-# busybox user space for the tests KUnit cannot run (scripts/guest-test/). Ends with one line "N passed, N failed, N
-# skipped" counting host, lint, KUnit, boot self-test and user-space cases
-# together; exits non-zero on any failure, on a suite that did not run and
-# on a guest that crashed or timed out.
+# busybox user space for the tests KUnit cannot run (scripts/guest-test/),
+# and the lockdep and kmemleak image with them too. Ends with one line "N
+# passed, N failed, N skipped" counting host, lint, KUnit, boot self-test
+# and user-space cases together; exits non-zero on any failure, on a suite
+# that did not run and on a guest that crashed or timed out.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 step test
@@ -77,18 +78,23 @@ msg "lint: rustfmt, rustc/clippy/objtool warnings, danger zone, checkpatch --str
 grep '^check:' "$logs/check.log" || echo "check: lint: FAILED (no result, log: $logs/check.log)" |
 	tee -a "$logs/check.log"
 
-# Lockdep (CONFIG_PROVE_LOCKING, CONFIG_DEBUG_ATOMIC_SLEEP): a second
-# configuration, in a build directory of its own, runs the qpw_cache suite
-# with qpw=1 and qpw=0. A lock taken recursively, in the wrong context or
-# in an order that can deadlock, or a sleep under a lock, prints a WARNING
-# or a BUG, which fails the run. No ftrace self-tests: they are slow under
-# lockdep, and the boots above run them.
+# Lockdep (CONFIG_PROVE_LOCKING, CONFIG_DEBUG_ATOMIC_SLEEP) and kmemleak: a
+# second configuration, in a build directory of its own, runs the qpw_cache
+# suite with qpw=1 and qpw=0, and after the user-space tests below, those
+# tests again. A lock taken recursively, in the wrong context or in an
+# order that can deadlock, or a sleep under a lock, prints a WARNING or a
+# BUG, which fails the run; so does an object this project's code
+# allocated and left unreferenced (upstream's kmemleak-test.ko, whose
+# leaks the scan must find, shows that it finds them). No ftrace self-tests: they are slow
+# under lockdep, and the boots above run them.
 lockdep_build=$JLRS_CACHE/$JLRS_BASE_VERSION/build-lockdep
 for q in 1 0; do
 	msg "lockdep kernel build (build dir $lockdep_build) and KUnit qpw_cache, qpw=$q"
 	jsons+=(--kunit-of "$JLRS_CACHE/$JLRS_BASE_VERSION/kunit-lockdep-qpw$q.json" qpw_cache)
 	kunit_boot "lockdep-qpw$q" "$lockdep_build" \
 		--kconfig_add=CONFIG_PROVE_LOCKING=y --kconfig_add=CONFIG_DEBUG_ATOMIC_SLEEP=y \
+		--kconfig_add=CONFIG_DEBUG_KMEMLEAK=y --kconfig_add=CONFIG_DEBUG_KMEMLEAK_AUTO_SCAN=n \
+		--kconfig_add=CONFIG_SAMPLE_KMEMLEAK=m \
 		--kernel_args=text_poke=rust --kernel_args=qpw=$q --kernel_args=ftrace=nop qpw_cache
 done
 
@@ -112,6 +118,13 @@ cases=$logs/guest-test.log
 guest_rc=0
 "$JLRS_TOP/scripts/guest-test.sh" "$cases" || guest_rc=$?
 [ "$guest_rc" = 0 ] || msg "user-space tests failed (exit $guest_rc, log: $cases)"
+jsons+=(--guest "$cases" --cases "$cases")
+
+msg "tests with user space under lockdep and kmemleak (build dir $lockdep_build)"
+cases=$logs/guest-test-lockdep.log
+rc=0
+JLRS_GUEST_BUILD=$lockdep_build "$JLRS_TOP/scripts/guest-test.sh" "$cases" || rc=$?
+[ "$rc" = 0 ] || { msg "user-space tests under lockdep failed (exit $rc, log: $cases)"; guest_rc=$rc; }
 jsons+=(--guest "$cases" --cases "$cases")
 
 msg "Linux $JLRS_BASE_VERSION (Debian linux-source-7.2 $JLRS_BASE_DEB_VERSION), $(($(date +%s) - start)) s"

@@ -21,6 +21,9 @@ for t in /tests/*.sh; do
 	fi
 	sh "$t" || rc=1
 done
+# With kmemleak (make test's lockdep build): after every test, no object
+# allocated by this project's code is left unreferenced.
+[ -e /sys/kernel/debug/kmemleak ] && { sh /tests/kmemleak.inc || rc=1; }
 echo "@@ end $rc"
 # With -no-reboot, QEMU exits when the guest reboots.
 reboot -f
