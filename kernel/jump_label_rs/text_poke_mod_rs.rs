@@ -118,41 +118,26 @@ fn parse(reader: &mut UserSliceReader) -> Result<bool> {
     }
 }
 
-fn show_false(_: &Control, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    writeln!(f, "{}", u8::from(MOD_FALSE.is_enabled()))
+/// The `show` and `write` functions of a key's file: its value, `0` or `1`, read and written.
+macro_rules! key_file {
+    ($show:ident, $write:ident, $key:path) => {
+        fn $show(_: &Control, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            writeln!(f, "{}", u8::from($key.is_enabled()))
+        }
+
+        fn $write(_: &Control, reader: &mut UserSliceReader) -> Result {
+            if parse(reader)? {
+                $key.enable()
+            } else {
+                $key.disable()
+            }
+        }
+    };
 }
 
-fn write_false(_: &Control, reader: &mut UserSliceReader) -> Result {
-    if parse(reader)? {
-        MOD_FALSE.enable()
-    } else {
-        MOD_FALSE.disable()
-    }
-}
-
-fn show_true(_: &Control, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    writeln!(f, "{}", u8::from(MOD_TRUE.is_enabled()))
-}
-
-fn write_true(_: &Control, reader: &mut UserSliceReader) -> Result {
-    if parse(reader)? {
-        MOD_TRUE.enable()
-    } else {
-        MOD_TRUE.disable()
-    }
-}
-
-fn show_ro(_: &Control, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    writeln!(f, "{}", u8::from(MOD_RO.is_enabled()))
-}
-
-fn write_ro(_: &Control, reader: &mut UserSliceReader) -> Result {
-    if parse(reader)? {
-        MOD_RO.enable()
-    } else {
-        MOD_RO.disable()
-    }
-}
+key_file!(show_false, write_false, MOD_FALSE);
+key_file!(show_true, write_true, MOD_TRUE);
+key_file!(show_ro, write_ro, MOD_RO);
 
 /// A key's name, its value, and its sites.
 type KeySites = (&'static str, bool, &'static [fn() -> bool]);
