@@ -6,10 +6,15 @@
 # with a busybox initramfs holding the project's test modules, and run
 # every scripts/guest-test/*.sh but init.sh in it, booted with qpw=1; then
 # boot again with qpw=0 and bad deferral parameters, and run qpw.sh and
-# params.sh alone. Each test prints
-# "@@ case NAME ok" or "@@ case NAME FAILED: why"; the guest ends with
-# "@@ end RC". The log goes to $1 (default
-# $JLRS_CACHE/<version>/logs/guest-test.log), where summarize.py counts it.
+# params.sh alone. Each test declares the cases it reports ("@@ plan TEST
+# N") and prints "@@ case NAME ok", "@@ case NAME FAILED: why" or "@@ case
+# NAME skipped: why"; init.sh fails "TEST-complete" for a test that did
+# not report its plan, and ends the boot with "@@ end RC". Before each
+# boot the log gets "@@ host boot I/N tests=A,B,...: ARGS", the tests the
+# boot must run. The log goes to $1 (default
+# $JLRS_CACHE/<version>/logs/guest-test.log), where summarize.py counts it
+# and checks every boot's plans. Exits non-zero when a boot's end is not
+# "@@ end 0".
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 step guest-test
@@ -66,10 +71,30 @@ LIST
 } > "$work/initramfs.list"
 "$gen" "$work/initramfs.list" > "$work/initramfs.cpio" || die "gen_init_cpio failed"
 
-# boot ARGS...: one boot with these kernel arguments more, its output
-# appended to $log.
+# The tests init.sh runs in a boot without jlrs_tests=, and the one it
+# runs after them in a kernel with kmemleak.
+all_tests=
+for t in "$JLRS_TOP"/scripts/guest-test/*.sh; do
+	t=$(basename "$t" .sh)
+	[ "$t" = init ] || all_tests+=$t,
+done
+kmemleak=
+if grep -qx 'CONFIG_DEBUG_KMEMLEAK=y' "$JLRS_BUILD/.config" 2>/dev/null; then
+	kmemleak=kmemleak,
+fi
+status=0
+
+# boot I N ARGS...: boot I of N, with these kernel arguments more, its
+# output appended to $log. Sets status to 1 if the guest's tests ended
+# with anything but "@@ end 0", and stops there if they did not end.
 boot() {
-	local part=$work/boot.log rc
+	local i=$1 n=$2 part=$work/boot.log rc end tests=$all_tests a
+	shift 2
+	for a in "$@"; do
+		case $a in jlrs_tests=*) tests=${a#jlrs_tests=},;; esac
+	done
+	tests=$tests$kmemleak
+	echo "@@ host boot $i/$n tests=${tests%,}: $*" >> "$log"
 	msg "booting the test kernel with user space (TCG, 4 vCPUs, CPUs 2-3 isolated, $*)"
 	# ftrace=nop: ftrace's startup self-tests already ran in the KUnit boots.
 	# CPUs 2 and 3 isolated, as make demo's isolation boot, for defer.sh.
@@ -88,13 +113,22 @@ boot() {
 	cat "$part" >> "$log"
 	grep -E '^@@ (case|error)' "$part" | sed 's/^@@ /[guest-test] /' >&2 || true
 	[ "$rc" = 124 ] && die "the guest ($*) timed out after 600 s (log: $log)"
-	grep -q '^@@ end ' "$part" || die "the guest ($*) did not finish its tests (log: $log)"
+	end=$(sed -n 's/^@@ end //p' "$part" | tail -n 1)
+	[ -n "$end" ] || die "the guest ($*) did not finish its tests (log: $log)"
+	if [ "$end" != 0 ]; then
+		msg "the guest ($*) ended its tests with '@@ end $end' (log: $log)"
+		status=1
+	fi
 }
 
 : > "$log"
 # Every test with qpw=1; the qpw test again with qpw=0, which is chosen at
 # boot, and with bad values of the deferral switches' boot parameters,
 # which params.sh checks.
-boot qpw=1
-boot qpw=0 text_poke_defer=maybe tlb_defer=maybe jlrs_tests=qpw,params
-exit 0
+boots=("qpw=1"
+	"qpw=0 text_poke_defer=maybe tlb_defer=maybe jlrs_tests=qpw,params")
+for i in "${!boots[@]}"; do
+	# shellcheck disable=SC2086 # a boot's arguments, one a word
+	boot $((i + 1)) ${#boots[@]} ${boots[i]}
+done
+exit $status

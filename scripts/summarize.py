@@ -12,9 +12,16 @@ A --kunit-of file is a boot that ran one suite, SUITE, which it must have run.
 Every --guest file is a boot's kernel log: each ftrace startup self-test
 ("Testing ...: PASSED") counts as a case; an oops, BUG, panic, or a warning
 other than the one the static key suite triggers on purpose fails the run.
-Every --cases file is the log of a boot with user space (scripts/guest-test.sh):
+Every --cases file is the log of boots with user space (scripts/guest-test.sh):
 each "@@ case NAME ok" line counts as a passed case, each "@@ case NAME
-FAILED..." as a failed one, and a log without "@@ end" as a problem.
+skipped..." as a skipped one, any other as a failed one. Each boot in it
+starts with a line "@@ host boot I/N tests=A,B,...: ARGS" and must run
+every test it names, each between "@@ run TEST" and "@@ done TEST STATUS";
+each test must report exactly the cases its "@@ plan TEST N" announces and
+exit 0, or non-zero with a case failed (init.sh reports one that does not
+as a failed case "TEST-complete"); the boot must end with "@@ end 0", and
+all N boots must be there. Anything else is a problem, one line each that
+names the log and the boot.
 
 Exits non-zero on any failure, on an expected suite that did not run, or on
 missing results (a build that failed, a guest that crashed or timed out).
@@ -45,6 +52,149 @@ def kunit_cases(group, prefix=""):
         yield prefix, case["name"], case["status"]
     for sub in group.get("sub_groups", []):
         yield from kunit_cases(sub, sub["name"])
+
+
+def user_boots(lines):
+    """Split a --cases log into its boots.
+
+    Returns ([[label, tests or None, lines], ...], boots meant or None): a
+    boot starts at guest-test.sh's "@@ host boot I/N tests=...: ARGS" line,
+    or in a log without them, at the guest's "@@ boot ok".
+    """
+    boots = []
+    meant = None
+    hosted = False
+    for line in lines:
+        m = re.match(r"@@ host boot (\d+)/(\d+) tests=([^:\s]*):?\s*(.*)$", line)
+        if m:
+            hosted = True
+            meant = int(m.group(2))
+            label = f"boot {m.group(1)}/{m.group(2)}"
+            if m.group(4):
+                label += f" ({m.group(4)})"
+            boots.append([label, [t for t in m.group(3).split(",") if t], []])
+            continue
+        if not hosted and line.startswith("@@ boot ok"):
+            boots.append([f"boot {len(boots) + 1}", None, []])
+        if boots:
+            boots[-1][2].append(line)
+    return boots, meant
+
+
+def user_boot(where, tests, lines):
+    """Count one user-space boot's cases and check its plans and its end.
+
+    Returns (passed, failed, skipped, problems).
+    """
+    up = uf = us = 0
+    problems = []
+    runs = {}          # test -> {"plans": [N...], "cases", "failed", "status"}
+    order = []
+    cur = None
+    completes = set()  # tests init.sh failed a "TEST-complete" case for
+    stray = []
+    end = None
+    info = None
+    for line in lines:
+        m = re.match(r"@@ case (\S+) (.*)$", line)
+        if m:
+            name, status = m.groups()
+            if status == "ok":
+                up += 1
+            elif status.startswith("skipped"):
+                us += 1
+            else:
+                uf += 1
+                print(f"user-space test ({where}): {name} {status}")
+            if cur is not None:
+                runs[cur]["cases"] += 1
+                if status != "ok" and not status.startswith("skipped"):
+                    runs[cur]["failed"] += 1
+            elif name.endswith("-complete"):
+                completes.add(name[:-len("-complete")])
+            else:
+                stray.append(name)
+            continue
+        m = re.match(r"@@ run (\S+)\s*$", line)
+        if m:
+            cur = m.group(1)
+            order.append(cur)
+            runs[cur] = {"plans": [], "cases": 0, "failed": 0, "status": None}
+            continue
+        m = re.match(r"@@ plan (\S+) (\S+)\s*$", line)
+        if m:
+            if cur is None:
+                stray.append(f"plan of {m.group(1)}")
+            elif m.group(1) == cur and m.group(2).isdigit():
+                runs[cur]["plans"].append(int(m.group(2)))
+            else:
+                runs[cur]["plans"].append(None)
+            continue
+        m = re.match(r"@@ done (\S+) (\d+)\s*$", line)
+        if m and m.group(1) in runs:
+            runs[m.group(1)]["status"] = int(m.group(2))
+            cur = None
+            continue
+        m = re.match(r"@@ info boot planned=(\d+) reported=(\d+)", line)
+        if m:
+            info = (int(m.group(1)), int(m.group(2)))
+            continue
+        m = re.match(r"@@ end(?:\s+(\S*))?\s*$", line)
+        if m:
+            end = m.group(1) or ""
+
+    if end is None:
+        if cur is not None:
+            r = runs[cur]
+            plan = r["plans"][0] if len(r["plans"]) == 1 and r["plans"][0] is not None else "?"
+            at = f"in {cur}, after {r['cases']} of its {plan} planned cases"
+        elif order:
+            at = f"after {order[-1]}"
+        elif any(line.startswith("@@ boot ok") for line in lines):
+            at = "before any test ran"
+        else:
+            at = "before user space started"
+        problems.append(f"{where}: no '@@ end': the guest crashed, hung or timed out {at}")
+
+    planned = reported = 0
+    for t in order:
+        r = runs[t]
+        why = []
+        plans = r["plans"]
+        reported += r["cases"]
+        if len(plans) == 1 and plans[0] is not None:
+            planned += plans[0]
+            if r["cases"] != plans[0]:
+                why.append(f"reported {r['cases']} of its {plans[0]} planned cases")
+        elif not plans:
+            why.append(f"no plan (cases.inc's plan N), cases reported: {r['cases']}")
+        else:
+            why.append(f"{len(plans)} plan lines, not one 'plan N', cases reported: {r['cases']}")
+        st = r["status"]
+        if st is None:
+            if t != cur:
+                why.append("no '@@ done'")
+            else:
+                why = []  # the missing end says where the guest stopped
+        elif st > 128:
+            why.append(f"killed by signal {st - 128}")
+        elif st != 0 and r["failed"] == 0:
+            why.append(f"exit {st} with no case failed")
+        if why and t not in completes:
+            problems.append(f"{where}: {t}: " + "; ".join(why))
+    if end is not None:
+        missing = [t for t in tests or [] if t not in runs and t not in completes]
+        if missing:
+            problems.append(f"{where}: {', '.join(missing)} never ran")
+        if info is not None and info != (planned, reported) and not problems:
+            problems.append(f"{where}: init.sh counted {info[1]} of {info[0]} planned cases, "
+                            f"the log holds {reported} of {planned}")
+        if stray:
+            problems.append(f"{where}: outside any test (no '@@ run' before): "
+                            f"{', '.join(stray)}")
+        if end != "0" and uf == 0:
+            problems.append(f"{where}: '@@ end {end}' with no failed case")
+    return up, uf, us, problems
 
 
 def main():
@@ -128,8 +278,9 @@ def main():
                 gf += 1
                 print(f"guest ({path}): {line.strip()}")
 
-    # Tests with user space: "@@ case NAME ok|FAILED...", then "@@ end".
-    up = uf = 0
+    # Tests with user space: each boot's "@@ plan", "@@ case NAME
+    # ok|FAILED...|skipped...", then "@@ end 0".
+    up = uf = us = 0
     for path in args.cases:
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
@@ -137,18 +288,19 @@ def main():
         except OSError as e:
             problems.append(f"user-space tests: {e}")
             continue
-        for line in lines:
-            m = re.match(r"@@ case (\S+) (.*)$", line)
-            if not m:
-                continue
-            if m.group(2) == "ok":
-                up += 1
-            else:
-                uf += 1
-                print(f"user-space test ({path}): {m.group(1)} {m.group(2)}")
-        if not any(line.startswith("@@ end ") for line in lines):
-            problems.append(f"user-space tests: the guest did not finish ({path})")
-        elif up + uf == 0:
+        boots, meant = user_boots(lines)
+        if not boots:
+            problems.append(f"user-space tests: no boot in {path}: the guest did not start")
+            continue
+        cases = 0
+        for label, tests, blines in boots:
+            p, f, s, bp = user_boot(f"{path}, {label}", tests, blines)
+            up, uf, us, cases = up + p, uf + f, us + s, cases + p + f + s
+            problems += [f"user-space tests, {b}" for b in bp]
+        for i in range(len(boots), meant or 0):
+            problems.append(f"user-space tests, {path}, boot {i + 1}/{meant}: "
+                            "did not run (guest-test.sh stopped before it)")
+        if cases == 0:
             problems.append(f"user-space tests: no case ran ({path})")
 
     for p in problems:
@@ -156,9 +308,9 @@ def main():
     print(f"host: {hp} passed, {hf} failed, {hs} skipped; lint: {cp} passed, {cf} failed; "
           f"KUnit: {kp} passed, {kf} failed, {ks} skipped; "
           f"boot self-tests: {gp} passed, {gf} failed; "
-          f"user space: {up} passed, {uf} failed")
+          f"user space: {up} passed, {uf} failed, {us} skipped")
     failed = hf + cf + kf + gf + uf + len(problems)
-    print(f"{hp + cp + kp + gp + up} passed, {failed} failed, {hs + ks} skipped")
+    print(f"{hp + cp + kp + gp + up} passed, {failed} failed, {hs + ks + us} skipped")
     return 1 if failed else 0
 
 

@@ -18,6 +18,7 @@ st=/sys/kernel/debug/text_poke/stats
 iso="2 3"
 
 . /tests/cases.inc
+plan 10
 fig() { sed -n "s/^$1 //p" $b; }
 stat() { sed -n "s/^$1 //p" $st; }
 # The CAL count of CPU $1.
@@ -45,15 +46,10 @@ check() {
 
 rc=0
 for f in $b $m $d $cpus /demo/spin /demo/syscalls; do
-	if [ ! -e $f ]; then
-		echo "@@ error defer: $f missing (CONFIG_TEXT_POKE_RS_DEFER or the bench off?)"
-		exit 1
-	fi
+	[ -e $f ] || error "$f missing (CONFIG_TEXT_POKE_RS_DEFER or the bench off?)"
 done
-if [ "$(cat /sys/devices/system/cpu/nohz_full)" != 2-3 ]; then
-	echo "@@ error defer: nohz_full is '$(cat /sys/devices/system/cpu/nohz_full)', not 2-3"
-	exit 1
-fi
+[ "$(cat /sys/devices/system/cpu/nohz_full)" = 2-3 ] ||
+	error "nohz_full is '$(cat /sys/devices/system/cpu/nohz_full)', not 2-3"
 echo rust > $m
 
 # Bad input is refused, with the switch unchanged.

@@ -3,27 +3,83 @@
 # /init of make test's user-space boots: mount what the tests read, run
 # every /tests/*.sh (or those jlrs_tests= names), power off. Every line
 # the host parses starts with "@@".
+#
+# Each test runs between "@@ run NAME" and "@@ done NAME STATUS" and
+# declares first the cases it reports ("@@ plan NAME N", cases.inc); one
+# that reported other than its plan, exited non-zero with no case failed,
+# or was killed gets a failed case "NAME-complete" saying so. The boot
+# ends with "@@ end 0", or "@@ end 1" after any failure.
 /bin/busybox --install -s /bin
 mount -t devtmpfs devtmpfs /dev
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t debugfs debugfs /sys/kernel/debug
 echo "@@ boot ok $(uname -r) cpus=$(grep -c ^processor /proc/cpuinfo)"
+rc=0
+planned=0
+reported=0
+tally=/tmp/jlrs-tally
+
+# incomplete NAME WHY: test NAME did not report as it planned.
+incomplete() {
+	echo "@@ case $1-complete FAILED: $2"
+	rc=1
+}
+
+# run NAME FILE: runs the test FILE, then holds what it reported (the
+# lines cases.inc wrote to $tally) against its plan.
+run() {
+	echo "@@ run $1"
+	: > $tally
+	JLRS_TALLY=$tally sh "$2"
+	st=$?
+	echo "@@ done $1 $st"
+	[ $st = 0 ] || rc=1
+	plans=$(grep -c '^@@ plan ' $tally)
+	p=$(sed -n 's/^@@ plan [^ ]* \([0-9][0-9]*\)$/\1/p' $tally)
+	n=$(grep -c '^@@ case ' $tally)
+	failed=$(grep -c '^@@ case [^ ]* FAILED' $tally)
+	err=$(sed -n 's/^@@ error [^:]*: //p' $tally | tail -n 1)
+	reported=$((reported + n))
+	why=
+	if [ "$plans" = 0 ]; then
+		why="no plan (cases.inc's plan N), cases reported: $n"
+	elif [ "$plans" != 1 ] || [ -z "$p" ]; then
+		why="$plans plan lines, not one 'plan N', cases reported: $n"
+	else
+		planned=$((planned + p))
+		[ "$n" = "$p" ] || why="reported $n of its $p planned cases"
+	fi
+	if [ $st -gt 128 ]; then
+		why="${why:+$why; }killed by signal $((st - 128))"
+	elif [ $st != 0 ] && [ "$failed" = 0 ]; then
+		why="${why:+$why; }exit $st with no case failed"
+	elif [ -n "$why" ]; then
+		why="$why; exit $st"
+	fi
+	[ -z "$why" ] || incomplete "$1" "$why${err:+: $err}"
+}
+
 # jlrs_tests=a,b on the command line: only /tests/a.sh and /tests/b.sh.
 only=$(sed -n 's/.*jlrs_tests=\([^ ]*\).*/\1/p' /proc/cmdline | tr , ' ')
-rc=0
+for t in $only; do
+	[ -f /tests/$t.sh ] || incomplete "$t" "jlrs_tests= names it, and there is no /tests/$t.sh"
+done
 for t in /tests/*.sh; do
+	name=$(basename "$t" .sh)
 	if [ -n "$only" ]; then
 		case " $only " in
-		*" $(basename "$t" .sh) "*) ;;
+		*" $name "*) ;;
 		*) continue ;;
 		esac
 	fi
-	sh "$t" || rc=1
+	run "$name" "$t"
 done
 # With kmemleak (make test's lockdep build): after every test, no object
 # allocated by this project's code is left unreferenced.
-[ -e /sys/kernel/debug/kmemleak ] && { sh /tests/kmemleak.inc || rc=1; }
+[ -e /sys/kernel/debug/kmemleak ] && run kmemleak /tests/kmemleak.inc
+echo "@@ info boot planned=$planned reported=$reported"
+[ "$planned" = "$reported" ] || rc=1
 echo "@@ end $rc"
 # With -no-reboot, QEMU exits when the guest reboots.
 reboot -f

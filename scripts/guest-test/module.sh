@@ -12,6 +12,7 @@ b=/sys/kernel/debug/text_poke_bench/run
 m=/sys/kernel/debug/text_poke/mode
 
 . /tests/cases.inc
+plan 3
 # The value of figure $1 in the benchmark's last run.
 fig() { sed -n "s/^$1 //p" $b; }
 
@@ -58,23 +59,19 @@ for mode in rust serial c; do
 		why="$why; the commit wrote $entries sites, not the module's $((pages + 1)) live sites"
 	[ "$(cat $p/pages_wrong)" = 0 ] ||
 		why="$why; after the commit $(cat $p/pages_wrong) of $pages sites over pages are wrong"
-	if [ -z "$why" ]; then
-		ok $t
-	else
-		fail $t "${why#; }"
-	fi
 	# The key flips back and forth: every site follows every flip.
 	for on in 0 1 0 1 0; do
-		echo "modkey $on" > $b || fail $t "modkey $on failed"
-		[ "$(cat $p/core_taken)" = $on ] || fail $t "modkey $on: the core site does not follow"
+		echo "modkey $on" > $b || why="$why; modkey $on failed"
+		[ "$(cat $p/core_taken)" = $on ] || why="$why; modkey $on: the core site does not follow"
 		w=$(cat $p/pages_wrong)
-		[ "$w" = 0 ] || fail $t "modkey $on: $w of $pages sites over pages are wrong"
+		[ "$w" = 0 ] || why="$why; modkey $on: $w of $pages sites over pages are wrong"
 	done
 	# The module goes, and its sites go with it.
-	rmmod $name || fail $t "rmmod failed"
+	rmmod $name || why="$why; rmmod failed"
 	echo "modkey 1" > $b && [ "$(fig entries)" = 0 ] ||
-		fail $t "a flip after rmmod wrote $(fig entries) sites"
+		why="$why; a flip after rmmod wrote $(fig entries) sites"
 	echo "modkey 0" > $b
+	if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 done
 echo rust > $m
 exit $rc

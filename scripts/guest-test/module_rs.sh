@@ -19,6 +19,7 @@ m=/sys/kernel/debug/text_poke/mode
 loads=6
 
 . /tests/cases.inc
+plan 7
 # The value of figure $1 in the benchmark's last run.
 fig() { sed -n "s/^$1 //p" $b; }
 # Line $1 of the module's state: "VALUE WRONG".
@@ -29,6 +30,7 @@ for mode in rust serial c; do
 	c=module_rs_load_unload_$mode
 	if ! echo $mode > $m || ! echo "modkey 0" > $b; then
 		fail $c "cannot switch to text_poke=$mode"
+		skip module_rs_txn_unload_$mode "cannot switch to text_poke=$mode"
 		continue
 	fi
 	why=
@@ -74,7 +76,7 @@ for mode in rust serial c; do
 	else
 		why="$why; the last load failed"
 	fi
-	[ -z "$why" ] && ok $c || fail $c "${why#; }"
+	if [ -z "$why" ]; then ok $c; else fail $c "${why#; }"; fi
 
 	# A transaction holding the C key while the module with its only sites
 	# goes: the commit, after the unload, writes nothing.
@@ -98,7 +100,7 @@ for mode in rust serial c; do
 	echo "modkey 1" > $b
 	[ "$(fig entries)" = 0 ] || why="$why; a flip after rmmod wrote $(fig entries) sites"
 	echo "modkey 0" > $b
-	[ -z "$why" ] && ok $c || fail $c "${why#; }"
+	if [ -z "$why" ]; then ok $c; else fail $c "${why#; }"; fi
 done
 echo rust > $m
 no_warning module_rs_no_warning

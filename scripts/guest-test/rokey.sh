@@ -12,6 +12,7 @@ name=text_poke_mod_rs
 d=/sys/kernel/debug/$name
 
 . /tests/cases.inc
+plan 2
 # The warnings naming a read-only key so far.
 warnings() { dmesg | grep -c "is read-only after init"; }
 # refused CMD FILE: writing CMD to FILE fails with EPERM; prints what went

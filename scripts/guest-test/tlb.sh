@@ -16,15 +16,13 @@ st=/sys/kernel/debug/text_poke/stats
 iso="2 3"
 
 . /tests/cases.inc
+plan 6
 stat() { sed -n "s/^$1 //p" $st; }
 counts() { for c in $iso; do printf '%s/%s ' "$(irq CAL $c)" "$(irq TLB $c)"; done; }
 
 rc=0
 for f in $b $dt /demo/spin /demo/syscalls; do
-	if [ ! -e $f ]; then
-		echo "@@ error tlb: $f missing (CONFIG_TLB_FLUSH_DEFER_RS or the bench off?)"
-		exit 1
-	fi
+	[ -e $f ] || error "$f missing (CONFIG_TLB_FLUSH_DEFER_RS or the bench off?)"
 done
 
 t=tlb_defer_switch_bad_input
@@ -47,12 +45,12 @@ for mode in off on; do
 	sleep 1
 	before=$(counts)
 	d0=$(stat tlb_deferred)
-	echo "vstorm $pairs" > $b || fail $t "the storm failed"
+	why=
+	echo "vstorm $pairs" > $b || why="; the storm failed"
 	after=$(counts)
 	d1=$(stat tlb_deferred)
 	kill $loops
 	wait 2>/dev/null
-	why=
 	set -- $before
 	for x in $after; do
 		cal=$((${x%/*} - ${1%/*}))

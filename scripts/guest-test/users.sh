@@ -15,10 +15,11 @@ t=/sys/kernel/tracing
 m=/sys/kernel/debug/text_poke/mode
 
 . /tests/cases.inc
+plan 4
 
 rc=0
 [ -d $t/events ] || mount -t tracefs nodev $t
-echo rust > $m || fail batch_users "cannot switch to text_poke=rust"
+echo rust > $m || error "cannot switch to text_poke=rust"
 # Enabling an event records the comms and tgids of the tasks it sees by
 # flipping three sched tracepoint keys: off, so that the counts below are
 # the users' own.
@@ -102,7 +103,8 @@ if [ -z "$why" ]; then ok $c; else fail $c "$why (vfs_read+$off)"; fi
 c=batch_user_ftrace
 why=
 # tracer FUNCTIONS...: the function tracer on FUNCTIONS and off again;
-# prints the batches' "B S E" (see batches_stop).
+# sets ts and te to the batches' "S" and "E" (see batches_stop). Not run
+# in a subshell: what goes wrong goes to $why.
 tracer() {
 	echo "$*" > $t/set_ftrace_filter || why="$why; cannot filter on $*"
 	batches_start
@@ -114,16 +116,17 @@ tracer() {
 		grep -q " $f <-" $t/trace || why="$why; the tracer on $* saw no call of $f"
 	done
 	echo nop > $t/current_tracer
-	batches_stop
+	set -- $(batches_stop)
+	ts=$2 te=$3
 	echo > $t/set_ftrace_filter
 }
-set -- $(tracer vfs_read)
-one=$3
-[ "$2" = 0 ] || why="$why; $2 sync rounds more than 3 a batch"
-set -- $(tracer vfs_read vfs_write)
-[ "$2" = 0 ] || why="$why; $2 sync rounds more than 3 a batch"
-[ $(($3 - one)) -ge 2 ] ||
-	why="$why; the tracer on vfs_read wrote $one sites, on vfs_read and vfs_write $3, not 2 more"
+tracer vfs_read
+one=$te
+[ "$ts" = 0 ] || why="$why; $ts sync rounds more than 3 a batch"
+tracer vfs_read vfs_write
+[ "$ts" = 0 ] || why="$why; $ts sync rounds more than 3 a batch"
+[ $((te - one)) -ge 2 ] ||
+	why="$why; the tracer on vfs_read wrote $one sites, on vfs_read and vfs_write $te, not 2 more"
 if [ -z "$why" ]; then ok $c; else fail $c "${why#; }"; fi
 : > $t/trace
 
