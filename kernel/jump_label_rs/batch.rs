@@ -46,11 +46,16 @@ fn grow_flags() -> kernel::alloc::Flags {
     GFP_NOWAIT | __GFP_NOWARN
 }
 
+/// Room made for a key flip's sites before they are checked: the update may sleep, and a flip
+/// that cannot get its room is refused before anything is written.
+fn reserve_flags() -> kernel::alloc::Flags {
+    GFP_KERNEL | __GFP_NOWARN
+}
+
 impl Storage {
     /// Makes room for `more` further sites in `grown`, keeping `grown_old` as large.
-    fn grow(&mut self, more: usize) -> bool {
-        self.grown.reserve(more, grow_flags()).is_ok()
-            && self.grown_old.reserve(more, grow_flags()).is_ok()
+    fn grow(&mut self, more: usize, flags: kernel::alloc::Flags) -> bool {
+        self.grown.reserve(more, flags).is_ok() && self.grown_old.reserve(more, flags).is_ok()
     }
 
     /// [`Sites::reserve_one`] when the sites' storage is full.
@@ -59,7 +64,7 @@ impl Storage {
             if self.nr < FIXED {
                 return true;
             }
-            if !grow || !self.grow(2 * FIXED) {
+            if !grow || !self.grow(2 * FIXED, grow_flags()) {
                 return false;
             }
             // INVARIANT: the sites move, in order, to `grown`, which was empty and now has room
@@ -79,7 +84,7 @@ impl Storage {
             return true;
         }
         let more = self.grown.len();
-        self.grow(more)
+        self.grow(more, grow_flags())
     }
 }
 
@@ -124,21 +129,24 @@ impl Sites for Storage {
         // Room in `grown` for every site, and for the `2 * FIXED` that `reserve_one()` makes
         // when the sites move there from a full `fixed`: it then needs no allocation.
         let more = want.max(2 * FIXED) - self.grown.len();
-        self.grow(more)
+        self.grow(more, reserve_flags())
     }
 
     fn push(&mut self, loc: PokeLoc) {
         if self.grown.is_empty() {
             let Some(slot) = self.fixed.get_mut(self.nr) else {
-                // `reserve_one()` made room; nothing to do if it did not.
+                // `reserve_one()` made room: a caller that did not call it is a bug.
+                kernel::warn_on!(true);
                 return;
             };
             *slot = loc;
         } else {
-            // `reserve_one()` made room in both vectors: neither push fails.
+            // `reserve_one()` made room in both vectors: neither push fails, unless a caller
+            // did not call it, a bug.
             if self.grown_old.len() == self.grown_old.capacity()
                 || self.grown.push_within_capacity(loc).is_err()
             {
+                kernel::warn_on!(true);
                 return;
             }
             // INVARIANT: `grown_old` had room, checked above.
@@ -445,10 +453,13 @@ pub unsafe extern "C" fn text_poke_rs_batch_add(
         Some(unsafe { core::slice::from_raw_parts(emulate.cast::<u8>(), len) })
     };
     match PokeLoc::new(base(), addr.addr(), text, emulate) {
-        // C callers cannot be told of a batch that was not applied: it warned.
         Ok(loc) => {
             // SAFETY: The caller holds `text_mutex`, and C callers keep no token.
-            queue(&mut unsafe { TextMutex::assume_held() }, loc, false);
+            let mut text = unsafe { TextMutex::assume_held() };
+            // C callers cannot be told of a batch that was not applied: it warned.
+            let _ = batch(&mut text).add(base(), loc, false, |s, o| {
+                apply_batch(s, o);
+            });
         }
         Err(e) => bad_poke(addr, len, e),
     }
@@ -470,31 +481,15 @@ pub(crate) fn site_loc(addr: usize, text: &[u8; 5], len: usize) -> Result<PokeLo
     PokeLoc::site(base(), addr, text, len)
 }
 
-/// Queues `loc` (see [`Queue::add`]): `key` for the sites of key flips, which are applied as
-/// one batch however many they are. In `serial` mode the batch is applied at once. False if a
-/// batch applied meanwhile was not, a page of its text not mappable.
-pub(crate) fn queue(text: &mut TextMutex, loc: PokeLoc, key: bool) -> bool {
-    let b = batch(text);
-    let mut applied = true;
-    let added = b.add(base(), loc, key, |s, o| applied &= apply_sites(s, o));
-    let flushed = if serial() {
-        b.flush(base(), |s, o| applied &= apply_sites(s, o))
-    } else {
-        Ok(())
-    };
-    applied && added.is_ok() && flushed.is_ok()
-}
-
 /// The sites queued.
 pub(crate) fn queued(text: &mut TextMutex) -> usize {
     batch(text).len()
 }
 
 /// Makes room for `more` sites of a key flip, which [`push_key`] then queues without applying
-/// anything; false if the batch cannot grow that much, or in `serial` mode, which applies every
-/// site as it is queued.
+/// anything; false if the batch cannot grow that much. May sleep.
 pub(crate) fn reserve_keys(text: &mut TextMutex, more: usize) -> bool {
-    !serial() && batch(text).reserve_keys(more)
+    batch(text).reserve_keys(more)
 }
 
 /// Queues `loc`, a site of a key flip, in room made by [`reserve_keys`]; queues nothing if its
@@ -513,7 +508,7 @@ pub(crate) fn truncate(text: &mut TextMutex, len: usize) {
 /// transaction queued a site twice ([`PokeError::Twice`]); both warn.
 pub(crate) fn finish(text: &mut TextMutex) -> Result<(), PokeError> {
     let mut applied = true;
-    let flushed = batch(text).flush(base(), |s, o| applied &= apply_sites(s, o));
+    let flushed = batch(text).flush(base(), |s, o| applied &= apply_batch(s, o));
     if flushed.is_err() {
         pr_err!("text_poke: a site queued twice by a transaction's keys: batch not applied\n");
         kernel::warn_on!(true);
@@ -547,6 +542,23 @@ pub unsafe extern "C" fn text_poke_rs_batch_finish() {
     // C callers cannot be told of a batch that was not applied: it warned.
     // SAFETY: The caller holds `text_mutex`, and C callers keep no token.
     let _ = finish(&mut unsafe { TextMutex::assume_held() });
+}
+
+/// Applies `sites`, sorted by address: as one batch or, in `serial` mode, one site at a time
+/// (three sync rounds each, as before batching), once every page of them is known to be
+/// mappable. False if a page cannot be mapped: nothing was written then.
+fn apply_batch(sites: &[PokeLoc], old: &mut [u8]) -> bool {
+    if !serial() || sites.len() < 2 {
+        return apply_sites(sites, old);
+    }
+    if !poke::mappable(sites, base(), &mut KernelText::of(sites)) {
+        return false;
+    }
+    let mut applied = true;
+    for (site, first) in sites.chunks(1).zip(old.chunks_mut(1)) {
+        applied &= apply_sites(site, first);
+    }
+    applied
 }
 
 /// Patches `sites`, sorted by address, with the INT3 protocol. Called with `text_mutex` held,

@@ -2,22 +2,30 @@
 
 //! The generic jump-label update, `__jump_label_update()`, for the Rust batch.
 //!
-//! A key's entries are walked in code-address order (the order of the jump table). Entries that
-//! cannot be patched are skipped: init text once it is freed, and code that is not kernel text.
-//! Every other site must hold the instruction the key's previous value put there; if one does
-//! not, the update is refused with a warning and no byte of it is written. (The kernel updates
-//! a key's sites in the kernel image and in each module that uses it separately: a refusal
-//! covers one of those runs of entries.) Otherwise every site is queued and the batch is
-//! applied once, in three sync rounds however many sites there are.
+//! A key flip is one flow, from `static_key_enable()` (or `StaticKey::enable()`, or a
+//! transaction's commit) to the bytes:
 //!
-//! The walk reads each site once: the batch first makes room for all of the key's sites, then
-//! each is checked and queued, and if one is refused the sites queued so far are taken back.
-//! Where the batch cannot make that room (an allocation failed), or in `serial` mode, every
-//! site is checked first and queued in a second walk, the batch applied whenever it cannot
-//! grow, so there is no overflow to die on.
+//! 1. `kernel/jump_label.c` sets the key's count and, holding `jump_label_mutex` and
+//!    `text_mutex`, walks every run of the key's entries, in the kernel image and in every
+//!    module that uses it, calling [`jump_label_rs_update`] on each with the pass
+//!    `JUMP_LABEL_QUEUE`: each site is checked and queued, none written. The first run that is
+//!    refused stops the walk.
+//! 2. [`jump_label_rs_finish`] gets the walk's result: if every run was queued, the batch is
+//!    applied once, in three sync rounds however many sites there are; otherwise everything
+//!    queued is dropped and nothing is written anywhere. Either way the result goes back as
+//!    the return value, and the C caller puts the count back on an error.
 //!
-//! A refused flip also leaves the key's count as it was: the hooks in `kernel/jump_label.c`
-//! put it back when [`jump_label_rs_update`] counted a refusal.
+//! Entries that cannot be patched are skipped: init text once it is freed, and code that is not
+//! kernel text. Every other site must hold the instruction the key's previous value put there;
+//! if one does not, the flip is refused with a warning (`-EINVAL`). Room for a run's sites is
+//! made before they are checked, with an allocation that may sleep: a flip that cannot get it
+//! is refused (`-ENOMEM`) before anything is written, and once the walk has queued every site,
+//! applying them needs no memory. A batch whose text cannot be mapped writes nothing
+//! (`-EFAULT`).
+//!
+//! Where upstream's update runs (`text_poke=c`, and while the kernel boots), the pass
+//! `JUMP_LABEL_CHECK` checks a key's sites without queueing them, for the callers that can be
+//! told of a refusal.
 //!
 //! [`jump_label_rs_commit`] flips several keys as one batch (`jump_label::Transaction`): the
 //! keys' counts and their text change together, inside one hold of `jump_label_mutex` and
@@ -28,7 +36,6 @@ use core::{
     ptr,
     sync::atomic::{
         AtomicBool,
-        AtomicU8,
         Ordering, //
     },
 };
@@ -162,87 +169,53 @@ unsafe fn for_each_entry(
     }
 }
 
-/// How [`jump_label_rs_update`] treats a run of sites.
-#[derive(Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-enum How {
-    /// Check, queue and apply: a flip of one key.
-    Apply = 0,
-    /// Check only: [`jump_label_rs_commit`] sees whether a key may flip.
-    Check = 1,
-    /// Check and queue, applied later by [`jump_label_rs_commit`].
-    Queue = 2,
-}
-
-/// The current [`How`]. Not `Apply` only while [`jump_label_rs_commit`] runs, which sets it
-/// with `jump_label_mutex` and `text_mutex` held and puts it back before it drops them: an
-/// update that runs under `jump_label_mutex` and finds it not `Apply` runs inside the commit,
-/// in the task that holds `text_mutex`.
-static HOW: AtomicU8 = AtomicU8::new(How::Apply as u8);
-
-fn how() -> How {
-    match HOW.load(Ordering::Relaxed) {
-        1 => How::Check,
-        2 => How::Queue,
-        _ => How::Apply,
-    }
-}
-
-/// `__jump_label_update()`: patches the sites of `key` from `entry` to `stop` for its current
-/// value. Returns false if the upstream C update must do it instead: with `text_poke=c`, and
-/// while the kernel boots (before SMP, where sites are written directly).
+/// `__jump_label_update()` for the Rust batch: checks each site of `key` from `entry` to `stop`
+/// against the key's current value and, with `JUMP_LABEL_QUEUE`, queues it; writes nothing.
 ///
-/// A refused flip (a corrupted site) is counted in `text_poke_rs_refusals()`, from which the
-/// caller in `kernel/jump_label.c` learns it and puts the key's count back.
+/// Returns 0, or, with nothing queued by this call: `-EINVAL` if a site does not hold the
+/// instruction the key's previous value put there (or the batch cannot take it: two keys of a
+/// transaction naming one site), with a warning naming the first few; `-ENOMEM` if the batch
+/// cannot make room for the run's sites. The caller ([`jump_label_rs_finish`]) drops what
+/// earlier runs queued.
 ///
 /// # Safety
 ///
-/// Called by `__jump_label_update()` with `jump_label_mutex` and `cpus_read_lock()` held, on a
-/// valid run of jump-table entries starting at `entry`.
+/// Called by `__jump_label_update()` with `cpus_read_lock()`, `jump_label_mutex` and
+/// `text_mutex` held, in a context that may sleep, on a valid run of jump-table entries
+/// starting at `entry`; `pass` is `JUMP_LABEL_CHECK` or `JUMP_LABEL_QUEUE`.
 #[no_mangle]
 pub unsafe extern "C" fn jump_label_rs_update(
     key: *mut bindings::static_key,
     entry: *mut bindings::jump_entry,
     stop: *mut bindings::jump_entry,
     init: bool,
-) -> bool {
-    let how = how();
-    // The mode cannot change while `jump_label_mutex` is held. A commit's check runs in every
-    // mode: it writes nothing.
-    if how != How::Check && batch::mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_C {
-        return false;
-    }
-    // SAFETY: `system_state` is an aligned `enum` that lives as long as the kernel; the boot CPU
-    // writes it with plain aligned word stores as the kernel comes up, which are never torn:
-    // this load sees the old or the new state, as `READ_ONCE()` would.
-    let state = unsafe { Atomic::from_ptr(&raw mut bindings::system_state) }.load(Relaxed);
-    if how != How::Check && state == bindings::system_states_SYSTEM_BOOTING {
-        return false;
-    }
-
+    pass: bindings::jump_label_pass,
+) -> c_int {
+    // SAFETY: The caller holds `text_mutex`; a Rust caller up the stack (a transaction's
+    // commit) does not use its own token until we return.
+    let text = &mut unsafe { TextMutex::assume_held() };
+    let queue = pass == bindings::jump_label_pass_JUMP_LABEL_QUEUE;
     // SAFETY: `key` is a valid key, and its value cannot change under `jump_label_mutex`.
     // `static_key_count()` reads the -1 of a first enable in progress as enabled.
     let enabled = unsafe { bindings::static_key_count(key) } > 0;
-    let mut guard: Option<TextMutexGuard> = None;
-    let mut held;
-    let text: &mut TextMutex = if how == How::Apply {
-        guard.insert(TextMutexGuard::lock())
-    } else {
-        // SAFETY: Not `Apply`: this runs inside `jump_label_rs_commit()`, in the task that
-        // holds `text_mutex` (see `HOW`), which does not use its own token until we return.
-        held = unsafe { TextMutex::assume_held() };
-        &mut held
-    };
 
-    // Every site is checked before any is written, so that a refused flip writes nothing:
-    // queued as it is checked, in room made for all of them first, and taken back from the
-    // batch if one is refused; or, where the batch cannot make room (or applies each site as
-    // it comes, in `serial` mode), checked first and queued in a second walk.
+    // Room for every site first, so that each is queued as it is checked: the walk reads each
+    // site once.
+    if queue {
+        let mut sites = 0usize;
+        // SAFETY: The caller guarantees the entries, which only change under
+        // `jump_label_mutex`.
+        unsafe { for_each_entry(key, entry, stop, |_| sites += 1) };
+        if !batch::reserve_keys(text, sites) {
+            pr_err!(
+                "jump_label: no memory to queue the {sites} sites of key _stext+{:#x}: flip \
+                 refused, nothing written\n",
+                off(key.addr())
+            );
+            return ENOMEM.to_errno();
+        }
+    }
     let mark = batch::queued(text);
-    let mut sites = 0usize;
-    // SAFETY: The caller guarantees the entries, which only change under `jump_label_mutex`.
-    unsafe { for_each_entry(key, entry, stop, |_| sites += 1) };
-    let one_walk = how != How::Check && batch::reserve_keys(text, sites);
 
     let mut wrong = 0usize;
     let mut report = |e: &JumpEntry, why: core::fmt::Arguments<'_>| {
@@ -260,7 +233,7 @@ pub unsafe extern "C" fn jump_label_rs_update(
     unsafe {
         for_each_entry(key, entry, stop, |e| match plan(text, e, enabled, init) {
             Plan::Write(loc) => {
-                if one_walk {
+                if queue {
                     if let Err(why) = batch::push_key(text, loc) {
                         report(e, format_args!("cannot be queued: {why:?}"));
                     }
@@ -281,50 +254,47 @@ pub unsafe extern "C" fn jump_label_rs_update(
             Plan::Skip => {}
         })
     };
-    if wrong != 0 {
-        if one_walk {
-            batch::truncate(text, mark);
-        }
-        pr_err!(
-            "jump_label: {wrong} site(s) of key _stext+{:#x} cannot be flipped: flip refused, \
-             nothing written\n",
-            off(key.addr())
-        );
-        // SAFETY: Only counts the refusal, and traces it.
-        unsafe { bindings::text_poke_rs_note_refused(key.cast_const().cast(), wrong as u32) };
-        kernel::warn_on!(true);
-        return true;
+    if wrong == 0 {
+        return 0;
     }
-    if how == How::Check {
-        return true;
-    }
+    batch::truncate(text, mark);
+    pr_err!(
+        "jump_label: {wrong} site(s) of key _stext+{:#x} cannot be flipped: flip refused, \
+         nothing written\n",
+        off(key.addr())
+    );
+    // SAFETY: Only counts the refusal, and traces it.
+    unsafe { bindings::text_poke_rs_note_refused(key.cast_const().cast(), wrong as u32) };
+    kernel::warn_on!(true);
+    EINVAL.to_errno()
+}
 
-    let mut applied = true;
-    if !one_walk {
-        // SAFETY: As above.
-        unsafe {
-            for_each_entry(key, entry, stop, |e| {
-                if let Plan::Write(loc) = plan(text, e, enabled, init) {
-                    applied &= batch::queue(text, loc, true);
-                }
-            })
-        };
+/// Ends a key update that [`jump_label_rs_update`] queued, given the walk's result `queued`: if
+/// it is 0, applies the batch and returns 0, or `-EFAULT` if a page of the keys' text cannot be
+/// mapped (or `-EINVAL` if a transaction's keys queued one site twice), nothing written; if it
+/// is an error, drops every site queued and returns it.
+///
+/// # Safety
+///
+/// Called with `text_mutex` held, by the task that queued the sites since it took it.
+#[no_mangle]
+pub unsafe extern "C" fn jump_label_rs_finish(queued: c_int) -> c_int {
+    // SAFETY: The caller, C code, holds `text_mutex` and keeps no token.
+    let text = &mut unsafe { TextMutex::assume_held() };
+    finish_keys(text, queued)
+}
+
+/// [`jump_label_rs_finish`] with `text_mutex` held as `text` proves.
+fn finish_keys(text: &mut TextMutex, queued: c_int) -> c_int {
+    if queued != 0 {
+        batch::truncate(text, 0);
+        return queued;
     }
-    if how == How::Apply {
-        applied &= batch::finish(text).is_ok();
+    match batch::finish(text) {
+        Ok(()) => 0,
+        Err(PokeError::Unmapped) => EFAULT.to_errno(),
+        Err(_) => EINVAL.to_errno(),
     }
-    if !applied {
-        // A page of the key's text could not be mapped (module text going away): the batch
-        // wrote nothing and warned. (Unless it was applied in parts, as the batch could not
-        // grow, and a part was refused: that part wrote nothing.)
-        pr_err!(
-            "jump_label: the batch of key _stext+{:#x} was not applied: flip refused\n",
-            off(key.addr())
-        );
-        // SAFETY: Only counts the refusal, and traces it: every site of the key.
-        unsafe { bindings::text_poke_rs_note_refused(key.cast_const().cast(), sites as u32) };
-    }
-    true
 }
 
 /// The count of a key, as the atomic it is.
@@ -337,29 +307,17 @@ unsafe fn count<'a>(key: *mut bindings::static_key) -> &'a Atomic<i32> {
     unsafe { Atomic::from_ptr(&raw mut (*key).enabled.counter) }
 }
 
-/// Holds `cpus_read_lock()` and `jump_label_mutex`, in that order; `cpus_read_lock()` only if
-/// the caller does not hold it already (`cpus`).
-struct JumpLabelLock {
-    cpus: bool,
-}
+/// Holds `cpus_read_lock()` and `jump_label_mutex`, in that order.
+struct JumpLabelLock;
 
 impl JumpLabelLock {
-    /// Takes both, or `jump_label_mutex` alone for a caller that holds `cpus_read_lock()`. May
-    /// sleep.
-    fn lock(cpus: bool) -> Self {
-        if cpus {
-            // SAFETY: Callers may sleep; the lock is released when `Self` is dropped.
-            unsafe { bindings::cpus_read_lock() };
-        } else {
-            #[cfg(CONFIG_HOTPLUG_CPU)]
-            // SAFETY: Only checks (with lockdep) that the caller holds the lock.
-            unsafe {
-                bindings::lockdep_assert_cpus_held()
-            };
-        }
+    /// Takes both. May sleep.
+    fn lock() -> Self {
+        // SAFETY: Callers may sleep; the lock is released when `Self` is dropped.
+        unsafe { bindings::cpus_read_lock() };
         // SAFETY: As above, in the order `static_key_enable()` takes them.
         unsafe { bindings::jump_label_lock() };
-        Self { cpus }
+        Self
     }
 }
 
@@ -367,10 +325,8 @@ impl Drop for JumpLabelLock {
     fn drop(&mut self) {
         // SAFETY: Taken in `lock()` by this task.
         unsafe { bindings::jump_label_unlock() };
-        if self.cpus {
-            // SAFETY: As above.
-            unsafe { bindings::cpus_read_unlock() };
-        }
+        // SAFETY: As above.
+        unsafe { bindings::cpus_read_unlock() };
     }
 }
 
@@ -382,8 +338,9 @@ impl Drop for JumpLabelLock {
 /// batch; whatever else the caller flips meanwhile is applied as it returns.
 ///
 /// Every site of every key is checked first: if one is corrupted (or the batch cannot take
-/// it), no key changes, nothing is written, and the commit fails with `-EINVAL`; if a page of
-/// the keys' text cannot be mapped, likewise with `-EFAULT`. A key already at its value is left
+/// it), no key changes, nothing is written, and the commit fails with `-EINVAL`; if the batch
+/// cannot make room for the sites, likewise with `-ENOMEM`, and if a page of the keys' text
+/// cannot be mapped, with `-EFAULT`. A key already at its value is left
 /// alone, as `static_key_enable()` and `static_key_disable()` leave it (with their warning if its
 /// count is above one). Sets each claim's `flip` to whether its key changed.
 ///
@@ -396,37 +353,12 @@ pub unsafe extern "C" fn jump_label_rs_commit(
     claims: *mut bindings::text_poke_rs_claim,
     n: usize,
 ) -> c_int {
-    // SAFETY: As the caller guarantees.
-    unsafe { commit(claims, n, true) }
-}
-
-/// [`jump_label_rs_commit`] for a caller that holds `cpus_read_lock()`: the `_cpuslocked`
-/// variants of the static-key API.
-///
-/// # Safety
-///
-/// As for [`jump_label_rs_commit`], but the caller holds `cpus_read_lock()`.
-#[no_mangle]
-pub unsafe extern "C" fn jump_label_rs_commit_cpuslocked(
-    claims: *mut bindings::text_poke_rs_claim,
-    n: usize,
-) -> c_int {
-    // SAFETY: As the caller guarantees.
-    unsafe { commit(claims, n, false) }
-}
-
-/// The commit, taking `cpus_read_lock()` if `cpus`.
-///
-/// # Safety
-///
-/// As for [`jump_label_rs_commit`]; the caller holds `cpus_read_lock()` unless `cpus`.
-unsafe fn commit(claims: *mut bindings::text_poke_rs_claim, n: usize, cpus: bool) -> c_int {
     if n == 0 {
         return 0;
     }
     // SAFETY: The caller guarantees `claims` points to `n` claims, ours until we return.
     let claims = unsafe { core::slice::from_raw_parts_mut(claims, n) };
-    let _locks = JumpLabelLock::lock(cpus);
+    let _locks = JumpLabelLock::lock();
 
     // Mark what changes, as the C helpers do, under `jump_label_mutex`: fast paths only ever
     // move a count between positive values.
@@ -448,74 +380,15 @@ unsafe fn commit(claims: *mut bindings::text_poke_rs_claim, n: usize, cpus: bool
         };
     }
 
-    let mut text = TextMutexGuard::lock();
     let flips = || claims.iter().filter(|c| c.flip);
-    // Check every key; the counts say which way each goes.
-    HOW.store(How::Check as u8, Ordering::Relaxed);
-    let mut ok = true;
-    for c in flips() {
-        // SAFETY: `jump_label_mutex` is held, and the key is valid.
-        ok &= unsafe { bindings::jump_label_rs_key_update(c.key) };
-    }
-    if !ok {
-        HOW.store(How::Apply as u8, Ordering::Relaxed);
-        drop(text);
+    let ret = update_keys(flips().map(|c| c.key));
+    if ret != 0 {
         for c in flips() {
             // SAFETY: As above.
             unsafe { count(c.key) }.store(if c.enable { 0 } else { 1 }, Release);
         }
-        return -(bindings::EINVAL as c_int);
+        return ret;
     }
-
-    if batch::mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_C {
-        // Upstream's update takes `text_mutex` itself, and patches each key at once.
-        HOW.store(How::Apply as u8, Ordering::Relaxed);
-        drop(text);
-        for c in flips() {
-            // SAFETY: As above.
-            unsafe { bindings::jump_label_rs_key_update(c.key) };
-        }
-    } else {
-        HOW.store(How::Queue as u8, Ordering::Relaxed);
-        // SAFETY: Only reads a counter.
-        let refused = unsafe { bindings::text_poke_rs_refusals() };
-        for c in flips() {
-            // Not refused for a site's bytes: nothing wrote text since the check, and
-            // `text_mutex` is held. A site the batch cannot take is refused.
-            // SAFETY: As above.
-            unsafe { bindings::jump_label_rs_key_update(c.key) };
-        }
-        HOW.store(How::Apply as u8, Ordering::Relaxed);
-        // SAFETY: As above.
-        if unsafe { bindings::text_poke_rs_refusals() } != refused {
-            // Nothing applied yet (the batch was empty when `text_mutex` was taken): drop the
-            // other keys' sites too, and change no key.
-            batch::truncate(&mut text, 0);
-            drop(text);
-            for c in flips() {
-                // SAFETY: As above.
-                unsafe { count(c.key) }.store(if c.enable { 0 } else { 1 }, Release);
-            }
-            return -(bindings::EINVAL as c_int);
-        }
-        let applied = batch::finish(&mut text);
-        drop(text);
-        if let Err(why) = applied {
-            // Nothing written: a page of the keys' text could not be mapped, or two keys
-            // named one site.
-            for c in flips() {
-                // SAFETY: As above.
-                unsafe { count(c.key) }.store(if c.enable { 0 } else { 1 }, Release);
-            }
-            let err = if why == PokeError::Unmapped {
-                bindings::EFAULT
-            } else {
-                bindings::EINVAL
-            };
-            return -(err as c_int);
-        }
-    }
-
     for c in flips().filter(|c| c.enable) {
         // Whoever sees the key enabled also sees its sites written, as in
         // `static_key_enable()`.
@@ -523,4 +396,45 @@ unsafe fn commit(claims: *mut bindings::text_poke_rs_claim, n: usize, cpus: bool
         unsafe { count(c.key) }.store(1, Release);
     }
     0
+}
+
+/// Writes the sites of `keys` for their counts, as one batch: every site of every key is
+/// checked (and queued) before any is written, and if one is refused, none is. Returns 0 or the
+/// refusal's error. Where upstream's update runs (`text_poke=c`, and while the kernel boots), the
+/// keys are checked first and then updated one by one by upstream's code.
+///
+/// Called with `cpus_read_lock()` and `jump_label_mutex` held, on valid keys, in a context that
+/// may sleep.
+fn update_keys(keys: impl Iterator<Item = *mut bindings::static_key> + Clone) -> c_int {
+    let mut text = TextMutexGuard::lock();
+    // SAFETY: Only reads the mode, which cannot change under `jump_label_mutex`.
+    let batches = unsafe { bindings::jump_label_rs_batches() };
+    let pass = if batches {
+        bindings::jump_label_pass_JUMP_LABEL_QUEUE
+    } else {
+        bindings::jump_label_pass_JUMP_LABEL_CHECK
+    };
+    let mut ret = 0;
+    for key in keys.clone() {
+        // SAFETY: `jump_label_mutex` and `text_mutex` are held, and the key is valid.
+        ret = unsafe { bindings::jump_label_rs_key_update(key, pass) };
+        if ret != 0 {
+            break;
+        }
+    }
+    if batches {
+        return finish_keys(&mut text, ret);
+    }
+    // Upstream's update takes `text_mutex` itself.
+    drop(text);
+    if ret == 0 {
+        for key in keys {
+            // SAFETY: `jump_label_mutex` is held, and the key is valid. Upstream's update
+            // cannot refuse.
+            unsafe {
+                bindings::jump_label_rs_key_update(key, bindings::jump_label_pass_JUMP_LABEL_PATCH)
+            };
+        }
+    }
+    ret
 }

@@ -701,6 +701,21 @@ fn apply_each(vec: &[PokeLoc], old: &mut [u8], base: usize, ops: &mut impl TextO
     stats
 }
 
+/// Whether every page of text the sites of `vec` (sorted by address) lie in can be mapped
+/// ([`TextOps::mappable`], asked a run of pages at a time).
+pub fn mappable(vec: &[PokeLoc], base: usize, ops: &mut impl TextOps) -> bool {
+    let pages = &mut [0usize; RUN_MAX];
+    let mut start = 0;
+    while start < vec.len() {
+        let (end, n) = next_run(vec, base, start, pages);
+        if !ops.mappable(pages.get(..n).unwrap_or(&[])) {
+            return false;
+        }
+        start = end;
+    }
+    true
+}
+
 /// Patches every site of `vec` with the INT3 protocol: the body of
 /// `smp_text_poke_batch_finish()` between publishing the vector and retiring it.
 ///
@@ -721,15 +736,9 @@ pub fn apply(vec: &[PokeLoc], old: &mut [u8], base: usize, ops: &mut impl TextOp
 
     // 0. Every page first: a batch with text that cannot be mapped writes nothing at all,
     // rather than stop half-way (upstream's `text_poke()` would `BUG()` on it).
-    let pages = &mut [0usize; RUN_MAX];
-    let mut start = 0;
-    while start < vec.len() {
-        let (end, n) = next_run(vec, base, start, pages);
-        if !ops.mappable(pages.get(..n).unwrap_or(&[])) {
-            stats.unmapped = true;
-            return stats;
-        }
-        start = end;
+    if !mappable(vec, base, ops) {
+        stats.unmapped = true;
+        return stats;
     }
 
     // One site, or no runs: one write at a time, which costs less without runs to group.

@@ -17,6 +17,15 @@
 //!   how many of its 16 sites, run now, took the direction that value does not ask for (`c_key 0
 //!   wrong 0` when all is right). Meaningful for a key while it is not being flipped.
 //!
+//! - `span`: for the test of refused flips (`scripts/guest-test/span.sh`), on
+//!   `text_poke_rs_span_key`, a key of the kernel image with one site there and 16 here. Reads
+//!   `count C image W module W corrupted 0|1`: the key's count, how many of its sites in the
+//!   kernel image and here, run now, took the direction its value does not ask for, and whether
+//!   a corrupted site still holds the one-byte NOPs written over it. Takes `corrupt image`,
+//!   `corrupt module` (one-byte NOPs over the key's first site there), `repair`, `enable` and
+//!   `disable` (the Rust API), and `c_enable`, `c_disable`, `c_inc`, `c_dec` (the C functions);
+//!   a flip that is refused fails the write with its error.
+//!
 //! Loading fails with `EINVAL` if a site of the module's own keys does not follow its key's
 //! initial value, and with the error if `MOD_RO` cannot be enabled while the init runs.
 
@@ -24,6 +33,7 @@ use core::fmt;
 use kernel::{
     bindings,
     debugfs::Scope,
+    error::to_result,
     jump_label::{
         StaticKeyFalse,
         StaticKeyTrue, //
@@ -52,8 +62,13 @@ kernel::define_static_key_ro!(
 );
 
 extern "C" {
-    // A key of the kernel image, in kernel/jump_label_rs/text_poke_stress.c.
+    // Keys of the kernel image and the test's helpers, in kernel/jump_label_rs/text_poke_stress.c.
     static mut text_poke_rs_mod_key: bindings::static_key_false;
+    static mut text_poke_rs_span_key: bindings::static_key_false;
+    fn text_poke_span_image_site() -> bool;
+    fn text_poke_span_corrupt(module: *mut core::ffi::c_void) -> i32;
+    fn text_poke_span_corrupted() -> i32;
+    fn text_poke_span_repair();
 }
 
 /// Sites on each key, one function each. A site returns whether it took its key's enabled
@@ -80,6 +95,7 @@ sites!(FALSE_SITES, MOD_FALSE, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
 sites!(TRUE_SITES, MOD_TRUE, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
 sites!(C_SITES, text_poke_rs_mod_key, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
 sites!(RO_SITES, MOD_RO, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+sites!(SPAN_SITES, text_poke_rs_span_key, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
 
 /// How many of `sites` did not take the direction `enabled` asks for.
 fn wrong_of(sites: &[fn() -> bool], enabled: bool) -> usize {
@@ -100,8 +116,17 @@ fn c_key() -> &'static StaticKeyFalse {
     unsafe { StaticKeyFalse::from_c(&raw mut text_poke_rs_mod_key) }
 }
 
-/// The debugfs directory's data: nothing but the files themselves.
-struct Control;
+/// The key with sites in the kernel image and here, as a Rust key.
+fn span_key() -> &'static StaticKeyFalse {
+    // SAFETY: `text_poke_rs_span_key` is a `struct static_key_false` of the kernel image, never
+    // freed, not read-only.
+    unsafe { StaticKeyFalse::from_c(&raw mut text_poke_rs_span_key) }
+}
+
+/// The debugfs directory's data: this module, whose site `span` corrupts.
+struct Control {
+    module: &'static ThisModule,
+}
 
 /// Parses `0` or `1`, with or without a newline.
 fn parse(reader: &mut UserSliceReader) -> Result<bool> {
@@ -142,6 +167,70 @@ key_file!(show_ro, write_ro, MOD_RO);
 /// A key's name, its value, and its sites.
 type KeySites = (&'static str, bool, &'static [fn() -> bool]);
 
+fn show_span(_: &Control, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let key = span_key();
+    let enabled = key.is_enabled();
+    // SAFETY: A function of the kernel image that runs a site.
+    let image = usize::from(unsafe { text_poke_span_image_site() } != enabled);
+    let module = wrong_of(&SPAN_SITES, enabled);
+    // SAFETY: Only reads the corrupted site.
+    let corrupted = unsafe { text_poke_span_corrupted() };
+    writeln!(
+        f,
+        "count {} image {image} module {module} corrupted {corrupted}",
+        key.count()
+    )
+}
+
+fn write_span(control: &Control, reader: &mut UserSliceReader) -> Result {
+    let mut buf = [0u8; 16];
+    let n = reader.len();
+    if n == 0 || n > buf.len() {
+        return Err(EINVAL);
+    }
+    reader.read_slice(&mut buf[..n])?;
+    let cmd = core::str::from_utf8(&buf[..n]).map_err(|_| EINVAL)?.trim();
+    let key = span_key();
+    let raw = key.as_raw();
+    match cmd {
+        "corrupt module" => {
+            let module = control.module.as_ptr().cast();
+            // SAFETY: This module is live while its debugfs file is written.
+            to_result(unsafe { text_poke_span_corrupt(module) })
+        }
+        // SAFETY: NULL names the kernel image.
+        "corrupt image" => to_result(unsafe { text_poke_span_corrupt(core::ptr::null_mut()) }),
+        "repair" => {
+            // SAFETY: Puts back what a corrupted site held, if one is.
+            unsafe { text_poke_span_repair() };
+            Ok(())
+        }
+        "enable" => key.enable(),
+        "disable" => key.disable(),
+        "c_enable" => {
+            // SAFETY: A valid key; a debugfs write may sleep.
+            unsafe { bindings::static_key_enable(raw) };
+            Ok(())
+        }
+        "c_disable" => {
+            // SAFETY: As above.
+            unsafe { bindings::static_key_disable(raw) };
+            Ok(())
+        }
+        // SAFETY: As above.
+        "c_inc" => match unsafe { bindings::static_key_slow_inc(raw) } {
+            true => Ok(()),
+            false => Err(EINVAL),
+        },
+        "c_dec" => {
+            // SAFETY: As above.
+            unsafe { bindings::static_key_slow_dec(raw) };
+            Ok(())
+        }
+        _ => Err(EINVAL),
+    }
+}
+
 fn show_state(_: &Control, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let keys: [KeySites; 4] = [
         ("false_key", MOD_FALSE.is_enabled(), &FALSE_SITES),
@@ -161,7 +250,7 @@ struct TextPokeModRs {
 }
 
 impl kernel::Module for TextPokeModRs {
-    fn init(_module: &'static ThisModule) -> Result<Self> {
+    fn init(module: &'static ThisModule) -> Result<Self> {
         let wrong = own_wrong();
         if wrong != 0 {
             pr_err!("{wrong} sites do not follow their key's initial value\n");
@@ -175,11 +264,12 @@ impl kernel::Module for TextPokeModRs {
             return Err(EINVAL);
         }
         let debugfs = KBox::pin_init(
-            Scope::dir(Control, c"text_poke_mod_rs", |control, dir| {
+            Scope::dir(Control { module }, c"text_poke_mod_rs", |control, dir| {
                 dir.read_write_callback_file(c"false_key", control, &show_false, &write_false);
                 dir.read_write_callback_file(c"true_key", control, &show_true, &write_true);
                 dir.read_write_callback_file(c"ro_key", control, &show_ro, &write_ro);
                 dir.read_callback_file(c"state", control, &show_state);
+                dir.read_write_callback_file(c"span", control, &show_span, &write_span);
             }),
             GFP_KERNEL,
         )?;

@@ -13,6 +13,8 @@
 #include <linux/irqflags.h>
 #include <linux/jump_label.h>
 #include <linux/kthread.h>
+#include <linux/memory.h>
+#include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/percpu.h>
 #include <linux/pgtable.h>
@@ -23,6 +25,7 @@
 #include <linux/static_call.h>
 #include <linux/string.h>
 #include <linux/swap.h>
+#include <linux/text-patching.h>
 #include <linux/local_lock.h>
 #include <linux/qpw.h>
 #include <linux/vmalloc.h>
@@ -42,6 +45,109 @@ DEFINE_STATIC_KEY_FALSE(text_poke_rs_mod_key);
 EXPORT_SYMBOL_GPL(text_poke_rs_mod_key);
 bool text_poke_rs_mod_go;
 EXPORT_SYMBOL_GPL(text_poke_rs_mod_go);
+
+DEFINE_STATIC_KEY_FALSE(text_poke_rs_span_key);
+EXPORT_SYMBOL_GPL(text_poke_rs_span_key);
+
+noinline bool text_poke_span_image_site(void)
+{
+	return static_branch_unlikely(&text_poke_rs_span_key);
+}
+EXPORT_SYMBOL_GPL(text_poke_span_image_site);
+
+/* The first site of text_poke_rs_span_key in @mod, or in the kernel image. */
+static unsigned long text_poke_span_site(struct module *mod)
+{
+	struct jump_entry *e = __start___jump_table;
+	struct jump_entry *stop = __stop___jump_table;
+
+	if (mod) {
+		e = mod->jump_entries;
+		stop = e + mod->num_jump_entries;
+	}
+	for (; e < stop; e++) {
+		if (jump_entry_key(e) == &text_poke_rs_span_key.key)
+			return jump_entry_code(e);
+	}
+	return 0;
+}
+
+/* The longest static-key site: a 5-byte NOP or JMP. */
+#define TEXT_POKE_SPAN_MAX	5
+
+/*
+ * The site corrupted, and what it held before: one at a time. Changed
+ * under jump_label_mutex, so that no flip of the key runs meanwhile.
+ */
+static struct {
+	unsigned long code;
+	unsigned int len;
+	u8 bytes[TEXT_POKE_SPAN_MAX];
+} text_poke_span_saved;
+
+static const u8 text_poke_span_nop1s[TEXT_POKE_SPAN_MAX] = {
+	[0 ... TEXT_POKE_SPAN_MAX - 1] = 0x90
+};
+
+/* Writes @len bytes at @code at once: no CPU may run the site meanwhile. */
+static void text_poke_span_write(unsigned long code, const u8 *bytes,
+				 unsigned int len)
+{
+	mutex_lock(&text_mutex);
+	text_poke((void *)code, bytes, len);
+	smp_text_poke_sync_each_cpu();
+	mutex_unlock(&text_mutex);
+}
+
+int text_poke_span_corrupt(struct module *mod)
+{
+	unsigned long code = text_poke_span_site(mod);
+	const u8 *p = (const u8 *)code;
+	unsigned int len;
+	int ret = 0;
+
+	if (!code)
+		return -ENOENT;
+	/* The NOP or JMP of a 2- or 5-byte site. */
+	len = p[0] == 0xeb || (p[0] == 0x66 && p[1] == 0x90) ? 2 : 5;
+	jump_label_lock();
+	if (text_poke_span_saved.code) {
+		ret = -EBUSY;
+	} else {
+		text_poke_span_saved.code = code;
+		text_poke_span_saved.len = len;
+		memcpy(text_poke_span_saved.bytes, p, len);
+		text_poke_span_write(code, text_poke_span_nop1s, len);
+	}
+	jump_label_unlock();
+	return ret;
+}
+EXPORT_SYMBOL_GPL(text_poke_span_corrupt);
+
+int text_poke_span_corrupted(void)
+{
+	int ret;
+
+	jump_label_lock();
+	ret = text_poke_span_saved.code &&
+	      !memcmp((void *)text_poke_span_saved.code, text_poke_span_nop1s,
+		      text_poke_span_saved.len);
+	jump_label_unlock();
+	return ret;
+}
+EXPORT_SYMBOL_GPL(text_poke_span_corrupted);
+
+void text_poke_span_repair(void)
+{
+	jump_label_lock();
+	if (text_poke_span_saved.code)
+		text_poke_span_write(text_poke_span_saved.code,
+				     text_poke_span_saved.bytes,
+				     text_poke_span_saved.len);
+	text_poke_span_saved.code = 0;
+	jump_label_unlock();
+}
+EXPORT_SYMBOL_GPL(text_poke_span_repair);
 
 /*
  * Probes on the text_poke_rs trace events, for the KUnit tests: what the

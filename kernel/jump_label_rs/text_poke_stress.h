@@ -10,6 +10,8 @@
 #include <linux/jump_label.h>
 #include <linux/types.h>
 
+struct module;
+
 /*
  * A key of the kernel image whose sites are in text_poke_mod_test.ko, and
  * the flag that module's init function waits for.
@@ -17,6 +19,20 @@
 DECLARE_STATIC_KEY_FALSE(text_poke_rs_mod_key);
 extern bool text_poke_rs_mod_go;
 struct static_key_false *text_poke_rs_upstream_key(void);
+
+/*
+ * A key of the kernel image with one site there,
+ * text_poke_span_image_site(), and 16 in text_poke_mod_rs.ko. One of its
+ * sites at a time can be corrupted, with one-byte NOPs, for the test of
+ * refused flips: the first in the kernel image (@mod NULL) or in @mod.
+ * text_poke_span_corrupted() says whether it still holds them,
+ * text_poke_span_repair() puts back what it held.
+ */
+DECLARE_STATIC_KEY_FALSE(text_poke_rs_span_key);
+bool text_poke_span_image_site(void);
+int text_poke_span_corrupt(struct module *mod);
+int text_poke_span_corrupted(void);
+void text_poke_span_repair(void);
 
 /**
  * struct text_poke_trace - what the text_poke_rs trace events said

@@ -184,13 +184,12 @@ void text_poke_rs_note_refused(const void *key, unsigned int wrong)
 }
 
 /*
- * Key flips refused so far. They are counted under jump_label_mutex, so a
- * holder that reads it before and after an update learns whether that
- * update was refused.
+ * The mode changes only under jump_label_mutex, which every caller holds,
+ * and the kernel leaves SYSTEM_BOOTING before any other CPU runs.
  */
-u64 text_poke_rs_refusals(void)
+bool jump_label_rs_batches(void)
 {
-	return atomic64_read(&text_poke_rs_refused);
+	return text_poke_rs_active() && system_state != SYSTEM_BOOTING;
 }
 
 void text_poke_rs_text_lock(void)

@@ -173,8 +173,10 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
     /// count is above one leaves it unchanged with a warning, as in C.
     ///
     /// With `CONFIG_TEXT_POKE_RS`, fails with `EINVAL`, with a warning, the key unchanged and
-    /// nothing written, if a site of the key does not hold the instruction the key's value put
-    /// there. (Upstream's update `BUG()`s instead.)
+    /// nothing written, if a site of the key, in the kernel image or in any module, does not
+    /// hold the instruction the key's value put there (upstream's update `BUG()`s instead); and
+    /// likewise with `ENOMEM` if the batch cannot make room for the key's sites, and `EFAULT` if
+    /// a page of their text cannot be mapped.
     ///
     /// Fails with `EAGAIN`, with a warning, the key unchanged, before `jump_label_init()`.
     ///
@@ -198,7 +200,7 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
         self.initialized()?;
         // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep
         // and, being allowed to flip keys, holds none of the locks the commit takes.
-        unsafe { set_key(self.as_raw(), enable) }
+        unsafe { set_key(self.as_raw(), enable, false) }
     }
 
     #[cfg(not(CONFIG_TEXT_POKE_RS))]
@@ -284,7 +286,7 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
         self.initialized()?;
         // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep and
         // holds `cpus_read_lock()`.
-        unsafe { set_key_cpuslocked(self.as_raw(), enable) }
+        unsafe { set_key(self.as_raw(), enable, true) }
     }
 
     /// # Safety
@@ -947,46 +949,21 @@ impl Drop for TextLock {
     }
 }
 
-/// Sets `key` to `enable`; see [`StaticKey::enable`].
+/// Sets `key` to `enable`: `static_key_enable()` or `static_key_disable()` (their
+/// `_cpuslocked` forms if `cpuslocked`), told whether the update was refused; see
+/// [`StaticKey::enable`].
 ///
 /// Not generic, so that modules using static keys need none of the symbols it uses.
 ///
 /// # Safety
 ///
-/// `key` is a valid key, and the caller may sleep and holds none of `cpus_read_lock()`,
-/// `jump_label_mutex` and `text_mutex`.
+/// `key` is a valid key, and the caller may sleep, holds `cpus_read_lock()` if and only if
+/// `cpuslocked`, and holds neither `jump_label_mutex` nor `text_mutex`.
 #[cfg(CONFIG_TEXT_POKE_RS)]
 #[inline(never)]
-unsafe fn set_key(key: *mut bindings::static_key, enable: bool) -> Result {
-    let mut claim = [bindings::text_poke_rs_claim {
-        key,
-        enable,
-        flip: false,
-    }];
-    // SAFETY: One claim on a valid key, in a context the commit may run in, as the caller
-    // guarantees.
-    crate::error::to_result(unsafe { bindings::jump_label_rs_commit(claim.as_mut_ptr(), 1) })
-}
-
-/// [`set_key`] for a caller that holds `cpus_read_lock()`.
-///
-/// # Safety
-///
-/// `key` is a valid key, and the caller may sleep, holds `cpus_read_lock()` and neither
-/// `jump_label_mutex` nor `text_mutex`.
-#[cfg(CONFIG_TEXT_POKE_RS)]
-#[inline(never)]
-unsafe fn set_key_cpuslocked(key: *mut bindings::static_key, enable: bool) -> Result {
-    let mut claim = [bindings::text_poke_rs_claim {
-        key,
-        enable,
-        flip: false,
-    }];
-    // SAFETY: One claim on a valid key, in a context the commit may run in, as the caller
-    // guarantees.
-    crate::error::to_result(unsafe {
-        bindings::jump_label_rs_commit_cpuslocked(claim.as_mut_ptr(), 1)
-    })
+unsafe fn set_key(key: *mut bindings::static_key, enable: bool, cpuslocked: bool) -> Result {
+    // SAFETY: A valid key, in a context the update may run in, as the caller guarantees.
+    crate::error::to_result(unsafe { bindings::jump_label_rs_set(key, enable, cpuslocked) })
 }
 
 /// Calls `f` on each site of `key` in the kernel image; see [`StaticKey::for_each_site`].

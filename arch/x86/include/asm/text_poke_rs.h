@@ -26,6 +26,16 @@ enum text_poke_rs_mode {
 	TEXT_POKE_RS_MODE_SERIAL,
 };
 
+/* What kernel/jump_label.c's update of a key does with the key's sites. */
+enum jump_label_pass {
+	/* Upstream's update writes them (text_poke=c, and during boot). */
+	JUMP_LABEL_PATCH,
+	/* jump_label_rs_update() checks that each holds what the key put there. */
+	JUMP_LABEL_CHECK,
+	/* It checks them and queues them for jump_label_rs_finish(). */
+	JUMP_LABEL_QUEUE,
+};
+
 /**
  * struct text_poke_rs_stats - what smp_text_poke_*() did, in every mode
  * @batches: batches applied
@@ -121,7 +131,6 @@ void text_poke_rs_note_batch(unsigned int entries);
 void text_poke_rs_note_batch_done(void);
 void text_poke_rs_note_mm_switch(void);
 void text_poke_rs_note_refused(const void *key, unsigned int wrong);
-u64 text_poke_rs_refusals(void);
 unsigned int text_poke_rs_ipis_received(int cpu);
 void text_poke_rs_read_stats(struct text_poke_rs_stats *stats);
 void text_poke_rs_track(bool on);
@@ -158,12 +167,19 @@ struct text_poke_rs_claim {
 	bool flip;
 };
 
-/* Flips several keys as one batch: 0, or -EINVAL with nothing changed. */
+/*
+ * Flips several keys as one batch: 0, or an error (-EINVAL, -ENOMEM,
+ * -EFAULT) with nothing changed.
+ */
 int jump_label_rs_commit(struct text_poke_rs_claim *claims, size_t n);
-/* The same for a caller that holds cpus_read_lock(). */
-int jump_label_rs_commit_cpuslocked(struct text_poke_rs_claim *claims, size_t n);
-/* jump_label_update() of one key, in kernel/jump_label.c: false if refused. */
-bool jump_label_rs_key_update(struct static_key *key);
+
+/* In kernel/jump_label.c. */
+/* @pass over every site of @key, under jump_label_mutex: 0 or an error. */
+int jump_label_rs_key_update(struct static_key *key, enum jump_label_pass pass);
+/* static_key_enable() or _disable() that returns 0 or the refusal's error. */
+int jump_label_rs_set(struct static_key *key, bool enable, bool cpuslocked);
+/* Whether key flips go through the Rust batch: not with text_poke=c or at boot. */
+bool jump_label_rs_batches(void);
 
 /* The per-CPU reference handshake with the INT3 handler. */
 void text_poke_rs_publish(void);
@@ -174,8 +190,10 @@ void text_poke_rs_batch_add(void *addr, const void *opcode, size_t len,
 			    const void *emulate);
 void text_poke_rs_batch_finish(void);
 size_t text_poke_rs_pending(void);
-bool jump_label_rs_update(struct static_key *key, struct jump_entry *entry,
-			  struct jump_entry *stop, bool init);
+int jump_label_rs_update(struct static_key *key, struct jump_entry *entry,
+			 struct jump_entry *stop, bool init,
+			 enum jump_label_pass pass);
+int jump_label_rs_finish(int queued);
 bool text_poke_rs_emulate(struct pt_regs *regs);
 
 /*
