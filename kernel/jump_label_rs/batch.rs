@@ -454,15 +454,27 @@ pub unsafe extern "C" fn text_poke_rs_batch_add(
     };
     match PokeLoc::new(base(), addr.addr(), text, emulate) {
         Ok(loc) => {
+            let mut applied = true;
             // SAFETY: The caller holds `text_mutex`, and C callers keep no token.
             let mut text = unsafe { TextMutex::assume_held() };
-            // C callers cannot be told of a batch that was not applied: it warned.
-            let _ = batch(&mut text).add(base(), loc, false, |s, o| {
-                apply_batch(s, o);
-            });
+            let added =
+                batch(&mut text).add(base(), loc, false, |s, o| applied &= apply_batch(s, o));
+            if !applied || added.is_err() {
+                not_applied();
+            }
         }
         Err(e) => bad_poke(addr, len, e),
     }
+}
+
+/// Stops the kernel for a C caller's batch that was not applied: a page of its text could not
+/// be mapped (the batch wrote nothing, and the warning before this names the page). Its caller
+/// cannot be told, and would go on as if the text had changed: ftrace with its records updated,
+/// BPF freeing a trampoline the text still jumps to. Upstream's `text_poke()` `BUG()`s there
+/// too. Key flips and transactions, which can be told, are refused instead.
+#[cold]
+fn not_applied() -> ! {
+    panic!("text_poke: a batch of text pokes was not applied, and its caller cannot be told");
 }
 
 /// Stops the kernel for a write `text_poke_rs_batch_add()` cannot make.
@@ -539,9 +551,10 @@ pub unsafe extern "C" fn text_poke_rs_pending() -> usize {
 /// Called with `text_mutex` held.
 #[no_mangle]
 pub unsafe extern "C" fn text_poke_rs_batch_finish() {
-    // C callers cannot be told of a batch that was not applied: it warned.
     // SAFETY: The caller holds `text_mutex`, and C callers keep no token.
-    let _ = finish(&mut unsafe { TextMutex::assume_held() });
+    if finish(&mut unsafe { TextMutex::assume_held() }).is_err() {
+        not_applied();
+    }
 }
 
 /// Applies `sites`, sorted by address: as one batch or, in `serial` mode, one site at a time

@@ -152,9 +152,12 @@ static unsigned long text_poke_pages_unmapped(struct kunit *test)
 /*
  * A batch with text that cannot be mapped is not applied at all: a
  * warning naming the page, nothing written, no sync round, the stats'
- * unmapped count up by one. Upstream's text_poke() BUG()s there, so only
- * the Rust batch is asked. In serial mode too nothing is written: every
- * page is checked before the first site is.
+ * unmapped count up by one, and the error for a caller that can be told
+ * (key flips and transactions, which end their batch with
+ * jump_label_rs_finish()). C callers of smp_text_poke_batch_finish()
+ * cannot be told: the kernel stops there, as upstream's text_poke() BUG()s,
+ * so only the Rust batch is asked. In serial mode too nothing is written:
+ * every page is checked before the first site is.
  */
 static void text_poke_pages_unmappable(struct kunit *test)
 {
@@ -163,6 +166,7 @@ static void text_poke_pages_unmappable(struct kunit *test)
 	struct text_poke_rs_stats before, after;
 	unsigned long bad;
 	u8 site[5];
+	int ret;
 
 	if (mode == TEXT_POKE_RS_MODE_C)
 		kunit_skip(test, "upstream's batch BUG()s on text it cannot map");
@@ -176,12 +180,13 @@ static void text_poke_pages_unmappable(struct kunit *test)
 		smp_text_poke_batch_add((void *)s[0].code, site, sizeof(site), NULL);
 		smp_text_poke_batch_add((void *)bad, text_poke_pages_nop5,
 					sizeof(text_poke_pages_nop5), NULL);
-		smp_text_poke_batch_finish();
+		ret = jump_label_rs_finish(0);
 		mutex_unlock(&text_mutex);
 		KUNIT_EXPECT_SUPPRESSED_WARNING_COUNT(test, 1);
 	}
 	text_poke_rs_read_stats(&after);
 	text_poke_rs_track(false);
+	KUNIT_EXPECT_EQ(test, ret, -EFAULT);
 	KUNIT_EXPECT_EQ(test, after.unmapped - before.unmapped, 1);
 	KUNIT_EXPECT_EQ(test, after.own_syncs - before.own_syncs, 0);
 	KUNIT_EXPECT_MEMEQ(test, (void *)s[0].code, site, sizeof(site));
