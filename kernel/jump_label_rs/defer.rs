@@ -164,8 +164,8 @@ pub(crate) fn next_isolated(cpu: c_int) -> c_int {
 /// sender waits; the isolated CPU is not disturbed.
 fn wait_ns() -> u64 {
     // SAFETY: `ct_work_rs_wait_ns` is an aligned `unsigned long` that lives as long as the
-    // kernel. Its debugfs file stores it with a plain aligned word store, which the kernel
-    // memory model treats as a marked access of a word: never torn, no race with this load.
+    // kernel, only stored with `WRITE_ONCE()` (its debugfs file): this marked load and that
+    // marked store do not race.
     unsafe { Atomic::from_ptr(&raw mut bindings::ct_work_rs_wait_ns) }.load(Relaxed) as u64
 }
 

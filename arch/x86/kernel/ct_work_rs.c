@@ -466,6 +466,25 @@ static int ct_work_rs_cpus_show(struct seq_file *m, void *v)
 DEFINE_SHOW_ATTRIBUTE(ct_work_rs_cpus);
 
 /*
+ * The round's wait, read by the sender with a marked load
+ * (kernel/jump_label_rs/defer.rs): stored with a marked store, not
+ * debugfs_create_ulong()'s plain one.
+ */
+static int ct_work_rs_wait_ns_get(void *data, u64 *val)
+{
+	*val = READ_ONCE(ct_work_rs_wait_ns);
+	return 0;
+}
+
+static int ct_work_rs_wait_ns_set(void *data, u64 val)
+{
+	WRITE_ONCE(ct_work_rs_wait_ns, val);
+	return 0;
+}
+DEFINE_DEBUGFS_ATTRIBUTE(ct_work_rs_wait_ns_fops, ct_work_rs_wait_ns_get,
+			 ct_work_rs_wait_ns_set, "%llu\n");
+
+/*
  * In /sys/kernel/debug/text_poke/: "defer", "on" or "off", which a write
  * (any kstrtobool() spelling) switches at once, even during a storm: rounds
  * already deferred are run at entry either way, and a CPU takes part from
@@ -483,7 +502,8 @@ void ct_work_rs_debugfs_init(struct dentry *dir)
 				    &ct_work_rs_tlb_enabled,
 				    &ct_work_rs_defer_fops);
 	debugfs_create_file("cpus", 0444, dir, NULL, &ct_work_rs_cpus_fops);
-	debugfs_create_ulong("defer_wait_ns", 0644, dir, &ct_work_rs_wait_ns);
+	debugfs_create_file_unsafe("defer_wait_ns", 0644, dir, NULL,
+				   &ct_work_rs_wait_ns_fops);
 }
 
 static int __init ct_work_rs_init(void)

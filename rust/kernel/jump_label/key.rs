@@ -645,16 +645,20 @@ fn ro_key_writable(addr: usize) -> bool {
         let module = unsafe { bindings::__module_address(addr as c_ulong) };
         if !module.is_null() {
             // SAFETY: A module found under the RCU read lock stays valid until it is dropped.
-            // Its `state` is an aligned `enum` the loader writes with plain stores: a volatile
-            // read is a snapshot, as `READ_ONCE()` would be.
+            // Its `state` is an aligned `enum`; this read is marked (volatile), the loader's
+            // stores are upstream's plain ones: a data race the kernel's C readers of
+            // `mod->state` share, and whose outcome is a snapshot of the old or the new state
+            // (plain aligned word stores are not torn on x86, and KCSAN assumes as much).
             let state = unsafe { core::ptr::read_volatile(&raw const (*module).state) };
             return state == bindings::module_state_MODULE_STATE_COMING;
         }
     }
     #[cfg(not(CONFIG_MODULES))]
     let _ = addr;
-    // SAFETY: `system_state` is an aligned `enum` that lives as long as the kernel; the boot
-    // CPU writes it with plain aligned word stores, which are never torn.
+    // SAFETY: `system_state` is an aligned `enum` that lives as long as the kernel. This load is
+    // marked, the boot CPU's stores are upstream's plain ones: a data race every C reader of
+    // `system_state` shares, whose outcome is the old or the new state (plain aligned word
+    // stores are not torn on x86, and KCSAN assumes as much).
     let state = unsafe { Atomic::from_ptr(&raw mut bindings::system_state) }.load(Relaxed);
     state < bindings::system_states_SYSTEM_FREEING_INITMEM
 }
@@ -1134,10 +1138,10 @@ impl Site {
         for (i, b) in bytes.iter_mut().enumerate() {
             // SAFETY: The byte is in a site in live kernel text (`walk_sites` skips freed init
             // text) or in the text or padding after it (see `Site::from_entry()`), which stays
-            // mapped while `jump_label_mutex` is held. Text is read-only where it is read here
-            // (`Atomic::from_ptr()` wants a writable object) and patched through another mapping
-            // (without `text_mutex` when the Rust batch is not built): a volatile byte read is
-            // what `READ_ONCE()` does.
+            // mapped while `jump_label_mutex` is held. Nothing writes it meanwhile: a key's sites
+            // are only written by flips of the key, under `jump_label_mutex`, which the walk
+            // holds. (Volatile, since the text is read-only where it is read here and
+            // `Atomic::from_ptr()` wants a writable object.)
             *b = unsafe { core::ptr::read_volatile((self.entry.code + i) as *const u8) };
         }
         bytes
