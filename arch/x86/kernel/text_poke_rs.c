@@ -5,7 +5,8 @@
  * per-CPU reference handshake with it, and the counters every mode keeps.
  *
  * text_poke=rust	the Rust batch (default)
- * text_poke=c		upstream's batch in alternative.c, untouched
+ * text_poke=c		upstream's batch in alternative.c and update in
+ *			jump_label.c, with the counting hooks only
  * text_poke=serial	the Rust batch, one site per batch: 3 syncs a site,
  *			as before batching
  */
