@@ -28,6 +28,7 @@
 #include <linux/perf_event.h>
 #include <linux/percpu.h>
 #include <linux/printk.h>
+#include <linux/sched.h>
 #include <linux/sched/clock.h>
 #include <linux/seq_file.h>
 #include <linux/string.h>
@@ -264,6 +265,12 @@ void text_poke_rs_publish(void)
 
 	for_each_possible_cpu(cpu)
 		atomic_set_release(per_cpu_ptr(&text_poke_rs_refs, cpu), 1);
+	/*
+	 * As upstream's batch does before each batch: the function tracer
+	 * applies thousands of them in a row, which would trip the soft
+	 * lockup watchdog without a chance to schedule.
+	 */
+	cond_resched();
 	/* Counts before INT3s; pairs with smp_rmb() in the INT3 handler. */
 	smp_wmb();
 }
