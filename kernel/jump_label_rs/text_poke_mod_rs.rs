@@ -24,7 +24,12 @@
 //!   a corrupted site still holds the one-byte NOPs written over it. Takes `corrupt image`,
 //!   `corrupt module` (one-byte NOPs over the key's first site there), `repair`, `enable` and
 //!   `disable` (the Rust API), and `c_enable`, `c_disable`, `c_inc`, `c_dec` (the C functions);
-//!   a flip that is refused fails the write with its error.
+//!   a flip that is refused fails the write with its error;
+//! - `txn`: for the test of a module's keys' lifetime (`scripts/guest-test/span.sh`): `open`
+//!   opens a transaction that enables `false_key`, kept by this module, which then cannot be
+//!   unloaded until `commit` commits it or `drop` drops it; `rate_limit` tries to give
+//!   [`MOD_DEFERRED`], a rate-limited key of this module, a rate limit, which is refused with
+//!   `EINVAL` and a warning: its delayed work could outlive the module. Reads `open` or `none`.
 //!
 //! Loading fails with `EINVAL` if a site of the module's own keys does not follow its key's
 //! initial value, and with the error if `MOD_RO` cannot be enabled while the init runs.
@@ -35,10 +40,14 @@ use kernel::{
     debugfs::Scope,
     error::to_result,
     jump_label::{
+        StaticKeyDeferredFalse,
         StaticKeyFalse,
-        StaticKeyTrue, //
+        StaticKeyTrue,
+        Transaction, //
     },
+    new_mutex,
     prelude::*,
+    sync::Mutex,
     uaccess::UserSliceReader,
 };
 
@@ -55,6 +64,9 @@ static MOD_FALSE: StaticKeyFalse = StaticKeyFalse::new();
 
 /// A key of this module, enabled until written to.
 static MOD_TRUE: StaticKeyTrue = StaticKeyTrue::new();
+
+/// A rate-limited key of this module: it cannot be given a limit.
+static MOD_DEFERRED: StaticKeyDeferredFalse = StaticKeyDeferredFalse::new();
 
 kernel::define_static_key_ro!(
     /// A key of this module that only its init changes: it enables it.
@@ -123,9 +135,49 @@ fn span_key() -> &'static StaticKeyFalse {
     unsafe { StaticKeyFalse::from_c(&raw mut text_poke_rs_span_key) }
 }
 
-/// The debugfs directory's data: this module, whose site `span` corrupts.
+/// The debugfs directory's data: this module, whose site `span` corrupts, and the transaction
+/// `txn` keeps open.
+#[pin_data]
 struct Control {
     module: &'static ThisModule,
+    #[pin]
+    txn: Mutex<Option<Transaction>>,
+}
+
+fn show_txn(control: &Control, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let open = control.txn.lock().is_some();
+    writeln!(f, "{}", if open { "open" } else { "none" })
+}
+
+fn write_txn(control: &Control, reader: &mut UserSliceReader) -> Result {
+    let mut buf = [0u8; 16];
+    let n = reader.len();
+    if n == 0 || n > buf.len() {
+        return Err(EINVAL);
+    }
+    reader.read_slice(&mut buf[..n])?;
+    match core::str::from_utf8(&buf[..n]).map_err(|_| EINVAL)?.trim() {
+        "open" => {
+            let mut txn = Transaction::new();
+            txn.enable(&MOD_FALSE)?;
+            let mut held = control.txn.lock();
+            if held.is_some() {
+                return Err(EBUSY);
+            }
+            *held = Some(txn);
+            Ok(())
+        }
+        "commit" => {
+            let txn = control.txn.lock().take().ok_or(EINVAL)?;
+            txn.commit()
+        }
+        "drop" => {
+            drop(control.txn.lock().take().ok_or(EINVAL)?);
+            Ok(())
+        }
+        "rate_limit" => MOD_DEFERRED.rate_limit(100),
+        _ => Err(EINVAL),
+    }
 }
 
 /// Parses `0` or `1`, with or without a newline.
@@ -264,13 +316,21 @@ impl kernel::Module for TextPokeModRs {
             return Err(EINVAL);
         }
         let debugfs = KBox::pin_init(
-            Scope::dir(Control { module }, c"text_poke_mod_rs", |control, dir| {
-                dir.read_write_callback_file(c"false_key", control, &show_false, &write_false);
-                dir.read_write_callback_file(c"true_key", control, &show_true, &write_true);
-                dir.read_write_callback_file(c"ro_key", control, &show_ro, &write_ro);
-                dir.read_callback_file(c"state", control, &show_state);
-                dir.read_write_callback_file(c"span", control, &show_span, &write_span);
-            }),
+            Scope::dir(
+                pin_init!(Control {
+                    module,
+                    txn <- new_mutex!(None),
+                }),
+                c"text_poke_mod_rs",
+                |control, dir| {
+                    dir.read_write_callback_file(c"false_key", control, &show_false, &write_false);
+                    dir.read_write_callback_file(c"true_key", control, &show_true, &write_true);
+                    dir.read_write_callback_file(c"ro_key", control, &show_ro, &write_ro);
+                    dir.read_callback_file(c"state", control, &show_state);
+                    dir.read_write_callback_file(c"span", control, &show_span, &write_span);
+                    dir.read_write_callback_file(c"txn", control, &show_txn, &write_txn);
+                },
+            ),
             GFP_KERNEL,
         )?;
         Ok(Self { _debugfs: debugfs })

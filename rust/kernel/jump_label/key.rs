@@ -474,13 +474,23 @@ impl<const INITIAL: bool> Default for StaticKey<INITIAL> {
 /// # B.disable()?;
 /// # Ok::<(), Error>(())
 /// ```
+///
+/// A key of a module keeps its module loaded until the transaction is committed or dropped
+/// (`rmmod` fails meanwhile): the commit never reaches a key whose module went away.
+///
+/// # Invariants
+///
+/// `pinned[i]` is the module that holds `claims[i].key`, of which the transaction holds a
+/// reference, or null for a key of the kernel image.
 #[cfg(CONFIG_TEXT_POKE_RS)]
 #[must_use = "a transaction changes nothing until it is committed"]
 pub struct Transaction {
     claims: crate::alloc::KVec<bindings::text_poke_rs_claim>,
+    pinned: crate::alloc::KVec<*mut bindings::module>,
 }
 
-// SAFETY: A transaction only holds the addresses of keys, which are `Sync`.
+// SAFETY: A transaction only holds the addresses of keys, which are `Sync`, and references on
+// modules, which any thread may drop.
 #[cfg(CONFIG_TEXT_POKE_RS)]
 unsafe impl Send for Transaction {}
 
@@ -490,23 +500,29 @@ impl Transaction {
     pub fn new() -> Self {
         Self {
             claims: crate::alloc::KVec::new(),
+            pinned: crate::alloc::KVec::new(),
         }
     }
 
     /// Records that `key` is to take the value `enable`; fails with `EBUSY` if the key already
-    /// is in the transaction.
+    /// is in the transaction, and with `ENODEV` if it is a key of a module going away.
     fn claim(&mut self, key: *mut bindings::static_key, enable: bool) -> Result {
         if self.claims.iter().any(|c| c.key == key) {
             return Err(EBUSY);
         }
-        self.claims.push(
-            bindings::text_poke_rs_claim {
+        let flags = crate::alloc::flags::GFP_KERNEL;
+        self.claims.reserve(1, flags)?;
+        self.pinned.reserve(1, flags)?;
+        let module = pin_owner(key.addr())?;
+        // INVARIANT: Both vectors had room: the claim and its module are pushed together.
+        let _ = self.pinned.push_within_capacity(module);
+        let _ = self
+            .claims
+            .push_within_capacity(bindings::text_poke_rs_claim {
                 key,
                 enable,
                 flip: false,
-            },
-            crate::alloc::flags::GFP_KERNEL,
-        )?;
+            });
         Ok(())
     }
 
@@ -525,7 +541,9 @@ impl Transaction {
     /// Changes every key of the transaction and patches their sites as one batch.
     ///
     /// Fails with `EINVAL`, with a warning, no key changed and nothing written, if a site of
-    /// one of the keys does not hold what its key's value put there. A key already at the
+    /// one of the keys, in the kernel image or in any module, does not hold what its key's value
+    /// put there; likewise with `ENOMEM` if the batch cannot make room for the keys' sites, and
+    /// with `EFAULT` if a page of their text cannot be mapped. A key already at the
     /// value asked for is left as it is, as [`StaticKey::enable`] leaves it.
     ///
     /// Takes `cpus_read_lock()`, `jump_label_mutex` and `text_mutex`: may sleep.
@@ -543,6 +561,77 @@ impl Transaction {
 impl Default for Transaction {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(CONFIG_TEXT_POKE_RS)]
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        for &module in self.pinned.iter() {
+            // The type invariant says the transaction holds the reference `pin_owner()` took.
+            unpin_owner(module);
+        }
+    }
+}
+
+/// The module whose data holds `addr`, with a reference taken on it, or null for the kernel
+/// image; `ENODEV` for a module going away, which takes no new references.
+///
+/// Not generic, so that the module lookup, which modules cannot call, stays in the kernel.
+#[inline(never)]
+fn pin_owner(addr: usize) -> Result<*mut bindings::module> {
+    #[cfg(CONFIG_MODULE_UNLOAD)]
+    {
+        let _rcu = crate::sync::rcu::read_lock();
+        // SAFETY: Called under the RCU read lock, as `__module_address()` requires; any address
+        // is accepted.
+        let module = unsafe { bindings::__module_address(addr as c_ulong) };
+        if module.is_null() {
+            return Ok(module);
+        }
+        // SAFETY: A module found under the RCU read lock stays valid until the lock is dropped;
+        // `try_module_get()` fails for one that is going away.
+        if unsafe { bindings::try_module_get(module) } {
+            Ok(module)
+        } else {
+            Err(ENODEV)
+        }
+    }
+    // Without module unloading a module never goes away: no reference is needed.
+    #[cfg(not(CONFIG_MODULE_UNLOAD))]
+    {
+        let _ = addr;
+        Ok(core::ptr::null_mut())
+    }
+}
+
+/// Drops the reference [`pin_owner`] took, if any.
+fn unpin_owner(module: *mut bindings::module) {
+    #[cfg(CONFIG_MODULE_UNLOAD)]
+    if !module.is_null() {
+        // SAFETY: `module` was pinned by `pin_owner()`, whose reference this drops.
+        unsafe { bindings::module_put(module) };
+    }
+    #[cfg(not(CONFIG_MODULE_UNLOAD))]
+    let _ = module;
+}
+
+/// Whether `addr` is in a module's data.
+///
+/// Not generic, so that the module lookup, which modules cannot call, stays in the kernel.
+#[inline(never)]
+fn in_module(addr: usize) -> bool {
+    #[cfg(CONFIG_MODULES)]
+    {
+        let _rcu = crate::sync::rcu::read_lock();
+        // SAFETY: Called under the RCU read lock, as `__module_address()` requires; any address
+        // is accepted.
+        !unsafe { bindings::__module_address(addr as c_ulong) }.is_null()
+    }
+    #[cfg(not(CONFIG_MODULES))]
+    {
+        let _ = addr;
+        false
     }
 }
 
@@ -792,10 +881,21 @@ impl<const INITIAL: bool> StaticKeyDeferred<INITIAL> {
     /// Fails with `EINVAL` and a warning for a limit of zero (a limit is unsigned: a negative
     /// one does not compile; C takes zero for "at once, from a work item"), with `EBUSY` if the
     /// key has a limit already, and with `EAGAIN` as [`StaticKey::enable`] does before
-    /// `jump_label_init()`; the key is left as it was. Only a `static` key takes a limit: the
-    /// work item that drops its last reference may run at any time later.
+    /// `jump_label_init()`; the key is left as it was. Only a `static` key of the kernel image
+    /// takes a limit: the work item that drops its last reference may run at any time later, and
+    /// would outlive a module that was unloaded meanwhile. A key of a module is refused with
+    /// `EINVAL` and a warning.
     pub fn rate_limit(&'static self, rl: crate::time::Jiffies) -> Result {
         self.key().initialized()?;
+        if in_module(self.as_raw().addr()) {
+            crate::pr_warn!(
+                "static key {:p}: a module's key cannot be rate-limited: its delayed work could \
+                 outlive the module\n",
+                self.as_raw()
+            );
+            crate::warn_on!(true);
+            return Err(EINVAL);
+        }
         if rl == 0 {
             crate::pr_warn!(
                 "static key {:p}: a rate limit of 0 jiffies\n",
