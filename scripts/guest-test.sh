@@ -55,6 +55,7 @@ file /demo/bpf_tail $work/bpf_tail 0755 0 0
 file /bin/busybox $busybox 0755 0 0
 slink /bin/sh busybox 0777 0 0
 file /init $JLRS_TOP/scripts/guest-test/init.sh 0755 0 0
+file /stop.sh $JLRS_TOP/scripts/guest-test/unapplied.init 0755 0 0
 LIST
 	for ko in "${modules[@]}"; do
 		echo "file /lib/modules/$(basename "$ko") $ko 0644 0 0"
@@ -122,14 +123,55 @@ boot() {
 	fi
 }
 
+# stop_boot I N: boot I of N, whose init (unapplied.init) makes a batch of
+# smp_text_poke_batch_add() that cannot be applied: its caller cannot be
+# told, so the kernel must stop there, with the Rust batch's panic, and
+# never return to the caller. The outcome goes to $log as a boot of one
+# test, "unapplied", with one case.
+stop_boot() {
+	local i=$1 n=$2 part=$work/stop.log rc why= end=0 t=unapplied_batch_stops_the_kernel
+	echo "@@ host boot $i/$n tests=unapplied: rdinit=/stop.sh" >> "$log"
+	msg "booting the test kernel to make a batch that cannot be applied"
+	set +e
+	timeout 300 qemu-system-x86_64 -accel tcg,thread=single -smp 4 -m 1024 \
+		-nographic -no-reboot -bios qboot.rom \
+		-kernel "$kernel" -initrd "$work/initramfs.cpio" \
+		-append "console=ttyS0 kunit.enable=0 ftrace=nop panic=-1 oops=panic loglevel=4 tsc=reliable rdinit=/stop.sh" \
+		2>&1 | tr -d '\r' > "$part"
+	rc=${PIPESTATUS[0]}
+	set -e
+	[ "$rc" != 124 ] || why="; the guest timed out"
+	grep -q '^@@ stop ready' "$part" || why="$why; the guest never made the batch"
+	grep -q 'a batch of text pokes was not applied, and its caller cannot be told' "$part" ||
+		why="$why; no panic naming the batch that was not applied"
+	! grep -q 'returned to its caller\|^@@ stop returned' "$part" ||
+		why="$why; the batch returned to its caller, which went on"
+	{
+		echo "@@ run unapplied"
+		echo "@@ plan unapplied 1"
+		if [ -z "$why" ]; then
+			echo "@@ case $t ok"
+		else
+			echo "@@ case $t FAILED: ${why#; } (console: $part)"
+			end=1
+			status=1
+		fi
+		echo "@@ done unapplied 0"
+		echo "@@ end $end"
+	} >> "$log"
+	grep "^@@ case $t" "$log" | tail -n 1 | sed 's/^@@ /[guest-test] /' >&2
+}
+
 : > "$log"
 # Every test with qpw=1; the qpw test again with qpw=0, which is chosen at
 # boot, and with bad values of the deferral switches' boot parameters,
-# which params.sh checks.
+# which params.sh checks; then a boot that must stop.
 boots=("qpw=1"
 	"qpw=0 text_poke_defer=maybe tlb_defer=maybe jlrs_tests=qpw,params")
+n=$((${#boots[@]} + 1))
 for i in "${!boots[@]}"; do
 	# shellcheck disable=SC2086 # a boot's arguments, one a word
-	boot $((i + 1)) ${#boots[@]} ${boots[i]}
+	boot $((i + 1)) $n ${boots[i]}
 done
+stop_boot $n $n
 exit $status

@@ -7,6 +7,7 @@
 
 #include <linux/cpumask.h>
 #include <linux/ct_work_rs.h>
+#include <linux/debugfs.h>
 #include <linux/err.h>
 #include <linux/export.h>
 #include <linux/irq_work.h>
@@ -148,6 +149,56 @@ void text_poke_span_repair(void)
 	jump_label_unlock();
 }
 EXPORT_SYMBOL_GPL(text_poke_span_repair);
+
+/*
+ * /sys/kernel/debug/text_poke_stress/unapplied_batch: a write makes a
+ * batch of smp_text_poke_batch_add() that cannot be applied, the image's
+ * site of text_poke_rs_span_key rewritten as it is and a write to the
+ * unmapped end of the module area, and finishes it. Its caller cannot be
+ * told: the kernel must stop there, as upstream's text_poke() BUG()s. For
+ * the boot of scripts/guest-test.sh that checks it does; a write that
+ * returns says the batch was dropped.
+ */
+static ssize_t text_poke_stress_unapplied(struct file *file,
+					  const char __user *buf, size_t count,
+					  loff_t *ppos)
+{
+	static const u8 nop5[] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
+	unsigned long bad = MODULES_END - PAGE_SIZE;
+	unsigned long code = text_poke_span_site(NULL);
+	const u8 *p = (const u8 *)code;
+	u8 site[TEXT_POKE_SPAN_MAX];
+	unsigned int len;
+
+	if (!code || vmalloc_to_page((void *)bad))
+		return -ENXIO;
+	len = p[0] == 0xeb || (p[0] == 0x66 && p[1] == 0x90) ? 2 : 5;
+	memcpy(site, p, len);
+	jump_label_lock();
+	mutex_lock(&text_mutex);
+	smp_text_poke_batch_add((void *)code, site, len, NULL);
+	smp_text_poke_batch_add((void *)bad, nop5, sizeof(nop5), NULL);
+	smp_text_poke_batch_finish();
+	mutex_unlock(&text_mutex);
+	jump_label_unlock();
+	pr_err("text_poke_stress: a batch that could not be applied returned to its caller\n");
+	return -EIO;
+}
+
+static const struct file_operations text_poke_stress_unapplied_fops = {
+	.owner	= THIS_MODULE,
+	.write	= text_poke_stress_unapplied,
+};
+
+static int __init text_poke_stress_debugfs_init(void)
+{
+	struct dentry *dir = debugfs_create_dir("text_poke_stress", NULL);
+
+	debugfs_create_file("unapplied_batch", 0200, dir, NULL,
+			    &text_poke_stress_unapplied_fops);
+	return 0;
+}
+late_initcall(text_poke_stress_debugfs_init);
 
 /*
  * Probes on the text_poke_rs trace events, for the KUnit tests: what the
