@@ -86,6 +86,22 @@ if grep -qx 'CONFIG_DEBUG_KMEMLEAK=y' "$JLRS_BUILD/.config" 2>/dev/null; then
 fi
 status=0
 
+# guest SECONDS OUT ARGS: boots the test kernel with the initramfs and
+# kernel arguments ARGS more, its console in OUT, for SECONDS at most;
+# returns QEMU's status (124: timed out).
+guest() {
+	local rc
+	set +e
+	timeout "$1" qemu-system-x86_64 -accel tcg,thread=single -smp 4 -m 1024 \
+		-nographic -no-reboot -bios qboot.rom \
+		-kernel "$kernel" -initrd "$work/initramfs.cpio" \
+		-append "console=ttyS0 kunit.enable=0 ftrace=nop panic=-1 oops=panic loglevel=4 tsc=reliable $3" \
+		2>&1 | tr -d '\r' > "$2"
+	rc=${PIPESTATUS[0]}
+	set -e
+	return "$rc"
+}
+
 # boot I N ARGS...: boot I of N, with these kernel arguments more, its
 # output appended to $log. Sets status to 1 if the guest's tests ended
 # with anything but "@@ end 0", and stops there if they did not end.
@@ -104,14 +120,8 @@ boot() {
 	# function-call IPI to every online CPU in turn, isolated or not, every
 	# few seconds: upstream noise that isolated systems boot without, and
 	# that would hide what text poking sends.
-	set +e
-	timeout 600 qemu-system-x86_64 -accel tcg,thread=single -smp 4 -m 1024 \
-		-nographic -no-reboot -bios qboot.rom \
-		-kernel "$kernel" -initrd "$work/initramfs.cpio" \
-		-append "console=ttyS0 kunit.enable=0 ftrace=nop panic=-1 oops=panic loglevel=4 nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3 tsc=reliable $*" \
-		2>&1 | tr -d '\r' > "$part"
-	rc=${PIPESTATUS[0]}
-	set -e
+	rc=0
+	guest 600 "$part" "nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3 $*" || rc=$?
 	cat "$part" >> "$log"
 	grep -E '^@@ (case|error)' "$part" | sed 's/^@@ /[guest-test] /' >&2 || true
 	[ "$rc" = 124 ] && die "the guest ($*) timed out after 600 s (log: $log)"
@@ -132,14 +142,8 @@ stop_boot() {
 	local i=$1 n=$2 part=$work/stop.log rc why= end=0 t=unapplied_batch_stops_the_kernel
 	echo "@@ host boot $i/$n tests=unapplied: rdinit=/stop.sh" >> "$log"
 	msg "booting the test kernel to make a batch that cannot be applied"
-	set +e
-	timeout 300 qemu-system-x86_64 -accel tcg,thread=single -smp 4 -m 1024 \
-		-nographic -no-reboot -bios qboot.rom \
-		-kernel "$kernel" -initrd "$work/initramfs.cpio" \
-		-append "console=ttyS0 kunit.enable=0 ftrace=nop panic=-1 oops=panic loglevel=4 tsc=reliable rdinit=/stop.sh" \
-		2>&1 | tr -d '\r' > "$part"
-	rc=${PIPESTATUS[0]}
-	set -e
+	rc=0
+	guest 300 "$part" rdinit=/stop.sh || rc=$?
 	[ "$rc" != 124 ] || why="; the guest timed out"
 	grep -q '^@@ stop ready' "$part" || why="$why; the guest never made the batch"
 	grep -q 'a batch of text pokes was not applied, and its caller cannot be told' "$part" ||

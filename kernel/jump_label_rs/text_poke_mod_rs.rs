@@ -149,14 +149,18 @@ fn show_txn(control: &Control, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     writeln!(f, "{}", if open { "open" } else { "none" })
 }
 
-fn write_txn(control: &Control, reader: &mut UserSliceReader) -> Result {
-    let mut buf = [0u8; 16];
+/// Reads a command of up to 16 bytes, without the spaces and newline around it.
+fn command<'a>(reader: &mut UserSliceReader, buf: &'a mut [u8; 16]) -> Result<&'a str> {
     let n = reader.len();
     if n == 0 || n > buf.len() {
         return Err(EINVAL);
     }
     reader.read_slice(&mut buf[..n])?;
-    match core::str::from_utf8(&buf[..n]).map_err(|_| EINVAL)?.trim() {
+    Ok(core::str::from_utf8(&buf[..n]).map_err(|_| EINVAL)?.trim())
+}
+
+fn write_txn(control: &Control, reader: &mut UserSliceReader) -> Result {
+    match command(reader, &mut [0u8; 16])? {
         "open" => {
             let mut txn = Transaction::new();
             txn.enable(&MOD_FALSE)?;
@@ -236,12 +240,7 @@ fn show_span(_: &Control, f: &mut fmt::Formatter<'_>) -> fmt::Result {
 
 fn write_span(control: &Control, reader: &mut UserSliceReader) -> Result {
     let mut buf = [0u8; 16];
-    let n = reader.len();
-    if n == 0 || n > buf.len() {
-        return Err(EINVAL);
-    }
-    reader.read_slice(&mut buf[..n])?;
-    let cmd = core::str::from_utf8(&buf[..n]).map_err(|_| EINVAL)?.trim();
+    let cmd = command(reader, &mut buf)?;
     let key = span_key();
     let raw = key.as_raw();
     match cmd {
