@@ -76,6 +76,12 @@ static unsigned long text_poke_span_site(struct module *mod)
 /* The longest static-key site: a 5-byte NOP or JMP. */
 #define TEXT_POKE_SPAN_MAX	5
 
+/* The length of the NOP or JMP of a 2- or 5-byte site at @p. */
+static unsigned int text_poke_span_len(const u8 *p)
+{
+	return p[0] == 0xeb || (p[0] == 0x66 && p[1] == 0x90) ? 2 : 5;
+}
+
 /*
  * The site corrupted, and what it held before: one at a time. Changed
  * under jump_label_mutex, so that no flip of the key runs meanwhile.
@@ -109,8 +115,7 @@ int text_poke_span_corrupt(struct module *mod)
 
 	if (!code)
 		return -ENOENT;
-	/* The NOP or JMP of a 2- or 5-byte site. */
-	len = p[0] == 0xeb || (p[0] == 0x66 && p[1] == 0x90) ? 2 : 5;
+	len = text_poke_span_len(p);
 	jump_label_lock();
 	if (text_poke_span_saved.code) {
 		ret = -EBUSY;
@@ -172,7 +177,7 @@ static ssize_t text_poke_stress_unapplied(struct file *file,
 
 	if (!code || vmalloc_to_page((void *)bad))
 		return -ENXIO;
-	len = p[0] == 0xeb || (p[0] == 0x66 && p[1] == 0x90) ? 2 : 5;
+	len = text_poke_span_len(p);
 	memcpy(site, p, len);
 	jump_label_lock();
 	mutex_lock(&text_mutex);

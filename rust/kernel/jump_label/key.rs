@@ -582,20 +582,15 @@ impl Drop for Transaction {
 fn pin_owner(addr: usize) -> Result<*mut bindings::module> {
     #[cfg(CONFIG_MODULE_UNLOAD)]
     {
-        let _rcu = crate::sync::rcu::read_lock();
-        // SAFETY: Called under the RCU read lock, as `__module_address()` requires; any address
-        // is accepted.
-        let module = unsafe { bindings::__module_address(addr as c_ulong) };
-        if module.is_null() {
-            return Ok(module);
-        }
-        // SAFETY: A module found under the RCU read lock stays valid until the lock is dropped;
-        // `try_module_get()` fails for one that is going away.
-        if unsafe { bindings::try_module_get(module) } {
-            Ok(module)
-        } else {
-            Err(ENODEV)
-        }
+        with_owner(addr, |module| {
+            // SAFETY: `with_owner()` keeps a module it found valid while this runs;
+            // `try_module_get()` fails for one that is going away.
+            if module.is_null() || unsafe { bindings::try_module_get(module) } {
+                Ok(module)
+            } else {
+                Err(ENODEV)
+            }
+        })
     }
     // Without module unloading a module never goes away: no reference is needed.
     #[cfg(not(CONFIG_MODULE_UNLOAD))]
@@ -623,16 +618,23 @@ fn unpin_owner(module: *mut bindings::module) {
 fn in_module(addr: usize) -> bool {
     #[cfg(CONFIG_MODULES)]
     {
-        let _rcu = crate::sync::rcu::read_lock();
-        // SAFETY: Called under the RCU read lock, as `__module_address()` requires; any address
-        // is accepted.
-        !unsafe { bindings::__module_address(addr as c_ulong) }.is_null()
+        with_owner(addr, |module| !module.is_null())
     }
     #[cfg(not(CONFIG_MODULES))]
     {
         let _ = addr;
         false
     }
+}
+
+/// Calls `f` with the module whose memory holds `addr`, or null for the kernel image, under the
+/// RCU read lock, which keeps the module valid while `f` runs.
+#[cfg(CONFIG_MODULES)]
+fn with_owner<R>(addr: usize, f: impl FnOnce(*mut bindings::module) -> R) -> R {
+    let _rcu = crate::sync::rcu::read_lock();
+    // SAFETY: Called under the RCU read lock, as `__module_address()` requires; any address is
+    // accepted.
+    f(unsafe { bindings::__module_address(addr as c_ulong) })
 }
 
 /// A static key that may change only while the kernel boots: `DEFINE_STATIC_KEY_FALSE_RO()` and
@@ -728,18 +730,20 @@ impl<const INITIAL: bool> StaticKeyRo<INITIAL> {
 fn ro_key_writable(addr: usize) -> bool {
     #[cfg(CONFIG_MODULES)]
     {
-        let _rcu = crate::sync::rcu::read_lock();
-        // SAFETY: Called under the RCU read lock, as `__module_address()` requires; any address
-        // is accepted.
-        let module = unsafe { bindings::__module_address(addr as c_ulong) };
-        if !module.is_null() {
-            // SAFETY: A module found under the RCU read lock stays valid until it is dropped.
-            // Its `state` is an aligned `enum`; this read is marked (volatile), the loader's
-            // stores are upstream's plain ones: a data race the kernel's C readers of
-            // `mod->state` share, and whose outcome is a snapshot of the old or the new state
-            // (plain aligned word stores are not torn on x86, and KCSAN assumes as much).
-            let state = unsafe { core::ptr::read_volatile(&raw const (*module).state) };
-            return state == bindings::module_state_MODULE_STATE_COMING;
+        let coming = with_owner(addr, |module| {
+            (!module.is_null()).then(|| {
+                // SAFETY: `with_owner()` keeps a module it found valid while this runs. Its
+                // `state` is an aligned `enum`; this read is marked (volatile), the loader's
+                // stores are upstream's plain ones: a data race the kernel's C readers of
+                // `mod->state` share, and whose outcome is a snapshot of the old or the new
+                // state (plain aligned word stores are not torn on x86, and KCSAN assumes as
+                // much).
+                let state = unsafe { core::ptr::read_volatile(&raw const (*module).state) };
+                state == bindings::module_state_MODULE_STATE_COMING
+            })
+        });
+        if let Some(coming) = coming {
+            return coming;
         }
     }
     #[cfg(not(CONFIG_MODULES))]
