@@ -20,13 +20,15 @@ use kernel::{
     },
 };
 
-use crate::poke::{self, Emulation, PokeError, PokeLoc, Queue, Sites, TextOps};
+use crate::poke::{
+    self, Emulation, OldInsn, Outcome, PokeError, PokeLoc, Queue, Sites, TextOps, MAX_INSN,
+};
 
 /// Sites a batch holds without allocating: a page of [`PokeLoc`]s, as in C. Only key flips
 /// grow a batch beyond it.
 const FIXED: usize = 256;
 
-/// Where the batch keeps its sites, and the first byte each held before it was applied.
+/// Where the batch keeps its sites, and the bytes each held before it was applied.
 ///
 /// # Invariants
 ///
@@ -34,9 +36,9 @@ const FIXED: usize = 256;
 /// - otherwise the sites are `grown[..nr]`, with `nr == grown.len() == grown_old.len()`.
 struct Storage {
     fixed: [PokeLoc; FIXED],
-    fixed_old: [u8; FIXED],
+    fixed_old: [OldInsn; FIXED],
     grown: KVec<PokeLoc>,
-    grown_old: KVec<u8>,
+    grown_old: KVec<OldInsn>,
     nr: usize,
 }
 
@@ -73,7 +75,10 @@ impl Storage {
                 .grown
                 .extend_from_slice(&self.fixed, grow_flags())
                 .is_ok()
-                && self.grown_old.extend_with(FIXED, 0, grow_flags()).is_ok();
+                && self
+                    .grown_old
+                    .extend_with(FIXED, [0; MAX_INSN], grow_flags())
+                    .is_ok();
         }
         if !grow {
             return false;
@@ -97,7 +102,7 @@ impl Sites for Storage {
         }
     }
 
-    fn split(&mut self) -> (&[PokeLoc], &mut [u8]) {
+    fn split(&mut self) -> (&[PokeLoc], &mut [OldInsn]) {
         if self.grown.is_empty() {
             (&self.fixed[..self.nr], &mut self.fixed_old[..self.nr])
         } else {
@@ -150,7 +155,7 @@ impl Sites for Storage {
                 return;
             }
             // INVARIANT: `grown_old` had room, checked above.
-            let _ = self.grown_old.push_within_capacity(0);
+            let _ = self.grown_old.push_within_capacity([0; MAX_INSN]);
         }
         self.nr += 1;
     }
@@ -188,7 +193,7 @@ unsafe impl Sync for State {}
 static STATE: State = State {
     batch: UnsafeCell::new(Queue::new(Storage {
         fixed: [PokeLoc::EMPTY; FIXED],
-        fixed_old: [0; FIXED],
+        fixed_old: [[0; MAX_INSN]; FIXED],
         grown: KVec::new(),
         grown_old: KVec::new(),
         nr: 0,
@@ -206,6 +211,18 @@ fn base() -> usize {
 #[inline(always)]
 pub(crate) fn core_text(addr: usize) -> bool {
     (base()..(&raw const bindings::_etext).addr()).contains(&addr)
+}
+
+/// Whether fault injection (`fail_text_poke`, `CONFIG_FAIL_TEXT_POKE_RS`) drops the next write
+/// made with `text_poke()`, as if it had gone to another page: the batch must then put every
+/// site back. (A run's writes are dropped by the C side.)
+#[inline(always)]
+fn write_fails() -> bool {
+    #[cfg(CONFIG_FAIL_TEXT_POKE_RS)]
+    // SAFETY: Only consults the fault attributes.
+    return unsafe { bindings::text_poke_rs_should_fail() };
+    #[cfg(not(CONFIG_FAIL_TEXT_POKE_RS))]
+    false
 }
 
 /// The batch, for as long as `text` proves `text_mutex` held.
@@ -258,16 +275,26 @@ impl TextOps for KernelText {
         }
     }
 
-    fn write(&mut self, addr: usize, bytes: &[u8]) {
-        // SAFETY: `text_poke()` rewrites live text through a temporary mapping; the caller holds
-        // `text_mutex` as it requires. This one is untraced, as the batch needs.
-        unsafe {
-            bindings::text_poke_rs_text_poke(
-                addr as *mut c_void,
-                bytes.as_ptr().cast(),
-                bytes.len(),
-            )
+    fn write(&mut self, addr: usize, bytes: &[u8]) -> bool {
+        if !write_fails() {
+            // SAFETY: `text_poke()` rewrites live text through a temporary mapping; the caller
+            // holds `text_mutex` as it requires. This one is untraced, as the batch needs.
+            unsafe {
+                bindings::text_poke_rs_text_poke(
+                    addr as *mut c_void,
+                    bytes.as_ptr().cast(),
+                    bytes.len(),
+                )
+            };
+        }
+        // Read back through the text's address. `text_poke()` `BUG()`s itself on bytes that do
+        // not read back: this finds a write that fault injection dropped.
+        let mut now = [0u8; MAX_INSN];
+        let Some(now) = now.get_mut(..bytes.len()) else {
+            return false;
         };
+        self.read(addr, now);
+        now == bytes
     }
 
     fn run_pages(&self) -> usize {
@@ -454,12 +481,13 @@ pub unsafe extern "C" fn text_poke_rs_batch_add(
     };
     match PokeLoc::new(base(), addr.addr(), text, emulate) {
         Ok(loc) => {
-            let mut applied = true;
+            let mut applied = Ok(());
             // SAFETY: The caller holds `text_mutex`, and C callers keep no token.
             let mut text = unsafe { TextMutex::assume_held() };
-            let added =
-                batch(&mut text).add(base(), loc, false, |s, o| applied &= apply_batch(s, o));
-            if !applied || added.is_err() {
+            let added = batch(&mut text).add(base(), loc, false, |s, o| {
+                applied = applied.and(apply_batch(s, o));
+            });
+            if applied.is_err() || added.is_err() {
                 not_applied();
             }
         }
@@ -468,7 +496,8 @@ pub unsafe extern "C" fn text_poke_rs_batch_add(
 }
 
 /// Stops the kernel for a C caller's batch that was not applied: a page of its text could not
-/// be mapped (the batch wrote nothing, and the warning before this names the page). Its caller
+/// be mapped (the batch wrote nothing, and the warning before this names the page), or a write
+/// did not land (every site was put back, and the warning before this says so). Its caller
 /// cannot be told, and would go on as if the text had changed: ftrace with its records updated,
 /// BPF freeing a trampoline the text still jumps to. Upstream's `text_poke()` `BUG()`s there
 /// too. Key flips and transactions, which can be told, are refused instead.
@@ -515,22 +544,18 @@ pub(crate) fn truncate(text: &mut TextMutex, len: usize) {
     batch(text).truncate(len);
 }
 
-/// `smp_text_poke_batch_finish()`: applies the batch with the INT3 protocol. Fails, writing
-/// nothing, if a page of its text cannot be mapped ([`PokeError::Unmapped`]) or the keys of a
-/// transaction queued a site twice ([`PokeError::Twice`]); both warn.
+/// `smp_text_poke_batch_finish()`: applies the batch with the INT3 protocol. Fails, the text
+/// as it was, if a page of its text cannot be mapped ([`PokeError::Unmapped`], nothing
+/// written), a write did not land ([`PokeError::WriteFailed`], every site put back) or the keys
+/// of a transaction queued a site twice ([`PokeError::Twice`], nothing written); all warn.
 pub(crate) fn finish(text: &mut TextMutex) -> Result<(), PokeError> {
-    let mut applied = true;
-    let flushed = batch(text).flush(base(), |s, o| applied &= apply_batch(s, o));
+    let mut applied = Ok(());
+    let flushed = batch(text).flush(base(), |s, o| applied = applied.and(apply_batch(s, o)));
     if flushed.is_err() {
         pr_err!("text_poke: a site queued twice by a transaction's keys: batch not applied\n");
         kernel::warn_on!(true);
     }
-    flushed?;
-    if applied {
-        Ok(())
-    } else {
-        Err(PokeError::Unmapped)
-    }
+    flushed.and(applied)
 }
 
 /// The number of sites queued and not yet applied.
@@ -559,25 +584,60 @@ pub unsafe extern "C" fn text_poke_rs_batch_finish() {
 
 /// Applies `sites`, sorted by address: as one batch or, in `serial` mode, one site at a time
 /// (three sync rounds each, as before batching), once every page of them is known to be
-/// mappable. False if a page cannot be mapped: nothing was written then.
-fn apply_batch(sites: &[PokeLoc], old: &mut [u8]) -> bool {
+/// mappable. Fails with the text as it was: [`PokeError::Unmapped`] if a page cannot be mapped
+/// (nothing written), [`PokeError::WriteFailed`] if a write did not land (every site put back,
+/// in `serial` mode those applied before too).
+fn apply_batch(sites: &[PokeLoc], old: &mut [OldInsn]) -> Result<(), PokeError> {
     if !serial() || sites.len() < 2 {
         return apply_sites(sites, old);
     }
     if !poke::mappable(sites, base(), &mut KernelText::of(sites)) {
-        return false;
+        return Err(PokeError::Unmapped);
     }
-    let mut applied = true;
-    for (site, first) in sites.chunks(1).zip(old.chunks_mut(1)) {
-        applied &= apply_sites(site, first);
+    for (k, (site, first)) in sites.chunks(1).zip(old.chunks_mut(1)).enumerate() {
+        if let Err(e) = apply_sites(site, first) {
+            undo_serial(sites.get(..k).unwrap_or(&[]), old);
+            return Err(e);
+        }
     }
-    applied
+    Ok(())
+}
+
+/// Puts back `sites`, applied one at a time in `serial` mode before a later one failed, as
+/// `old` says, a site at a time, last first.
+#[cold]
+fn undo_serial(sites: &[PokeLoc], old: &[OldInsn]) {
+    for (loc, o) in sites.iter().zip(old).rev() {
+        let back = PokeLoc::new(
+            base(),
+            loc.addr(base()),
+            o.get(..loc.len()).unwrap_or(o),
+            None,
+        );
+        let undone = match back {
+            Ok(back) => apply_sites(&[back], &mut [[0; MAX_INSN]]),
+            Err(e) => Err(e),
+        };
+        if undone.is_err() {
+            broken(sites.len());
+        }
+    }
+}
+
+/// Stops the kernel for a batch a write of which did not land, and a write that was to put a
+/// site back did not either: sites may hold neither their old nor their new bytes, and
+/// nothing can be trusted. Upstream's `text_poke()` `BUG()`s at the first.
+#[cold]
+fn broken(sites: usize) -> ! {
+    panic!("text_poke: a {sites}-site batch could neither be applied nor put back");
 }
 
 /// Patches `sites`, sorted by address, with the INT3 protocol. Called with `text_mutex` held,
-/// from [`Queue::flush`], which owns the batch while it runs. False if a page of the text could
-/// not be mapped: nothing was written then (`text_poke_rs_run_mappable()` warned).
-fn apply_sites(sites: &[PokeLoc], old: &mut [u8]) -> bool {
+/// from [`Queue::flush`], which owns the batch while it runs. Fails with
+/// [`PokeError::Unmapped`] if a page of the text could not be mapped: nothing was written then
+/// (`text_poke_rs_run_mappable()` warned); with [`PokeError::WriteFailed`], warning, if a write
+/// did not land: every site was put back then.
+fn apply_sites(sites: &[PokeLoc], old: &mut [OldInsn]) -> Result<(), PokeError> {
     // SAFETY: `published` is only written under `text_mutex`, and no handler reads it before
     // `text_poke_rs_publish()` below.
     unsafe { *STATE.published.get() = (sites.as_ptr(), sites.len()) };
@@ -587,10 +647,12 @@ fn apply_sites(sites: &[PokeLoc], old: &mut [u8]) -> bool {
     unsafe { bindings::text_poke_rs_note_batch(sites.len() as u32) };
 
     let stats = poke::apply(sites, old, base(), &mut KernelText::of(sites));
-    if stats.wrong > 0 {
+    if stats.outcome == Outcome::Broken {
+        broken(sites.len());
+    }
+    if stats.outcome == Outcome::Undone {
         pr_err!(
-            "text_poke: {} of the writes of a {}-site batch did not read back as written\n",
-            stats.wrong,
+            "text_poke: a write of a {}-site batch did not read back as written: every site put back\n",
             sites.len()
         );
         kernel::warn_on!(true);
@@ -602,7 +664,11 @@ fn apply_sites(sites: &[PokeLoc], old: &mut [u8]) -> bool {
     unsafe { *STATE.published.get() = (ptr::null(), 0) };
     // SAFETY: Ends the batch counted by `text_poke_rs_note_batch()` above.
     unsafe { bindings::text_poke_rs_note_batch_done() };
-    !stats.unmapped
+    match stats.outcome {
+        Outcome::Applied => Ok(()),
+        Outcome::Unmapped => Err(PokeError::Unmapped),
+        _ => Err(PokeError::WriteFailed),
+    }
 }
 
 /// The INT3 handler's work: finds the site the INT3 at `regs->ip - 1` belongs to in the

@@ -21,7 +21,7 @@
 //! made before they are checked, with an allocation that may sleep: a flip that cannot get it
 //! is refused (`-ENOMEM`) before anything is written, and once the walk has queued every site,
 //! applying them needs no memory. A batch whose text cannot be mapped writes nothing
-//! (`-EFAULT`).
+//! (`-EFAULT`); one a write of which does not land puts every site back (`-EIO`).
 //!
 //! Where upstream's update runs (`text_poke=c`, and while the kernel boots), the pass
 //! `JUMP_LABEL_CHECK` checks a key's sites without queueing them, for the callers that can be
@@ -271,8 +271,9 @@ pub unsafe extern "C" fn jump_label_rs_update(
 
 /// Ends a key update that [`jump_label_rs_update`] queued, given the walk's result `queued`: if
 /// it is 0, applies the batch and returns 0, or `-EFAULT` if a page of the keys' text cannot be
-/// mapped (or `-EINVAL` if a transaction's keys queued one site twice), nothing written; if it
-/// is an error, drops every site queued and returns it.
+/// mapped (or `-EINVAL` if a transaction's keys queued one site twice), nothing written, or
+/// `-EIO` if a write did not land, every site put back; if it is an error, drops every site
+/// queued and returns it.
 ///
 /// # Safety
 ///
@@ -293,6 +294,7 @@ fn finish_keys(text: &mut TextMutex, queued: c_int) -> c_int {
     match batch::finish(text) {
         Ok(()) => 0,
         Err(PokeError::Unmapped) => EFAULT.to_errno(),
+        Err(PokeError::WriteFailed) => EIO.to_errno(),
         Err(_) => EINVAL.to_errno(),
     }
 }
@@ -340,7 +342,8 @@ impl Drop for JumpLabelLock {
 /// Every site of every key is checked first: if one is corrupted (or the batch cannot take
 /// it), no key changes, nothing is written, and the commit fails with `-EINVAL`; if the batch
 /// cannot make room for the sites, likewise with `-ENOMEM`, and if a page of the keys' text
-/// cannot be mapped, with `-EFAULT`. A key already at its value is left
+/// cannot be mapped, with `-EFAULT`; if a write does not land, with `-EIO`, every site put
+/// back. A key already at its value is left
 /// alone, as `static_key_enable()` and `static_key_disable()` leave it (with their warning if its
 /// count is above one). Sets each claim's `flip` to whether its key changed.
 ///

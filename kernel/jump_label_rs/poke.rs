@@ -53,7 +53,13 @@ pub enum PokeError {
     Full,
     /// A page of the batch's text cannot be mapped: nothing was written.
     Unmapped,
+    /// A write did not read back as written: every site was put back as it was.
+    WriteFailed,
 }
+
+/// The bytes a site held before a batch was applied: its first [`PokeLoc::len`] bytes, kept
+/// so that a batch a write of which fails can put every site back.
+pub type OldInsn = [u8; MAX_INSN];
 
 /// One pending write: `smp_text_poke_loc`.
 ///
@@ -438,8 +444,9 @@ impl RunWrite {
 pub trait TextOps {
     /// Reads `buf.len()` bytes of text at `addr`.
     fn read(&mut self, addr: usize, buf: &mut [u8]);
-    /// Writes `bytes` to text at `addr`: `text_poke()`.
-    fn write(&mut self, addr: usize, bytes: &[u8]);
+    /// Writes `bytes` to text at `addr`: `text_poke()`. False if they do not read back as
+    /// written through `addr` afterwards.
+    fn write(&mut self, addr: usize, bytes: &[u8]) -> bool;
     /// Serialises every CPU's instruction stream: one IPI round.
     fn sync(&mut self);
     /// Reports a completed rewrite of `old` into `new` at `addr` (`perf_event_text_poke()`).
@@ -460,13 +467,30 @@ pub trait TextOps {
     fn map_run(&mut self, _pages: &[usize]) -> bool {
         false
     }
-    /// Makes `writes` through the run mapped, in order, each read back: returns how many did
-    /// not read back as written or, not written at all, do not lie within the run.
+    /// Makes `writes` through the run mapped, in order, each read back through the text's own
+    /// address (not the run's, which would not catch a wrong page): returns how many did not
+    /// read back as written or, not written at all, do not lie within the run.
     fn write_run(&mut self, writes: &[RunWrite]) -> u32 {
         writes.len() as u32
     }
     /// Undoes [`TextOps::map_run`].
     fn unmap_run(&mut self) {}
+}
+
+/// How [`apply`] left the text.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub enum Outcome {
+    /// Every site holds its new bytes.
+    #[default]
+    Applied,
+    /// A page of the batch cannot be mapped ([`TextOps::mappable`]): nothing was written.
+    Unmapped,
+    /// A write did not read back as written: every site was put back as it was, with the
+    /// INT3 protocol, and holds its old bytes.
+    Undone,
+    /// A write did not read back as written, nor did one that put a site back: sites may hold
+    /// neither their old nor their new bytes. Nothing can be trusted: upstream `BUG()`s.
+    Broken,
 }
 
 /// What [`apply`] did.
@@ -478,10 +502,10 @@ pub struct ApplyStats {
     pub sites: u32,
     /// Runs of pages mapped ([`TextOps::map_run`]).
     pub runs: u32,
-    /// Writes that did not read back as written: the text holds something else.
+    /// Writes that did not read back as written, those that put sites back included.
     pub wrong: u32,
-    /// A page of the batch cannot be mapped ([`TextOps::mappable`]): nothing was written.
-    pub unmapped: bool,
+    /// How the text was left.
+    pub outcome: Outcome,
 }
 
 /// What a phase of [`apply`] writes at a site: `len` bytes of `bytes`, `skip` bytes into it.
@@ -562,16 +586,17 @@ pub fn next_run(vec: &[PokeLoc], base: usize, start: usize, pages: &mut [usize])
     (vec.len(), n)
 }
 
-/// Writes what `piece` says for each site of `vec`, in address order: a run of pages at a
-/// time if `ops` maps runs, else one at a time (a run of a single write, too: one write costs
-/// less through [`TextOps::write`]). Returns the writes, the runs mapped and the writes that
-/// did not read back as written.
+/// Writes what `piece` says for each site of `vec`, given the site and its old bytes in `old`,
+/// in address order: a run of pages at a time if `ops` maps runs, else one at a time (a run of
+/// a single write, too: one write costs less through [`TextOps::write`]). Returns the writes,
+/// the runs mapped and the writes that did not read back as written.
 #[inline(always)]
 fn write_phase(
     ops: &mut impl TextOps,
     vec: &[PokeLoc],
+    old: &[OldInsn],
     base: usize,
-    piece: impl Fn(&PokeLoc) -> Option<Piece>,
+    piece: impl Fn(&PokeLoc, &OldInsn) -> Option<Piece>,
 ) -> (u32, u32, u32) {
     let (mut writes, mut runs, mut wrong) = (0, 0, 0);
     let pages = &mut [0usize; RUN_MAX];
@@ -584,8 +609,17 @@ fn write_phase(
             (vec.len(), 0)
         };
         let sites = vec.get(start..end).unwrap_or(&[]);
+        let olds = old.get(start..end).unwrap_or(&[]);
         let run = pages.get(..n).unwrap_or(&[]);
-        if n > 0 && sites.iter().filter_map(&piece).nth(1).is_some() && ops.map_run(run) {
+        if n > 0
+            && sites
+                .iter()
+                .zip(olds)
+                .filter_map(|(l, o)| piece(l, o))
+                .nth(1)
+                .is_some()
+            && ops.map_run(run)
+        {
             runs += 1;
             let buf = &mut [RunWrite::EMPTY; RUN_CHUNK];
             let mut k = 0;
@@ -597,8 +631,8 @@ fn write_phase(
             if let Some(&p) = run.first() {
                 (delta, limit) = (p.wrapping_neg(), p.wrapping_add(PAGE_SIZE));
             }
-            for loc in sites {
-                let Some(p) = piece(loc) else { continue };
+            for (loc, o) in sites.iter().zip(olds) {
+                let Some(p) = piece(loc, o) else { continue };
                 let addr = loc.addr(base).wrapping_add(p.skip);
                 while addr >= limit {
                     let Some(&page) = run.get(slot + 1) else {
@@ -628,10 +662,9 @@ fn write_phase(
             }
             ops.unmap_run();
         } else {
-            // `text_poke()` checks what it wrote itself.
-            for loc in sites {
-                let Some(p) = piece(loc) else { continue };
-                ops.write(loc.addr(base) + p.skip, p.bytes());
+            for (loc, o) in sites.iter().zip(olds) {
+                let Some(p) = piece(loc, o) else { continue };
+                wrong += u32::from(!ops.write(loc.addr(base) + p.skip, p.bytes()));
                 writes += 1;
             }
         }
@@ -640,44 +673,108 @@ fn write_phase(
     (writes, runs, wrong)
 }
 
-/// Reports the rewrite of `loc` to [`TextOps::poked`], before its tail is written, with its old
-/// bytes: `first`, its first byte before the INT3, and the others still in place. The same
-/// report as after the write, which would find them overwritten.
-fn report(ops: &mut impl TextOps, loc: &PokeLoc, first: u8, base: usize) {
+/// Reports the rewrite of `loc` to [`TextOps::poked`], before its tail is written: reads its
+/// old bytes but the first, still in place, into `old`, whose first byte is the one the site
+/// held before its INT3. The same report as after the write, which would find them
+/// overwritten.
+fn report(ops: &mut impl TextOps, loc: &PokeLoc, old: &mut OldInsn, base: usize) {
     let addr = loc.addr(base);
     let (new, len) = loc.new_bytes();
-    let mut old = [0u8; MAX_INSN];
-    old[0] = first;
     if len > 1 {
         ops.read(addr + 1, &mut old[1..len]);
     }
     ops.poked(addr, &old[..len], &new[..len]);
 }
 
+/// How far a batch got when a write of it failed: what [`undo`] takes back.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum Reached {
+    /// Phase 1: INT3s at some sites, every other byte old.
+    Int3s,
+    /// Phase 2: INT3 at every site, some tails new.
+    Tails,
+    /// Phase 3: every tail new, some first bytes new.
+    Firsts,
+}
+
+/// Puts every site of `vec` back as `old` says after a write of phase `reached` failed: the
+/// INT3 protocol again, towards the old bytes, from where the batch got. INT3 at every site
+/// and a sync (from phase 3), every old tail and a sync (from phase 2), every old first byte
+/// and a sync: no CPU runs a torn instruction meanwhile, and none still runs an INT3 of the
+/// batch when its caller retires the vector. Sets the outcome: [`Outcome::Undone`], or
+/// [`Outcome::Broken`] if a write of this fails too.
+#[cold]
+fn undo<O: TextOps>(
+    vec: &[PokeLoc],
+    old: &[OldInsn],
+    base: usize,
+    ops: &mut O,
+    reached: Reached,
+    stats: &mut ApplyStats,
+) {
+    let mut wrong = 0;
+    let mut phase = |ops: &mut O, piece: &dyn Fn(&PokeLoc, &OldInsn) -> Option<Piece>| {
+        let (_, runs, w) = write_phase(ops, vec, old, base, piece);
+        stats.runs += runs;
+        wrong += w;
+        ops.sync();
+        stats.syncs += 1;
+    };
+    if reached == Reached::Firsts {
+        phase(ops, &|_, _| Some(Piece::of(&[INT3], 0, 1)));
+    }
+    if reached >= Reached::Tails {
+        phase(ops, &|l, o| {
+            (l.len() > 1).then(|| Piece::of(o, 1, l.len() - 1))
+        });
+    }
+    phase(ops, &|_, o| Some(Piece::of(o, 0, 1)));
+    stats.wrong += wrong;
+    stats.outcome = if wrong == 0 {
+        Outcome::Undone
+    } else {
+        Outcome::Broken
+    };
+}
+
 /// Patches every site of `vec` with the INT3 protocol, one write at a time: for one site, and
 /// for text that is not written in runs. See [`apply`].
-fn apply_each(vec: &[PokeLoc], old: &mut [u8], base: usize, ops: &mut impl TextOps) -> ApplyStats {
+fn apply_each(
+    vec: &[PokeLoc],
+    old: &mut [OldInsn],
+    base: usize,
+    ops: &mut impl TextOps,
+) -> ApplyStats {
     let mut stats = ApplyStats::default();
 
     // 1. INT3 at every site.
-    for (loc, first) in vec.iter().zip(old.iter_mut()) {
-        let mut byte = [0u8; 1];
-        ops.read(loc.addr(base), &mut byte);
-        *first = byte[0];
-        ops.write(loc.addr(base), &[INT3]);
+    let mut wrong = 0;
+    for (loc, o) in vec.iter().zip(old.iter_mut()) {
+        ops.read(loc.addr(base), &mut o[..1]);
+        wrong += u32::from(!ops.write(loc.addr(base), &[INT3]));
+    }
+    if wrong > 0 {
+        stats.wrong = wrong;
+        undo(vec, old, base, ops, Reached::Int3s, &mut stats);
+        return stats;
     }
     ops.sync();
     stats.syncs += 1;
 
     // 2. Every byte but the first, each site reported just before.
     let mut wrote = false;
-    for (loc, first) in vec.iter().zip(old.iter()) {
-        report(ops, loc, *first, base);
+    for (loc, o) in vec.iter().zip(old.iter_mut()) {
+        report(ops, loc, o, base);
         let (new, len) = loc.new_bytes();
         if len > 1 {
-            ops.write(loc.addr(base) + 1, &new[1..len]);
+            wrong += u32::from(!ops.write(loc.addr(base) + 1, &new[1..len]));
             wrote = true;
         }
+    }
+    if wrong > 0 {
+        stats.wrong = wrong;
+        undo(vec, old, base, ops, Reached::Tails, &mut stats);
+        return stats;
     }
     if wrote {
         ops.sync();
@@ -689,9 +786,14 @@ fn apply_each(vec: &[PokeLoc], old: &mut [u8], base: usize, ops: &mut impl TextO
     for loc in vec.iter() {
         let byte = loc.first_byte();
         if byte != INT3 {
-            ops.write(loc.addr(base), &[byte]);
+            wrong += u32::from(!ops.write(loc.addr(base), &[byte]));
             wrote = true;
         }
+    }
+    if wrong > 0 {
+        stats.wrong = wrong;
+        undo(vec, old, base, ops, Reached::Firsts, &mut stats);
+        return stats;
     }
     if wrote {
         ops.sync();
@@ -720,14 +822,23 @@ pub fn mappable(vec: &[PokeLoc], base: usize, ops: &mut impl TextOps) -> bool {
 /// `smp_text_poke_batch_finish()` between publishing the vector and retiring it.
 ///
 /// The caller publishes `vec` to the INT3 handler before calling and retires it after; `vec`
-/// is only read. `old` receives the first byte each site held before its INT3, for
-/// [`TextOps::poked`]: one byte per site, and sites beyond `old.len()` are not patched.
+/// is only read. `old` receives the bytes each site held before the batch, for
+/// [`TextOps::poked`] and for putting it back: one [`OldInsn`] per site, and sites beyond
+/// `old.len()` are not patched.
 ///
 /// Before any byte is written, every page the batch writes is checked ([`TextOps::mappable`]):
-/// if one cannot be mapped, nothing is written, nothing synced, and the stats say `unmapped`.
-/// A write that does not read back as written is counted in `wrong`; the batch goes on, so
-/// that no site is left holding an INT3 the handler no longer knows.
-pub fn apply(vec: &[PokeLoc], old: &mut [u8], base: usize, ops: &mut impl TextOps) -> ApplyStats {
+/// if one cannot be mapped, nothing is written, nothing synced, and the outcome is
+/// [`Outcome::Unmapped`]. Every write is read back through the text's address; if one did not
+/// land, the phase is not followed by the next: every site is put back as it was, with the
+/// INT3 protocol ([`Outcome::Undone`]), so that no site is left torn or holding an INT3 the
+/// handler no longer knows. A CPU that hit an INT3 of the batch meanwhile ran the new
+/// instruction, as during any batch. Upstream's `text_poke()` `BUG()`s there.
+pub fn apply(
+    vec: &[PokeLoc],
+    old: &mut [OldInsn],
+    base: usize,
+    ops: &mut impl TextOps,
+) -> ApplyStats {
     let mut stats = ApplyStats::default();
     let vec = vec.get(..old.len()).unwrap_or(vec);
     if vec.is_empty() {
@@ -737,7 +848,7 @@ pub fn apply(vec: &[PokeLoc], old: &mut [u8], base: usize, ops: &mut impl TextOp
     // 0. Every page first: a batch with text that cannot be mapped writes nothing at all,
     // rather than stop half-way (upstream's `text_poke()` would `BUG()` on it).
     if !mappable(vec, base, ops) {
-        stats.unmapped = true;
+        stats.outcome = Outcome::Unmapped;
         return stats;
     }
 
@@ -745,54 +856,62 @@ pub fn apply(vec: &[PokeLoc], old: &mut [u8], base: usize, ops: &mut impl TextOp
     if vec.len() < 2 || ops.run_pages() < 2 {
         return apply_each(vec, old, base, ops);
     }
-    let mut add = |(writes, runs, wrong): (u32, u32, u32)| {
-        stats.runs += runs;
-        stats.wrong += wrong;
-        writes > 0
-    };
 
     // 1. INT3 at every site.
-    for (loc, first) in vec.iter().zip(old.iter_mut()) {
-        let mut byte = [0u8; 1];
-        ops.read(loc.addr(base), &mut byte);
-        *first = byte[0];
+    for (loc, o) in vec.iter().zip(old.iter_mut()) {
+        ops.read(loc.addr(base), &mut o[..1]);
     }
-    add(write_phase(ops, vec, base, |_| {
-        Some(Piece::of(&[INT3], 0, 1))
-    }));
+    let (_, runs, wrong) = write_phase(ops, vec, old, base, |_, _| Some(Piece::of(&[INT3], 0, 1)));
+    stats.runs += runs;
+    if wrong > 0 {
+        stats.wrong = wrong;
+        undo(vec, old, base, ops, Reached::Int3s, &mut stats);
+        return stats;
+    }
     ops.sync();
+    stats.syncs += 1;
 
     // 2. Every byte but the first, every site reported before.
-    for (loc, first) in vec.iter().zip(old.iter()) {
-        report(ops, loc, *first, base);
+    for (loc, o) in vec.iter().zip(old.iter_mut()) {
+        report(ops, loc, o, base);
     }
-    let mut syncs = 1;
-    let tail = |loc: &PokeLoc| loc.tail();
-    if add(write_phase(ops, vec, base, tail)) {
+    let (writes, runs, wrong) = write_phase(ops, vec, old, base, |l, _| l.tail());
+    stats.runs += runs;
+    if wrong > 0 {
+        stats.wrong = wrong;
+        undo(vec, old, base, ops, Reached::Tails, &mut stats);
+        return stats;
+    }
+    if writes > 0 {
         ops.sync();
-        syncs += 1;
+        stats.syncs += 1;
     }
 
     // 3. The first bytes, unless the new first byte is INT3 itself.
-    let first = |loc: &PokeLoc| {
-        let byte = loc.first_byte();
+    let (writes, runs, wrong) = write_phase(ops, vec, old, base, |l, _| {
+        let byte = l.first_byte();
         (byte != INT3).then(|| Piece::of(&[byte], 0, 1))
-    };
-    if add(write_phase(ops, vec, base, first)) {
-        ops.sync();
-        syncs += 1;
+    });
+    stats.runs += runs;
+    if wrong > 0 {
+        stats.wrong = wrong;
+        undo(vec, old, base, ops, Reached::Firsts, &mut stats);
+        return stats;
     }
-    stats.syncs = syncs;
+    if writes > 0 {
+        ops.sync();
+        stats.syncs += 1;
+    }
     stats.sites = vec.len() as u32;
     stats
 }
 
-/// Storage for the sites of a batch, and for the first byte each held before it was applied.
+/// Storage for the sites of a batch, and for the bytes each held before it was applied.
 pub trait Sites {
     /// The sites, in the order they were added.
     fn as_mut_slice(&mut self) -> &mut [PokeLoc];
-    /// The sites and room for as many old first bytes, for [`apply`].
-    fn split(&mut self) -> (&[PokeLoc], &mut [u8]);
+    /// The sites and room for as many old instructions, for [`apply`].
+    fn split(&mut self) -> (&[PokeLoc], &mut [OldInsn]);
     /// Makes room for one more site; false if the storage is full and, or may not, grow.
     fn reserve_one(&mut self, grow: bool) -> bool;
     /// Makes room for `more` further sites of key flips at once; false if it cannot.
@@ -842,14 +961,14 @@ impl<S: Sites> Queue<S> {
 
     /// Queues `loc`. `key` (a key flip) allows appending out of order and growing the storage.
     /// Calls `apply` on what is queued when it must be applied first; `apply` gets the sites
-    /// sorted by address, and room for their old first bytes. Fails as [`flush`](Self::flush)
+    /// sorted by address, and room for their old instructions. Fails as [`flush`](Self::flush)
     /// does when what was queued could not be applied; `loc` is queued all the same.
     pub fn add(
         &mut self,
         base: usize,
         loc: PokeLoc,
         key: bool,
-        mut apply: impl FnMut(&[PokeLoc], &mut [u8]),
+        mut apply: impl FnMut(&[PokeLoc], &mut [OldInsn]),
     ) -> Result<(), PokeError> {
         let addr = loc.addr(base);
         let unsorted = self.unsorted;
@@ -868,7 +987,7 @@ impl<S: Sites> Queue<S> {
             applied = self.flush(base, &mut apply);
             if !self.sites.reserve_one(key) {
                 // Empty storage with no room at all: apply the site on its own.
-                apply(&[loc], &mut [0]);
+                apply(&[loc], &mut [[0; MAX_INSN]]);
                 return applied;
             }
         }
@@ -934,7 +1053,7 @@ impl<S: Sites> Queue<S> {
     pub fn flush(
         &mut self,
         base: usize,
-        mut apply: impl FnMut(&[PokeLoc], &mut [u8]),
+        mut apply: impl FnMut(&[PokeLoc], &mut [OldInsn]),
     ) -> Result<(), PokeError> {
         let sites = self.sites.as_mut_slice();
         if sites.is_empty() {

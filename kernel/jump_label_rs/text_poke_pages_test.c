@@ -10,11 +10,13 @@
  */
 
 #include <kunit/test.h>
+#include <linux/fault-inject.h>
 #include <linux/jump_label.h>
 #include <linux/memory.h>
 #include <linux/mm.h>
 #include <linux/mutex.h>
 #include <linux/pgtable.h>
+#include <linux/sched.h>
 #include <linux/string.h>
 #include <linux/text-patching.h>
 #include <linux/vmalloc.h>
@@ -247,11 +249,87 @@ static void text_poke_pages_run_bounds(struct kunit *test)
 	KUNIT_EXPECT_MEMEQ(test, (void *)page, copy, PAGE_SIZE);
 }
 
+#ifdef CONFIG_FAIL_TEXT_POKE_RS
+/* The @nth write check of this task from now on fails, and no other. */
+static void text_poke_pages_fail_nth(unsigned int nth)
+{
+	fail_text_poke_rs.probability = 100;
+	fail_text_poke_rs.interval = nth;
+	fail_text_poke_rs.count = 0;
+	fail_text_poke_rs.verbose = 0;
+	fail_text_poke_rs.task_filter = true;
+	atomic_set(&fail_text_poke_rs.times, 1);
+	current->make_it_fail = 1;
+}
+
+static void text_poke_pages_fail_none(void)
+{
+	fail_text_poke_rs.probability = 0;
+	atomic_set(&fail_text_poke_rs.times, 0);
+	current->make_it_fail = 0;
+}
+
+/*
+ * A write of a flip that does not land (fail_text_poke), in each phase:
+ * the batch reads it back through the text's address, goes no further and
+ * puts every site back. The flip is refused with -EIO and one warning, the
+ * key unchanged, every site holds its NOP (no INT3, no new tail left), and
+ * the next flip goes through. In rust mode the writes are checked a run of
+ * pages at a time, two runs a phase: every one of the six fails in turn.
+ * In serial mode each site is its own batch of three text_poke() writes,
+ * and the sites applied before the one that fails are put back too: the
+ * three writes of the first, a middle and the last site fail in turn.
+ * Upstream's text_poke() BUG()s on a write that does not read back.
+ */
+static void text_poke_pages_write_fails(struct kunit *test)
+{
+	unsigned int runs = DIV_ROUND_UP(TEXT_POKE_PAGES_PAGES, TEXT_POKE_RS_RUN_PAGES);
+	static const unsigned int serial[] = { 0, TEXT_POKE_PAGES_SITES / 2,
+					       TEXT_POKE_PAGES_SITES - 1 };
+	unsigned int nth[3 * ARRAY_SIZE(serial)], n = 0, i;
+	int mode = READ_ONCE(text_poke_rs_mode);
+	int ret;
+
+	switch (mode) {
+	case TEXT_POKE_RS_MODE_RUST:
+		for (i = 1; i <= 3 * runs; i++)
+			nth[n++] = i;
+		break;
+	case TEXT_POKE_RS_MODE_SERIAL:
+		for (i = 0; i < 3 * ARRAY_SIZE(serial); i++)
+			nth[n++] = 3 * serial[i / 3] + i % 3 + 1;
+		break;
+	default:
+		kunit_skip(test, "upstream's text_poke() BUG()s on a write that does not land");
+	}
+	text_poke_pages_expect(test, false, -1);
+	for (i = 0; i < n; i++) {
+		kunit_warning_suppress(test) {
+			text_poke_pages_fail_nth(nth[i]);
+			ret = jump_label_rs_set(&text_poke_pages_key.key, true, false);
+			text_poke_pages_fail_none();
+			KUNIT_EXPECT_SUPPRESSED_WARNING_COUNT(test, 1);
+		}
+		KUNIT_EXPECT_EQ_MSG(test, ret, -EIO, "write check %u", nth[i]);
+		KUNIT_EXPECT_FALSE_MSG(test, static_key_enabled(&text_poke_pages_key),
+				       "write check %u", nth[i]);
+		text_poke_pages_expect(test, false, nth[i]);
+	}
+	static_branch_enable(&text_poke_pages_key);
+	text_poke_pages_expect(test, true, 0);
+	static_branch_disable(&text_poke_pages_key);
+	text_poke_pages_expect(test, false, 1);
+}
+#endif
+
 static struct kunit_case text_poke_pages_cases[] = {
 	KUNIT_CASE(text_poke_pages_layout),
 	KUNIT_CASE(text_poke_pages_flips),
 	KUNIT_CASE(text_poke_pages_unmappable),
 	KUNIT_CASE(text_poke_pages_run_bounds),
+#ifdef CONFIG_FAIL_TEXT_POKE_RS
+	KUNIT_CASE(text_poke_pages_write_fails),
+#endif
 	{}
 };
 

@@ -16,6 +16,7 @@
 #include <linux/cpumask.h>
 #include <linux/ct_work_rs.h>
 #include <linux/debugfs.h>
+#include <linux/fault-inject.h>
 #include <linux/init.h>
 #include <linux/jump_label.h>
 #include <linux/kasan.h>
@@ -291,6 +292,30 @@ void text_poke_rs_retire(void)
 	}
 }
 
+#ifdef CONFIG_FAIL_TEXT_POKE_RS
+/*
+ * fail_text_poke: a write of the Rust batch chosen by the fault attributes
+ * (/sys/kernel/debug/fail_text_poke/, or set by a test) does not land, as
+ * if it had gone to another page. The batch must find it when it reads the
+ * write back, and put every site back as it was. Asked once per
+ * text_poke() write and once per run of pages (whose first write is then
+ * dropped).
+ */
+DECLARE_FAULT_ATTR(fail_text_poke_rs);
+
+bool text_poke_rs_should_fail(void)
+{
+	return should_fail(&fail_text_poke_rs, 1);
+}
+
+static int __init text_poke_rs_fail_debugfs(void)
+{
+	return PTR_ERR_OR_ZERO(fault_create_debugfs_attr("fail_text_poke", NULL,
+							 &fail_text_poke_rs));
+}
+late_initcall(text_poke_rs_fail_debugfs);
+#endif
+
 /*
  * Runs of text pages written through one temporary mapping. text_poke()
  * maps the page (or two) of one write in the poking mm, switches to it,
@@ -346,9 +371,10 @@ bool text_poke_rs_run_mappable(const unsigned long *pages, unsigned int n)
 
 /*
  * Maps the text pages at @pages[0..@n) (page addresses) and switches to
- * the poking mm, interrupts off, for text_poke_rs_run_write(). Returns 0,
- * or an error with nothing mapped: -EINVAL for a bad @n, -EFAULT for a
- * page that is not text that can be mapped (with a warning).
+ * the poking mm, interrupts off, for text_poke_rs_run_write(). @pages
+ * stays the caller's until text_poke_rs_run_unmap(). Returns 0, or an
+ * error with nothing mapped: -EINVAL for a bad @n, -EFAULT for a page that
+ * is not text that can be mapped (with a warning).
  */
 int text_poke_rs_run_map(struct text_poke_rs_run *run,
 			 const unsigned long *pages, unsigned int n)
@@ -374,7 +400,10 @@ int text_poke_rs_run_map(struct text_poke_rs_run *run,
 	for (i = 0; i < n; i++)
 		set_pte_at(text_poke_mm, base + i * PAGE_SIZE, run->ptep + i,
 			   mk_pte(page[i], prot));
+	run->pages = pages;
 	run->n = n;
+	run->fail = IS_ENABLED(CONFIG_FAIL_TEXT_POKE_RS) &&
+		    text_poke_rs_should_fail();
 	/* A compiler barrier too: the PTEs are set before the writes. */
 	run->prev = use_temporary_mm(text_poke_mm);
 	kasan_disable_current();
@@ -382,10 +411,19 @@ int text_poke_rs_run_map(struct text_poke_rs_run *run,
 	return 0;
 }
 
+/* Where the write at @at of the run lies in the text itself. */
+static const u8 *text_poke_rs_run_text(const struct text_poke_rs_run *run,
+				       u32 at)
+{
+	return (const u8 *)run->pages[at / PAGE_SIZE] + offset_in_page(at);
+}
+
 /*
  * Makes the @n writes of @w through the run mapped, in order, and reads
- * each back: returns how many differ, or, not written at all, do not lie
- * within the run.
+ * each back through the text's own address, as text_poke() does: a write
+ * through a mapping of the wrong page reads back right through the mapping
+ * and wrong in the text. Returns how many differ, or, not written at all,
+ * do not lie within the run.
  */
 unsigned int text_poke_rs_run_write(struct text_poke_rs_run *run,
 				    const struct text_poke_rs_write *w,
@@ -394,11 +432,14 @@ unsigned int text_poke_rs_run_write(struct text_poke_rs_run *run,
 	unsigned long size = run->n * PAGE_SIZE;
 	u8 *base = (u8 *)text_poke_rs_run_base();
 	unsigned int i, j, wrong = 0;
+	bool drop = run->fail;
 
+	run->fail = false;
 	lass_stac();
-	for (i = 0; i < n; i++, w++) {
+	for (i = 0; i < n; i++, w++, drop = false) {
 		u32 at = w->at, len = w->len;
 		u8 *dst = base + at;
+		const u8 *txt;
 		u8 diff = 0;
 
 		if (unlikely(len - 1 >= sizeof(w->bytes) ||
@@ -406,16 +447,18 @@ unsigned int text_poke_rs_run_write(struct text_poke_rs_run *run,
 			wrong++;
 			continue;
 		}
+		txt = text_poke_rs_run_text(run, at);
 		/* Phases 1 and 3 write one byte at every site. */
 		if (len == 1) {
-			WRITE_ONCE(*dst, w->bytes[0]);
-			wrong += READ_ONCE(*dst) != w->bytes[0];
+			if (likely(!drop))
+				WRITE_ONCE(*dst, w->bytes[0]);
+			wrong += READ_ONCE(*txt) != w->bytes[0];
 			continue;
 		}
-		for (j = 0; j < len; j++)
+		for (j = 0; j < len && likely(!drop); j++)
 			WRITE_ONCE(dst[j], w->bytes[j]);
 		for (j = 0; j < len; j++)
-			diff |= READ_ONCE(dst[j]) ^ w->bytes[j];
+			diff |= READ_ONCE(txt[j]) ^ w->bytes[j];
 		wrong += !!diff;
 	}
 	lass_clac();

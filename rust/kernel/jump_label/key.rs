@@ -175,8 +175,9 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
     /// With `CONFIG_TEXT_POKE_RS`, fails with `EINVAL`, with a warning, the key unchanged and
     /// nothing written, if a site of the key, in the kernel image or in any module, does not
     /// hold the instruction the key's value put there (upstream's update `BUG()`s instead); and
-    /// likewise with `ENOMEM` if the batch cannot make room for the key's sites, and `EFAULT` if
-    /// a page of their text cannot be mapped.
+    /// likewise with `ENOMEM` if the batch cannot make room for the key's sites, `EFAULT` if a
+    /// page of their text cannot be mapped, and `EIO` if a write does not land (every site put
+    /// back).
     ///
     /// Fails with `EAGAIN`, with a warning, the key unchanged, before `jump_label_init()`.
     ///
@@ -543,7 +544,8 @@ impl Transaction {
     /// Fails with `EINVAL`, with a warning, no key changed and nothing written, if a site of
     /// one of the keys, in the kernel image or in any module, does not hold what its key's value
     /// put there; likewise with `ENOMEM` if the batch cannot make room for the keys' sites, and
-    /// with `EFAULT` if a page of their text cannot be mapped. A key already at the
+    /// with `EFAULT` if a page of their text cannot be mapped, and with `EIO` if a write does
+    /// not land (every site put back). A key already at the
     /// value asked for is left as it is, as [`StaticKey::enable`] leaves it.
     ///
     /// Takes `cpus_read_lock()`, `jump_label_mutex` and `text_mutex`: may sleep.

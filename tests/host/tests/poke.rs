@@ -5,7 +5,8 @@
 //! batch is applied.
 
 use jump_label_rs_host::poke::{
-    self, Emulation, PokeError, PokeLoc, Queue, RunWrite, Sites, TextOps, PAGE_SIZE,
+    self, Emulation, OldInsn, Outcome, PokeError, PokeLoc, Queue, RunWrite, Sites, TextOps,
+    MAX_INSN, PAGE_SIZE,
 };
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -183,8 +184,11 @@ struct Sim {
     unmappable: Option<usize>,
     /// Pages asked about before anything was written.
     asked: Vec<usize>,
-    /// An address whose writes through a run do not stick (another writer wins).
-    lost: Option<usize>,
+    /// Writes tried, through [`TextOps::write`] or a run: the one numbered `drop` (from 0)
+    /// does not land, nor, with `drop_rest`, any after it.
+    attempts: u32,
+    drop: Option<u32>,
+    drop_rest: bool,
 }
 
 impl Sim {
@@ -201,8 +205,32 @@ impl Sim {
             runs: 0,
             unmappable: None,
             asked: Vec::new(),
-            lost: None,
+            attempts: 0,
+            drop: None,
+            drop_rest: false,
         }
+    }
+
+    /// Whether the next write lands.
+    fn lands(&mut self) -> bool {
+        let k = self.attempts;
+        self.attempts += 1;
+        match self.drop {
+            Some(d) => k < d || (k > d && !self.drop_rest),
+            None => true,
+        }
+    }
+
+    /// Writes `bytes` at `addr`, if the write lands; whether they read back.
+    fn put(&mut self, addr: usize, bytes: &[u8]) -> bool {
+        if self.lands() {
+            for (i, b) in bytes.iter().enumerate() {
+                self.mem.insert(addr + i, *b);
+            }
+            self.writes += 1;
+            self.observe();
+        }
+        self.bytes(addr, bytes.len()) == bytes
     }
 
     fn bytes(&self, at: usize, len: usize) -> Vec<u8> {
@@ -239,12 +267,8 @@ impl TextOps for Sim {
         }
     }
 
-    fn write(&mut self, addr: usize, bytes: &[u8]) {
-        for (i, b) in bytes.iter().enumerate() {
-            self.mem.insert(addr + i, *b);
-        }
-        self.writes += 1;
-        self.observe();
+    fn write(&mut self, addr: usize, bytes: &[u8]) -> bool {
+        self.put(addr, bytes)
     }
 
     fn sync(&mut self) {
@@ -307,13 +331,7 @@ impl TextOps for Sim {
                 self.violations
                     .push(format!("write at {at:#x} across unrelated pages"));
             }
-            if Some(addrs[0]) == self.lost {
-                // Another writer's byte lands instead: the read-back sees it.
-                self.write(addrs[0], &[0x90]);
-                wrong += 1;
-                continue;
-            }
-            self.write(addrs[0], &w.bytes[..len]);
+            wrong += u32::from(!self.put(addrs[0], &w.bytes[..len]));
         }
         wrong
     }
@@ -469,7 +487,7 @@ proptest! {
             sim.sites.insert(at, (old, new));
         }
         let vec = sim.vec.clone();
-        let mut old_first = vec![0u8; vec.len()];
+        let mut old_first = vec![[0u8; MAX_INSN]; vec.len()];
         let stats = poke::apply(&vec, &mut old_first, BASE, &mut sim);
         // The published vector is not written while it is applied.
         prop_assert_eq!(&vec, &sim.vec);
@@ -503,7 +521,7 @@ proptest! {
         for (&at, (old, new)) in &sim.sites {
             prop_assert_eq!(sim.bytes(at, new.len()), new.clone());
             let i = vec.iter().position(|l| l.addr(BASE) == at).unwrap();
-            prop_assert_eq!(old_first[i], old[0]);
+            prop_assert_eq!(&old_first[i][..old.len()], &old[..]);
         }
     }
 }
@@ -517,10 +535,11 @@ fn apply_skips_syncs_with_nothing_to_do() {
                 *b = *self.1.get(&(addr + i)).unwrap_or(&0x90);
             }
         }
-        fn write(&mut self, addr: usize, bytes: &[u8]) {
+        fn write(&mut self, addr: usize, bytes: &[u8]) -> bool {
             for (i, b) in bytes.iter().enumerate() {
                 self.1.insert(addr + i, *b);
             }
+            true
         }
         fn sync(&mut self) {
             self.0 += 1;
@@ -531,11 +550,11 @@ fn apply_skips_syncs_with_nothing_to_do() {
     assert_eq!(poke::apply(&[], &mut [], BASE, &mut t).syncs, 0);
     // One-byte writes have no tail: INT3 then first bytes, 2 syncs.
     let v = [PokeLoc::new(BASE, BASE + 1, &[0xc3], None).unwrap()];
-    assert_eq!(poke::apply(&v, &mut [0], BASE, &mut t).syncs, 2);
+    assert_eq!(poke::apply(&v, &mut [[0; MAX_INSN]], BASE, &mut t).syncs, 2);
     // Writing an INT3 on purpose (kprobes): only the first sync is needed.
     let mut t = Count(0, BTreeMap::new());
     let v = [PokeLoc::new(BASE, BASE + 1, &[0xcc], None).unwrap()];
-    assert_eq!(poke::apply(&v, &mut [0], BASE, &mut t).syncs, 1);
+    assert_eq!(poke::apply(&v, &mut [[0; MAX_INSN]], BASE, &mut t).syncs, 1);
     assert_eq!(t.0, 1);
 }
 
@@ -595,7 +614,7 @@ fn jcc_conditions_follow_the_sdm() {
 /// (one bit per attempt, cycling).
 struct ModelSites {
     v: Vec<PokeLoc>,
-    old: Vec<u8>,
+    old: Vec<OldInsn>,
     fixed: usize,
     cap: usize,
     fail: u32,
@@ -620,8 +639,8 @@ impl Sites for ModelSites {
         &mut self.v
     }
 
-    fn split(&mut self) -> (&[PokeLoc], &mut [u8]) {
-        self.old.resize(self.v.len(), 0);
+    fn split(&mut self) -> (&[PokeLoc], &mut [OldInsn]) {
+        self.old.resize(self.v.len(), [0; MAX_INSN]);
         (&self.v, &mut self.old)
     }
 
@@ -687,7 +706,7 @@ proptest! {
         let mut reference: BTreeMap<usize, [u8; 2]> = BTreeMap::new();
         let mut applied = 0usize;
         let mut batches = Vec::new();
-        let mut apply = |sites: &[PokeLoc], _: &mut [u8]| {
+        let mut apply = |sites: &[PokeLoc], _: &mut [OldInsn]| {
             let addrs: Vec<usize> = sites.iter().map(|l| l.addr(BASE)).collect();
             batches.push(addrs.clone());
             for l in sites.iter() {
@@ -731,7 +750,7 @@ fn queue_batches_what_it_can() {
     for (key, reverse, want) in [(true, false, 1), (true, true, 1), (false, false, 25)] {
         let mut q = small_queue();
         let mut batches = 0;
-        let mut apply = |_: &[PokeLoc], _: &mut [u8]| batches += 1;
+        let mut apply = |_: &[PokeLoc], _: &mut [OldInsn]| batches += 1;
         let order: Vec<usize> = if reverse {
             (0..50).rev().collect()
         } else {
@@ -747,7 +766,7 @@ fn queue_batches_what_it_can() {
     // Out of order outside a key flip: every site breaks the order.
     let mut q = small_queue();
     let mut batches = 0;
-    let mut apply = |_: &[PokeLoc], _: &mut [u8]| batches += 1;
+    let mut apply = |_: &[PokeLoc], _: &mut [OldInsn]| batches += 1;
     for i in (0..10).rev() {
         let loc = PokeLoc::new(BASE, BASE + 0x100 + i * 8, &NOP2, None).unwrap();
         q.add(BASE, loc, false, &mut apply).unwrap();
@@ -764,7 +783,7 @@ fn key_sites_queued_in_one_walk_are_taken_back() {
     let site = |i: usize| PokeLoc::new(BASE, BASE + 0x100 + i * 8, &NOP2, None).unwrap();
     let mut q = small_queue();
     let mut batches = Vec::new();
-    let mut apply = |v: &[PokeLoc], _: &mut [u8]| batches.push(v.to_vec());
+    let mut apply = |v: &[PokeLoc], _: &mut [OldInsn]| batches.push(v.to_vec());
     // A key's sites in address order: a repeat is the last site, or one found by binary
     // search while the queue is sorted.
     assert!(q.reserve_keys(40));
@@ -800,7 +819,7 @@ fn key_sites_queued_in_one_walk_are_taken_back() {
 
     // Kept this time: one batch, sorted.
     batches.clear();
-    let mut apply = |v: &[PokeLoc], _: &mut [u8]| batches.push(v.to_vec());
+    let mut apply = |v: &[PokeLoc], _: &mut [OldInsn]| batches.push(v.to_vec());
     q.add(BASE, site(100), true, &mut apply).unwrap();
     assert!(q.reserve_keys(40));
     for i in (0..40).rev() {
@@ -897,18 +916,22 @@ fn unmappable_page_writes_nothing() {
                 let (mut sim, vec) = bad_input_sim(n, run_max);
                 sim.unmappable = Some(bad);
                 let before = sim.mem.clone();
-                let mut old = vec![0u8; vec.len()];
+                let mut old = vec![[0u8; MAX_INSN]; vec.len()];
                 let stats = poke::apply(&vec, &mut old, BASE, &mut sim);
-                assert!(stats.unmapped, "n {n} run_max {run_max} bad {bad:#x}");
+                assert_eq!(
+                    stats.outcome,
+                    Outcome::Unmapped,
+                    "n {n} run_max {run_max} bad {bad:#x}"
+                );
                 assert_eq!((stats.syncs, sim.syncs, sim.writes, sim.runs), (0, 0, 0, 0));
                 assert_eq!(sim.mem, before);
                 assert!(sim.violations.is_empty(), "{:?}", sim.violations);
             }
             // All mappable: every page asked about once, then the batch applied.
             let (mut sim, vec) = bad_input_sim(n, run_max);
-            let mut old = vec![0u8; vec.len()];
+            let mut old = vec![[0u8; MAX_INSN]; vec.len()];
             let stats = poke::apply(&vec, &mut old, BASE, &mut sim);
-            assert!(!stats.unmapped);
+            assert_eq!(stats.outcome, Outcome::Applied);
             assert_eq!(sim.asked, pages);
             assert_eq!(stats.syncs, 3);
             for (&at, (_, new)) in &sim.sites {
@@ -918,24 +941,69 @@ fn unmappable_page_writes_nothing() {
     }
 }
 
-/// A write that does not read back as written (another writer's bytes land instead) is
-/// counted, and the batch goes on: every other site is written and synced as usual.
+/// A write that does not land, in any phase, through a run or with `text_poke()`, for one site
+/// or many: the batch goes no further, and puts every site back with the INT3 protocol from
+/// where it got. No CPU sees a torn instruction or an INT3 the handler cannot resolve, every
+/// site ends with its old bytes, no INT3 is left, and the syncs are those of the phases done
+/// and of the way back.
 #[test]
-fn lost_write_is_counted_and_the_batch_completes() {
-    let (mut sim, vec) = bad_input_sim(9, 64);
-    let lost = vec[4].addr(BASE) + 1;
-    sim.lost = Some(lost);
-    let mut old = vec![0u8; vec.len()];
-    let stats = poke::apply(&vec, &mut old, BASE, &mut sim);
-    assert_eq!(stats.wrong, 1);
-    assert_eq!(stats.syncs, 3);
-    for (i, l) in vec.iter().enumerate() {
-        let at = l.addr(BASE);
-        let (_, new) = &sim.sites[&at];
-        if i == 4 {
-            assert_eq!(sim.bytes(at, 2), vec![new[0], 0x90]);
-        } else {
-            assert_eq!(sim.bytes(at, new.len()), new.clone());
+fn failed_write_puts_every_site_back() {
+    for n in [1, 2, 9] {
+        for run_max in [0, 2, 64] {
+            let (mut sim, vec) = bad_input_sim(n, run_max);
+            let mut old = vec![[0u8; MAX_INSN]; vec.len()];
+            let before = sim.mem.clone();
+            poke::apply(&vec, &mut old, BASE, &mut sim);
+            // Three writes a site: its INT3, its tail, its first byte.
+            assert_eq!(sim.attempts, 3 * n as u32);
+            for k in 0..sim.attempts {
+                let what = format!("n {n} run_max {run_max} write {k}");
+                let (mut sim, vec) = bad_input_sim(n, run_max);
+                sim.drop = Some(k);
+                let mut old = vec![[0u8; MAX_INSN]; vec.len()];
+                let stats = poke::apply(&vec, &mut old, BASE, &mut sim);
+                assert_eq!(stats.outcome, Outcome::Undone, "{what}");
+                assert_eq!(stats.wrong, 1, "{what}");
+                assert_eq!(stats.sites, 0, "{what}");
+                assert_eq!(sim.mem, before, "{what}");
+                assert!(sim.violations.is_empty(), "{what}: {:?}", sim.violations);
+                assert!(sim.mapped.is_none(), "{what}");
+                // Phase 1 fails: its old first bytes back, a sync. Phase 2: a sync done, old
+                // tails and first bytes back, two. Phase 3: two done, and three back.
+                let phase = k / n as u32;
+                assert_eq!(stats.syncs, [1, 3, 5][phase as usize], "{what}");
+                assert_eq!(sim.syncs, stats.syncs, "{what}");
+            }
+        }
+    }
+}
+
+/// A batch that cannot even be put back (every write from one on does not land) says so: the
+/// outcome is [`Outcome::Broken`] exactly when a site does not hold its old bytes.
+#[test]
+fn failed_write_that_cannot_be_undone_is_broken() {
+    for n in [1, 9] {
+        for run_max in [0, 64] {
+            for k in 0..3 * n as u32 {
+                let (mut sim, vec) = bad_input_sim(n, run_max);
+                let before = sim.mem.clone();
+                sim.drop = Some(k);
+                sim.drop_rest = true;
+                let mut old = vec![[0u8; MAX_INSN]; vec.len()];
+                let stats = poke::apply(&vec, &mut old, BASE, &mut sim);
+                let restored = sim.mem == before;
+                assert_eq!(
+                    stats.outcome,
+                    if restored {
+                        Outcome::Undone
+                    } else {
+                        Outcome::Broken
+                    },
+                    "n {n} run_max {run_max} write {k}"
+                );
+                // Only a first write that fails leaves nothing to put back.
+                assert_eq!(restored, k == 0, "n {n} run_max {run_max} write {k}");
+            }
         }
     }
 }
@@ -1012,7 +1080,7 @@ fn large_transaction_is_queued_in_n_log_n() {
     for repeat in [false, true] {
         let mut q = Queue::new(ModelSites::new(256, 0));
         let mut batches: Vec<Vec<PokeLoc>> = Vec::new();
-        let mut apply = |v: &[PokeLoc], _: &mut [u8]| batches.push(v.to_vec());
+        let mut apply = |v: &[PokeLoc], _: &mut [OldInsn]| batches.push(v.to_vec());
         for k in 0..16 {
             assert!(q.reserve_keys(4096));
             for i in 0..4096 {

@@ -81,14 +81,19 @@ struct text_poke_rs_stats {
  * @ptl: its lock
  * @prev: the mm to switch back to
  * @flags: the interrupt state to restore
+ * @pages: the text pages mapped, the caller's array: writes are read back
+ *	through the text's own addresses
  * @n: the pages mapped
+ * @fail: fault injection drops the run's first write (CONFIG_FAIL_TEXT_POKE_RS)
  */
 struct text_poke_rs_run {
 	pte_t *ptep;
 	spinlock_t *ptl;	/* the lock of @ptep's PTE table */
 	struct mm_struct *prev;
 	unsigned long flags;
+	const unsigned long *pages;
 	unsigned int n;
+	bool fail;
 };
 
 /**
@@ -141,6 +146,10 @@ void text_poke_rs_poked(const void *addr, const void *old, const void *new,
 /* text_poke(), untraced, in alternative.c. */
 void *text_poke_rs_text_poke(void *addr, const void *opcode, size_t len);
 
+/* fail_text_poke: writes of the Rust batch that do not land. */
+extern struct fault_attr fail_text_poke_rs;
+bool text_poke_rs_should_fail(void);
+
 /* Runs of text pages written through one temporary mapping. */
 bool text_poke_rs_run_mappable(const unsigned long *pages, unsigned int n);
 int text_poke_rs_run_map(struct text_poke_rs_run *run,
@@ -169,7 +178,7 @@ struct text_poke_rs_claim {
 
 /*
  * Flips several keys as one batch: 0, or an error (-EINVAL, -ENOMEM,
- * -EFAULT) with nothing changed.
+ * -EFAULT, -EIO) with nothing changed.
  */
 int jump_label_rs_commit(struct text_poke_rs_claim *claims, size_t n);
 
