@@ -12,6 +12,7 @@
 #include <kunit/test.h>
 #include <linux/fault-inject.h>
 #include <linux/jump_label.h>
+#include <linux/log2.h>
 #include <linux/memory.h>
 #include <linux/mm.h>
 #include <linux/mutex.h>
@@ -22,6 +23,7 @@
 #include <linux/vmalloc.h>
 
 #include <asm/sections.h>
+#include <asm/text-patching.h>
 #include <asm/text_poke_rs.h>
 
 #include "text_poke_stress.h"
@@ -249,6 +251,49 @@ static void text_poke_pages_run_bounds(struct kunit *test)
 	KUNIT_EXPECT_MEMEQ(test, (void *)page, copy, PAGE_SIZE);
 }
 
+/*
+ * Runs are mapped at a random place of their own, as random as
+ * text_poke_mm_addr: every page between TASK_UNMAPPED_BASE and TASK_SIZE
+ * that starts TEXT_POKE_RS_RUN_PAGES pages within one PTE table is a place
+ * some random value picks, and there are no fewer than half as many as
+ * text_poke_mm_addr has (a bit of entropy lost at most). This boot's place
+ * is one of them, and its PTE table was made at boot, before any run.
+ */
+static void text_poke_pages_run_place(struct kunit *test)
+{
+	unsigned long first = ALIGN(TASK_UNMAPPED_BASE, PMD_SIZE);
+	unsigned long span = TEXT_POKE_RS_RUN_PAGES * PAGE_SIZE;
+	unsigned long pmds = (TASK_SIZE - first) / PMD_SIZE;
+	unsigned long slots = PTRS_PER_PTE - TEXT_POKE_RS_RUN_PAGES + 1;
+	unsigned long places = (TASK_SIZE - TASK_UNMAPPED_BASE - 3 * PAGE_SIZE) / PAGE_SIZE;
+	const unsigned long k[] = { 0, 1, slots - 1, slots };
+	const unsigned long j[] = { 0, 1, pmds - 1 };
+	unsigned long addr = text_poke_rs_run_area();
+	unsigned int a, b;
+	pmd_t *pmd;
+
+	KUNIT_EXPECT_GE(test, ilog2(pmds * slots) + 1, ilog2(places));
+	for (a = 0; a < ARRAY_SIZE(k); a++) {
+		for (b = 0; b < ARRAY_SIZE(j); b++) {
+			unsigned long at = text_poke_rs_run_place(k[a] * pmds + j[b]);
+
+			KUNIT_EXPECT_EQ(test, at, first + j[b] * PMD_SIZE +
+					(k[a] % slots) * PAGE_SIZE);
+			KUNIT_EXPECT_LE(test, at + span, TASK_SIZE);
+			KUNIT_EXPECT_EQ(test, at & PMD_MASK, (at + span - 1) & PMD_MASK);
+		}
+	}
+
+	KUNIT_ASSERT_NE_MSG(test, addr, 0, "no place for runs made at boot");
+	KUNIT_EXPECT_TRUE(test, PAGE_ALIGNED(addr));
+	KUNIT_EXPECT_GE(test, addr, first);
+	KUNIT_EXPECT_LE(test, addr + span, TASK_SIZE);
+	KUNIT_EXPECT_EQ(test, addr & PMD_MASK, (addr + span - 1) & PMD_MASK);
+	pmd = pmd_offset(pud_offset(p4d_offset(pgd_offset(text_poke_mm, addr), addr),
+				    addr), addr);
+	KUNIT_EXPECT_TRUE(test, pmd_present(*pmd) && !pmd_leaf(*pmd));
+}
+
 #ifdef CONFIG_FAIL_TEXT_POKE_RS
 /* The @nth write check of this task from now on fails, and no other. */
 static void text_poke_pages_fail_nth(unsigned int nth)
@@ -327,6 +372,7 @@ static struct kunit_case text_poke_pages_cases[] = {
 	KUNIT_CASE(text_poke_pages_flips),
 	KUNIT_CASE(text_poke_pages_unmappable),
 	KUNIT_CASE(text_poke_pages_run_bounds),
+	KUNIT_CASE(text_poke_pages_run_place),
 #ifdef CONFIG_FAIL_TEXT_POKE_RS
 	KUNIT_CASE(text_poke_pages_write_fails),
 #endif

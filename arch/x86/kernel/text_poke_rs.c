@@ -20,6 +20,7 @@
 #include <linux/init.h>
 #include <linux/jump_label.h>
 #include <linux/kasan.h>
+#include <linux/kgdb.h>
 #include <linux/memory.h>
 #include <linux/mm.h>
 #include <linux/mmap_lock.h>
@@ -37,6 +38,7 @@
 #include <linux/uaccess.h>
 
 #include <asm/hardirq.h>
+#include <asm/kaslr.h>
 #include <asm/sections.h>
 #include <asm/text_poke_rs.h>
 #include <asm/tlbflush.h>
@@ -322,24 +324,76 @@ late_initcall(text_poke_rs_fail_debugfs);
  * writes, switches back and flushes, for every write: three times per
  * site per batch. A run maps up to TEXT_POKE_RS_RUN_PAGES pages at once at
  * consecutive addresses of the poking mm, and the batch writes every site
- * of one phase that falls in them before switching back. The pages are
- * those of the PTE table text_poke() uses, preallocated at boot: that
- * table covers the PMD around text_poke_mm_addr, which holds nothing else,
- * and both users hold text_mutex.
+ * of one phase that falls in them before switching back. Runs are mapped
+ * at a random place of their own, as random as text_poke_mm_addr, in one
+ * PTE table made at boot; 0 until then, and runs are not mapped (the
+ * batch writes with text_poke()). Only text_mutex holders map anything in
+ * the poking mm.
  */
+static unsigned long text_poke_rs_run_addr __ro_after_init;
+
+/*
+ * Where runs are mapped for the random value @r: a page among all those
+ * between TASK_UNMAPPED_BASE and TASK_SIZE that start TEXT_POKE_RS_RUN_PAGES
+ * pages within one PTE table. There are as many, within a bit, as there
+ * are places for text_poke_mm_addr.
+ */
+unsigned long text_poke_rs_run_place(unsigned long r)
+{
+	unsigned long first = ALIGN(TASK_UNMAPPED_BASE, PMD_SIZE);
+	unsigned long pmds = (TASK_SIZE - first) / PMD_SIZE;
+	unsigned long slots = PTRS_PER_PTE - TEXT_POKE_RS_RUN_PAGES + 1;
+
+	return first + (r % pmds) * PMD_SIZE + (r / pmds % slots) * PAGE_SIZE;
+}
+
+/* Where runs are mapped: 0 before the boot made their page table. */
+unsigned long text_poke_rs_run_area(void)
+{
+	return text_poke_rs_run_addr;
+}
+
+/* After poking_init(), before any CPU but the boot CPU runs. */
+static int __init text_poke_rs_run_init(void)
+{
+	unsigned long r = 0, addr;
+	spinlock_t *ptl;	/* the lock of the PTE table, taken to make it */
+	pte_t *ptep;
+
+	if (IS_ENABLED(CONFIG_RANDOMIZE_BASE))
+		r = kaslr_get_random_long("Poking runs");
+	addr = text_poke_rs_run_place(r);
+	/* Made now: a run that cannot get it would go one write at a time. */
+	ptep = get_locked_pte(text_poke_mm, addr, &ptl);
+	if (WARN_ON(!ptep))
+		return -ENOMEM;
+	pte_unmap_unlock(ptep, ptl);
+	text_poke_rs_run_addr = addr;
+	return 0;
+}
+early_initcall(text_poke_rs_run_init);
+
 static unsigned long text_poke_rs_run_base(void)
 {
-	return text_poke_mm_addr & PMD_MASK;
+	return text_poke_rs_run_addr;
 }
 
 /* The page of text at @addr, as text_poke() finds it; NULL if none. */
 static struct page *text_poke_rs_text_page(unsigned long addr)
 {
-	if (core_kernel_text(addr))
-		return virt_to_page((void *)addr);
+	struct page *page;
+
+	if (core_kernel_text(addr)) {
+		page = virt_to_page((void *)addr);
+		WARN_ON(!PageReserved(page));
+		return page;
+	}
 	/* Not module or vmalloc'd text: vmalloc_to_page() cannot tell. */
 	if (!is_vmalloc_or_module_addr((void *)addr))
 		return NULL;
+	/* From kgdb: no sleeping, and every other CPU is stopped. */
+	if (in_dbg_master())
+		return vmalloc_to_page((void *)addr);
 	/*
 	 * Module text: execmem's ROX ranges can be collapsed into huge
 	 * mappings concurrently; init_mm's lock keeps vmalloc_to_page()
@@ -373,8 +427,9 @@ bool text_poke_rs_run_mappable(const unsigned long *pages, unsigned int n)
  * Maps the text pages at @pages[0..@n) (page addresses) and switches to
  * the poking mm, interrupts off, for text_poke_rs_run_write(). @pages
  * stays the caller's until text_poke_rs_run_unmap(). Returns 0, or an
- * error with nothing mapped: -EINVAL for a bad @n, -EFAULT for a page that
- * is not text that can be mapped (with a warning).
+ * error with nothing mapped: -EINVAL for a bad @n, -EAGAIN before the
+ * runs' page table is made at boot, -EFAULT for a page that is not text
+ * that can be mapped (with a warning).
  */
 int text_poke_rs_run_map(struct text_poke_rs_run *run,
 			 const unsigned long *pages, unsigned int n)
@@ -387,6 +442,8 @@ int text_poke_rs_run_map(struct text_poke_rs_run *run,
 	lockdep_assert_held(&text_mutex);
 	if (!n || n > TEXT_POKE_RS_RUN_PAGES)
 		return -EINVAL;
+	if (!base)
+		return -EAGAIN;
 	for (i = 0; i < n; i++) {
 		page[i] = text_poke_rs_text_page(pages[i]);
 		if (WARN_ONCE(!page[i], "text_poke: no page for text at %pS\n",

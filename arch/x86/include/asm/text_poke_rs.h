@@ -151,6 +151,8 @@ extern struct fault_attr fail_text_poke_rs;
 bool text_poke_rs_should_fail(void);
 
 /* Runs of text pages written through one temporary mapping. */
+unsigned long text_poke_rs_run_place(unsigned long r);
+unsigned long text_poke_rs_run_area(void);
 bool text_poke_rs_run_mappable(const unsigned long *pages, unsigned int n);
 int text_poke_rs_run_map(struct text_poke_rs_run *run,
 			 const unsigned long *pages, unsigned int n);
