@@ -552,7 +552,7 @@ pub(crate) fn finish(text: &mut TextMutex) -> Result<(), PokeError> {
     let mut applied = Ok(());
     let flushed = batch(text).flush(base(), |s, o| applied = applied.and(apply_batch(s, o)));
     if flushed.is_err() {
-        pr_err!("text_poke: a site queued twice by a transaction's keys: batch not applied\n");
+        pr_err!("a site queued twice by a transaction's keys: batch not applied\n");
         kernel::warn_on!(true);
     }
     flushed.and(applied)
@@ -652,7 +652,7 @@ fn apply_sites(sites: &[PokeLoc], old: &mut [OldInsn]) -> Result<(), PokeError> 
     }
     if stats.outcome == Outcome::Undone {
         pr_err!(
-            "text_poke: a write of a {}-site batch did not read back as written: every site put back\n",
+            "a write of a {}-site batch did not read back as written: every site put back\n",
             sites.len()
         );
         kernel::warn_on!(true);

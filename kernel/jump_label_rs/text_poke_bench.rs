@@ -31,6 +31,17 @@
 //!   freed, then commits: `entries` tells how many sites the commit wrote. `modkey` sets the
 //!   key.
 //!
+//! - `faults KEY` and `faults txn`: the key enabled, or the eight keys of `txn` enabled as one
+//!   [`Transaction`], with the n-th fault-injection point of the writer failing
+//!   (`/proc/self/fail-nth`'s rule: failslab, fail_page_alloc and fail_text_poke points alike),
+//!   for n = 1, 2, ... until an enable gets past all its points; the keys are disabled after
+//!   each enable that went through. After every attempt each key's sites are checked, their
+//!   bytes against the key's value and their direction by running them: `injected` counts the
+//!   attempts a fault was injected into, `refused` those that failed (with `ENOMEM` or `EIO`;
+//!   any other error counts as wrong too) and `wrong` the keys whose sites disagreed with
+//!   them. The fault attributes decide which points may fail (`ignore-gfp-wait` and the like,
+//!   in debugfs). With `CONFIG_FAULT_INJECTION` only (`ENODEV` otherwise).
+//!
 //! - `set KEY 0|1` enables or disables a key, and `sites KEY` runs all its sites on the CPU of
 //!   the writer (pinned with `taskset`): `wrong` counts those that did not take the key's
 //!   direction. KEY is a number of sites, or `noinstr`: a key whose one site is in
@@ -276,6 +287,7 @@ extern "C" {
         on: *mut bool,
     ) -> i32;
     fn text_poke_branch_run(which: u32, n: u32, ns: *mut u64) -> i32;
+    fn text_poke_fail_nth(n: u32) -> u32;
 }
 
 /// The variants of `text_poke_branch_run()`: `enum text_poke_branch`.
@@ -375,7 +387,7 @@ fn run_upstream() -> u32 {
 }
 
 /// The figures of the last run, in the order they are printed.
-const FIELDS: [&str; 38] = [
+const FIELDS: [&str; 40] = [
     "sites",
     "flips",
     "syncs",
@@ -414,6 +426,8 @@ const FIELDS: [&str; 38] = [
     "branch_likely_on_ns",
     "branch_atomic_ns",
     "branch_c_unlikely_ns",
+    "injected",
+    "refused",
 ];
 
 /// The benchmark's debugfs state: the last run's figures.
@@ -695,6 +709,74 @@ impl Bench {
         Ok(())
     }
 
+    /// `faults KEY` (`k`) or `faults txn` (`None`): see the module documentation.
+    fn faults(&self, k: Option<&BenchKey>) -> Result {
+        if !cfg!(CONFIG_FAULT_INJECTION) {
+            return Err(ENODEV);
+        }
+        let (keys, sites, run): (&[&StaticKeyFalse], u32, fn() -> u32) = match k {
+            Some(k) => (core::slice::from_ref(&k.key), k.sites, k.run),
+            None => (&TXN_KEYS[..], 64, run_txn),
+        };
+        if keys.iter().any(|k| k.is_enabled()) {
+            return Err(EBUSY);
+        }
+        let enable = || -> Result {
+            if k.is_some() {
+                return keys.iter().try_for_each(|k| k.enable());
+            }
+            let mut txn = Transaction::new();
+            for key in keys {
+                txn.enable(key)?;
+            }
+            txn.commit()
+        };
+        // Keys whose sites disagree with them: bytes, or the direction all of them take.
+        let wrong = || -> u64 {
+            let bytes = keys
+                .iter()
+                .filter(|k| !matches!(k.check_sites(), Ok((_, 0))))
+                .count() as u64;
+            let want: u32 = keys
+                .iter()
+                .map(|k| if k.is_enabled() { sites } else { 0 })
+                .sum();
+            bytes + u64::from(run() != want)
+        };
+        let (mut injected, mut refused, mut bad) = (0u64, 0u64, 0u64);
+        for n in 1..=10_000u32 {
+            // SAFETY: Only sets the calling task's count.
+            unsafe { text_poke_fail_nth(n) };
+            let ret = enable();
+            // SAFETY: As above.
+            let left = unsafe { text_poke_fail_nth(0) };
+            if let Err(e) = ret {
+                refused += 1;
+                bad += u64::from(e != ENOMEM && e != EIO);
+            }
+            bad += wrong();
+            for key in keys {
+                if key.is_enabled() {
+                    key.disable()?;
+                }
+            }
+            bad += wrong();
+            if left != 0 {
+                // The enable got past all its points: none failed.
+                bad += u64::from(ret.is_err());
+                break;
+            }
+            injected += 1;
+        }
+        let mut values = [0u64; FIELDS.len()];
+        values[0] = u64::from(sites) * keys.len() as u64;
+        values[9] = bad;
+        values[38] = injected;
+        values[39] = refused;
+        self.record(14, values);
+        Ok(())
+    }
+
     /// Runs every site of `k` on this CPU: `wrong` counts those that did not take the key's
     /// direction.
     fn sites(&self, k: &BenchKey) -> Result {
@@ -852,6 +934,7 @@ enum Command {
     Branch(u64),
     RoKey(bool),
     Upstream(u64),
+    Faults(Option<&'static BenchKey>),
 }
 
 /// A vmalloc test command.
@@ -874,7 +957,7 @@ fn key_named(word: Option<&str>) -> Result<&'static BenchKey> {
 }
 
 /// Parses `flip KEY FLIPS`, `lookup KEY FLIPS`, `txn FLIPS`, `modtxn MS`, `modkey 0|1`,
-/// `set KEY 0|1`, `sites KEY`, `entry N`, `vstorm N`, `vread`, `vreuse`, `vcheck`, `lrudrain N`,
+/// `set KEY 0|1`, `sites KEY`, `faults KEY|txn`, `entry N`, `vstorm N`, `vread`, `vreuse`, `vcheck`, `lrudrain N`,
 /// `lockcost N`, `branch N` or `upstream FLIPS`, where KEY is a number of sites or `noinstr`.
 fn parse(cmd: &[u8]) -> Result<Command> {
     let text = core::str::from_utf8(cmd).map_err(|_| EINVAL)?;
@@ -899,6 +982,10 @@ fn parse(cmd: &[u8]) -> Result<Command> {
             }
         }
         "sites" => Command::Sites(key_named(words.next())?),
+        "faults" => match words.next() {
+            Some("txn") => Command::Faults(None),
+            word => Command::Faults(Some(key_named(word)?)),
+        },
         "entry" => Command::Entry(number(words.next())?),
         "vstorm" => Command::Vmalloc(Vmalloc::Storm(number(words.next())?)),
         "vread" => Command::Vmalloc(Vmalloc::Read),
@@ -936,7 +1023,11 @@ fn parse(cmd: &[u8]) -> Result<Command> {
         | Command::Branch(n)
         | Command::Upstream(n) => n,
         Command::Vmalloc(_) => 1,
-        Command::ModKey(_) | Command::Set(..) | Command::Sites(_) | Command::RoKey(_) => 1,
+        Command::ModKey(_)
+        | Command::Set(..)
+        | Command::Sites(_)
+        | Command::RoKey(_)
+        | Command::Faults(_) => 1,
     };
     if words.next().is_some() || flips == 0 || flips > 1_000_000 {
         return Err(EINVAL);
@@ -972,6 +1063,7 @@ fn write_run(bench: &Bench, reader: &mut UserSliceReader) -> Result {
         Command::RoKey(true) => BENCH_RO_KEY.enable(),
         Command::RoKey(false) => BENCH_RO_KEY.disable(),
         Command::Upstream(n) => bench.upstream(n),
+        Command::Faults(key) => bench.faults(key),
     };
     bench.busy.store(false, Ordering::Release);
     ret
@@ -992,6 +1084,7 @@ fn show_run(bench: &Bench, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         11 => "lockcost",
         12 => "upstream",
         13 => "branch",
+        14 => "faults",
         _ => return writeln!(f, "none"),
     };
     let mode = match bench.mode.load(Ordering::Relaxed) as u32 {

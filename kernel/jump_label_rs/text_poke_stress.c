@@ -632,6 +632,18 @@ int text_poke_lru_drain(unsigned int n)
 	return 0;
 }
 
+unsigned int text_poke_fail_nth(unsigned int n)
+{
+#ifdef CONFIG_FAULT_INJECTION
+	unsigned int left = READ_ONCE(current->fail_nth);
+
+	WRITE_ONCE(current->fail_nth, n);
+	return left;
+#else
+	return UINT_MAX;
+#endif
+}
+
 /* The buffer of the stale-mapping test, its address, and its first page. */
 static u64 *text_poke_vbuf;
 static unsigned long text_poke_vaddr;

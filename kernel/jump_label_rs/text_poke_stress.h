@@ -130,6 +130,14 @@ int text_poke_vcheck(bool *reused, bool *stale);
 int text_poke_lru_drain(unsigned int n);
 
 /*
+ * With CONFIG_FAULT_INJECTION: makes the @n-th fault-injection point the
+ * calling task reaches from now on fail (0: none), as a write of @n to
+ * /proc/self/fail-nth does, and returns what was left of the previous
+ * count: 0 once that point was reached. UINT_MAX without fault injection.
+ */
+unsigned int text_poke_fail_nth(unsigned int n);
+
+/*
  * Runs @fn(@arg) in a hard interrupt on this CPU (an irq_work), and waits
  * for it: 0, or -EINVAL with interrupts off.
  */

@@ -1,0 +1,49 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+# Flips refused under fault injection leave every key's count and text in
+# agreement. The benchmark enables its 1024-site key, and its eight 64-site
+# keys as one transaction, with the 1st, 2nd, ... fault-injection point the
+# enable reaches failing (/proc/self/fail-nth's rule: failslab,
+# fail_page_alloc and fail_text_poke points alike), until an enable gets
+# past them all, and checks every site against its key after each attempt.
+# The batch's growth allocates with GFP_KERNEL, which failslab and
+# fail_page_alloc leave alone unless told otherwise.
+d=/sys/kernel/debug
+run=$d/text_poke_bench/run
+
+. /tests/cases.inc
+plan 2
+rc=0
+# knob FILE VALUE: sets a fault attribute, or stops the test.
+knob() { echo "$2" > "$d/$1" || error "cannot set $d/$1: fault injection not built"; }
+knob failslab/ignore-gfp-wait N
+knob fail_page_alloc/ignore-gfp-wait N
+knob fail_page_alloc/min-order 0
+for f in failslab fail_page_alloc fail_text_poke; do knob $f/verbose 0; done
+
+for what in 1024 txn; do
+	t=faults_keep_count_and_text_$what
+	if ! echo "faults $what" > $run; then
+		fail $t "the benchmark refused 'faults $what'"
+		continue
+	fi
+	out=$(cat $run)
+	get() { echo "$out" | awk -v k="$1" '$1 == k { print $2 }'; }
+	injected=$(get injected) refused=$(get refused) wrong=$(get wrong)
+	echo "$t: $injected faults injected, $refused enables refused, $wrong wrong"
+	if [ "$wrong" != 0 ]; then
+		fail $t "$wrong keys whose sites disagreed with them, or enables failed otherwise"
+	elif [ "${refused:-0}" -lt 1 ]; then
+		fail $t "no enable was refused: no fault reached the update"
+	else
+		ok $t
+	fi
+done
+
+knob failslab/ignore-gfp-wait Y
+knob fail_page_alloc/ignore-gfp-wait Y
+knob fail_page_alloc/min-order 1
+for f in failslab fail_page_alloc fail_text_poke; do knob $f/verbose 2; done
+# A write that did not land warns: out of the log the other tests check.
+dmesg -c > /dev/null
+exit $rc
