@@ -23,6 +23,15 @@
 //! applying them needs no memory. A batch whose text cannot be mapped writes nothing
 //! (`-EFAULT`); one a write of which does not land puts every site back (`-EIO`).
 //!
+//! A module's init sites are written only while the module is COMING, as upstream decides
+//! (`jump_label_can_update()`). Its init text is freed after the module goes live, and
+//! `do_init_module()` calls the LIVE notifiers first: `jump_label_module_notify()` takes
+//! `jump_label_mutex` for every state, LIVE included. An update holds that mutex from the walk
+//! that finds the module COMING to the end of the batch, its sync rounds and deferral waits
+//! included (a transaction's commit too): its writes to init text are done before the text can
+//! be freed, and an update that takes the mutex later finds the module LIVE. (`text_mutex`,
+//! which the update also holds, is not what orders it.)
+//!
 //! Where upstream's update runs (`text_poke=c`, and while the kernel boots), the pass
 //! `JUMP_LABEL_CHECK` checks a key's sites without queueing them, for the callers that can be
 //! told of a refusal.

@@ -31,6 +31,10 @@
 //!   freed, then commits: `entries` tells how many sites the commit wrote. `modkey` sets the
 //!   key.
 //!
+//! - `holdjl MS`: holds `jump_label_mutex` MS milliseconds, as a key update in flight does,
+//!   and lets `text_poke_mod_test.ko`'s init function return meanwhile: the module must not
+//!   go on to free its init text before the mutex is released (`make test`).
+//!
 //! - `faults KEY` and `faults txn`: the key enabled, or the eight keys of `txn` enabled as one
 //!   [`Transaction`], with the n-th fault-injection point of the writer failing
 //!   (`/proc/self/fail-nth`'s rule: failslab, fail_page_alloc and fail_text_poke points alike),
@@ -288,6 +292,7 @@ extern "C" {
     ) -> i32;
     fn text_poke_branch_run(which: u32, n: u32, ns: *mut u64) -> i32;
     fn text_poke_fail_nth(n: u32) -> u32;
+    fn text_poke_hold_jump_label(ms: u32) -> i32;
 }
 
 /// The variants of `text_poke_branch_run()`: `enum text_poke_branch`.
@@ -935,6 +940,7 @@ enum Command {
     RoKey(bool),
     Upstream(u64),
     Faults(Option<&'static BenchKey>),
+    HoldJumpLabel(u64),
 }
 
 /// A vmalloc test command.
@@ -957,7 +963,7 @@ fn key_named(word: Option<&str>) -> Result<&'static BenchKey> {
 }
 
 /// Parses `flip KEY FLIPS`, `lookup KEY FLIPS`, `txn FLIPS`, `modtxn MS`, `modkey 0|1`,
-/// `set KEY 0|1`, `sites KEY`, `faults KEY|txn`, `entry N`, `vstorm N`, `vread`, `vreuse`, `vcheck`, `lrudrain N`,
+/// `set KEY 0|1`, `sites KEY`, `faults KEY|txn`, `holdjl MS`, `entry N`, `vstorm N`, `vread`, `vreuse`, `vcheck`, `lrudrain N`,
 /// `lockcost N`, `branch N` or `upstream FLIPS`, where KEY is a number of sites or `noinstr`.
 fn parse(cmd: &[u8]) -> Result<Command> {
     let text = core::str::from_utf8(cmd).map_err(|_| EINVAL)?;
@@ -982,6 +988,7 @@ fn parse(cmd: &[u8]) -> Result<Command> {
             }
         }
         "sites" => Command::Sites(key_named(words.next())?),
+        "holdjl" => Command::HoldJumpLabel(number(words.next())?.min(10_000)),
         "faults" => match words.next() {
             Some("txn") => Command::Faults(None),
             word => Command::Faults(Some(key_named(word)?)),
@@ -1027,7 +1034,8 @@ fn parse(cmd: &[u8]) -> Result<Command> {
         | Command::Set(..)
         | Command::Sites(_)
         | Command::RoKey(_)
-        | Command::Faults(_) => 1,
+        | Command::Faults(_)
+        | Command::HoldJumpLabel(_) => 1,
     };
     if words.next().is_some() || flips == 0 || flips > 1_000_000 {
         return Err(EINVAL);
@@ -1064,6 +1072,8 @@ fn write_run(bench: &Bench, reader: &mut UserSliceReader) -> Result {
         Command::RoKey(false) => BENCH_RO_KEY.disable(),
         Command::Upstream(n) => bench.upstream(n),
         Command::Faults(key) => bench.faults(key),
+        // SAFETY: Only holds a mutex and sleeps; `ms` is 10,000 at most.
+        Command::HoldJumpLabel(ms) => errno(unsafe { text_poke_hold_jump_label(ms as u32) }),
     };
     bench.busy.store(false, Ordering::Release);
     ret

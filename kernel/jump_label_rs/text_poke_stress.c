@@ -8,6 +8,7 @@
 #include <linux/cpumask.h>
 #include <linux/ct_work_rs.h>
 #include <linux/debugfs.h>
+#include <linux/delay.h>
 #include <linux/err.h>
 #include <linux/export.h>
 #include <linux/irq_work.h>
@@ -629,6 +630,18 @@ int text_poke_lru_drain(unsigned int n)
 		lru_add_drain_all();
 		cond_resched();
 	}
+	return 0;
+}
+
+int text_poke_hold_jump_label(unsigned int ms)
+{
+	if (ms > 10000)
+		return -EINVAL;
+	jump_label_lock();
+	WRITE_ONCE(text_poke_rs_mod_go, true);
+	msleep(ms);
+	WRITE_ONCE(text_poke_rs_mod_go, false);
+	jump_label_unlock();
 	return 0;
 }
 

@@ -126,6 +126,13 @@ int text_poke_vread(void);
 int text_poke_vreuse(void);
 int text_poke_vcheck(bool *reused, bool *stale);
 
+/*
+ * Holds jump_label_mutex for @ms milliseconds, as a key update in flight
+ * does, and lets text_poke_mod_test.ko's init function return meanwhile
+ * (text_poke_rs_mod_go): 0, or -EINVAL for more than ten seconds.
+ */
+int text_poke_hold_jump_label(unsigned int ms);
+
 /* lru_add_drain_all() @n times, for the qpw tests. */
 int text_poke_lru_drain(unsigned int n);
 

@@ -5,16 +5,28 @@
 # seen the key's value as its count said, and the commit must write the
 # module's core sites only, never its freed init text. The module's sites
 # over pages of their own (module text, mapped a run of pages at a time by
-# the Rust batch) must hold what the key says after every flip.
+# the Rust batch) must hold what the key says after every flip. And the
+# module's init text is not freed while a key update that may write it is
+# in flight.
 name=text_poke_mod_test
 p=/sys/module/$name/parameters
 b=/sys/kernel/debug/text_poke_bench/run
 m=/sys/kernel/debug/text_poke/mode
 
 . /tests/cases.inc
-plan 3
+plan 4
 # The value of figure $1 in the benchmark's last run.
 fig() { sed -n "s/^$1 //p" $b; }
+# Waits until the module runs its init function, which waits for the test:
+# false after ten seconds.
+coming() {
+	i=0
+	while [ "$(cat /sys/module/$name/initstate 2>/dev/null)" != coming ] && [ $i -lt 500 ]; do
+		usleep 20000
+		i=$((i + 1))
+	done
+	[ $i -lt 500 ]
+}
 
 rc=0
 for mode in rust serial c; do
@@ -25,13 +37,7 @@ for mode in rust serial c; do
 	fi
 	insmod /lib/modules/$name.ko &
 	pid=$!
-	# Wait until the module runs its init function, which waits for us.
-	i=0
-	while [ "$(cat /sys/module/$name/initstate 2>/dev/null)" != coming ] && [ $i -lt 500 ]; do
-		usleep 20000
-		i=$((i + 1))
-	done
-	if [ $i -ge 500 ]; then
+	if ! coming; then
 		fail $t "the module never reached its init function"
 		wait $pid
 		rmmod $name 2>/dev/null
@@ -74,4 +80,36 @@ for mode in rust serial c; do
 	if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 done
 echo rust > $m
+
+# The module's init function returns while jump_label_mutex is held, as by
+# a key update that found the module COMING and is writing its init sites:
+# the module goes live, but must not go on to free its init text (which it
+# does right after) until the update is over. The jump-label LIVE notifier
+# orders the two (kernel/jump_label_rs/jump_label.rs): an update that
+# released the mutex before its last write, or a notifier that did not
+# take it for LIVE, fails this.
+t=module_init_text_waits_for_update
+why=
+done=/tmp/insmod.done
+rm -f $done
+(insmod /lib/modules/$name.ko && echo 0 > $done || echo 1 > $done) &
+pid=$!
+if coming; then
+	echo "holdjl 3000" > $b &
+	hold=$!
+	usleep 1500000
+	state=$(cat /sys/module/$name/initstate 2>/dev/null)
+	[ "$state" = live ] || why="$why; the module is '$state' 1.5 s after its init function returned, not live"
+	[ ! -e $done ] ||
+		why="$why; insmod returned while a key update held jump_label_mutex: the init text can be freed under it"
+	wait $hold || why="$why; holdjl failed"
+	wait $pid
+	[ "$(cat $done 2>/dev/null)" = 0 ] || why="$why; insmod failed"
+	rmmod $name || why="$why; rmmod failed"
+else
+	why="; the module never reached its init function"
+	wait $pid
+	rmmod $name 2>/dev/null
+fi
+if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 exit $rc
