@@ -214,13 +214,23 @@ pub(crate) fn core_text(addr: usize) -> bool {
 }
 
 /// Whether fault injection (`fail_text_poke`, `CONFIG_FAIL_TEXT_POKE_RS`) drops the next write
-/// made with `text_poke()`, as if it had gone to another page: the batch must then put every
-/// site back. (A run's writes are dropped by the C side.)
+/// made with `text_poke()`: it does not land, and the batch must put every site back. (A run's
+/// writes are dropped by the C side, which finds them when it reads them back.)
 #[inline(always)]
 fn write_fails() -> bool {
     #[cfg(CONFIG_FAIL_TEXT_POKE_RS)]
     // SAFETY: Only consults the fault attributes.
     return unsafe { bindings::text_poke_rs_should_fail() };
+    #[cfg(not(CONFIG_FAIL_TEXT_POKE_RS))]
+    false
+}
+
+/// Whether fault injection may drop writes ([`write_fails`]) now.
+#[inline(always)]
+fn faults_armed() -> bool {
+    #[cfg(CONFIG_FAIL_TEXT_POKE_RS)]
+    // SAFETY: Only reads the fault attributes and this task's `fail-nth` count.
+    return unsafe { bindings::text_poke_rs_faults_armed() };
     #[cfg(not(CONFIG_FAIL_TEXT_POKE_RS))]
     false
 }
@@ -243,6 +253,8 @@ struct KernelText {
     may_defer: bool,
     /// The run mapped, between `map_run()` and `unmap_run()`.
     run: bindings::text_poke_rs_run,
+    /// Fault injection may drop a write ([`write_fails`]): asked once per batch.
+    faults: bool,
 }
 
 impl KernelText {
@@ -258,6 +270,7 @@ impl KernelText {
         Self {
             may_defer,
             run: bindings::text_poke_rs_run::default(),
+            faults: faults_armed(),
         }
     }
 }
@@ -276,25 +289,20 @@ impl TextOps for KernelText {
     }
 
     fn write(&mut self, addr: usize, bytes: &[u8]) -> bool {
-        if !write_fails() {
-            // SAFETY: `text_poke()` rewrites live text through a temporary mapping; the caller
-            // holds `text_mutex` as it requires. This one is untraced, as the batch needs.
-            unsafe {
-                bindings::text_poke_rs_text_poke(
-                    addr as *mut c_void,
-                    bytes.as_ptr().cast(),
-                    bytes.len(),
-                )
-            };
-        }
-        // Read back through the text's address. `text_poke()` `BUG()`s itself on bytes that do
-        // not read back: this finds a write that fault injection dropped.
-        let mut now = [0u8; MAX_INSN];
-        let Some(now) = now.get_mut(..bytes.len()) else {
+        if self.faults && write_fails() {
             return false;
+        }
+        // SAFETY: `text_poke()` rewrites live text through a temporary mapping; the caller holds
+        // `text_mutex` as it requires. This one is untraced, as the batch needs.
+        unsafe {
+            bindings::text_poke_rs_text_poke(
+                addr as *mut c_void,
+                bytes.as_ptr().cast(),
+                bytes.len(),
+            )
         };
-        self.read(addr, now);
-        now == bytes
+        // `text_poke()` reads the bytes back through `addr` itself, and `BUG()`s if they differ.
+        true
     }
 
     fn run_pages(&self) -> usize {
@@ -356,6 +364,11 @@ impl TextOps for KernelText {
     fn sync(&mut self) {
         // SAFETY: An IPI round; may be called from any context that may sleep.
         unsafe { bindings::smp_text_poke_sync_each_cpu() };
+    }
+
+    fn reports(&mut self) -> bool {
+        // SAFETY: Only reads perf's count of events that record text pokes.
+        unsafe { bindings::text_poke_rs_reports() }
     }
 
     fn poked(&mut self, addr: usize, old: &[u8], new: &[u8]) {

@@ -412,16 +412,18 @@ pub const RUN_MAX: usize = 64;
 /// Writes handed to [`TextOps::write_run`] at once.
 pub const RUN_CHUNK: usize = 32;
 
-/// A write through a mapped run: `len` bytes of `bytes` at offset `at` from the start of the
-/// run's mapping. The layout of C's `struct text_poke_rs_write`.
+/// A write through a mapped run: [`len`](Self::len) bytes of `bytes` at offset `at` from the
+/// start of the run's mapping, read back at the text's own address, `rel` from the base offsets
+/// are stored from. The layout of C's `struct text_poke_rs_write`.
 #[repr(C)]
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct RunWrite {
     /// Where, from the start of the run's first page.
     pub at: u32,
-    /// How many bytes of `bytes`: 1 to [`MAX_INSN`].
-    pub len: u32,
-    /// What.
+    /// Where the write lies in the text, from the base (`_stext`): where it is read back.
+    pub rel: i32,
+    /// What, in the first [`len`](Self::len) bytes, and how many, in the last: 1 to
+    /// [`MAX_INSN`].
     pub bytes: [u8; 8],
 }
 
@@ -429,9 +431,19 @@ impl RunWrite {
     /// A placeholder for a buffer of writes.
     pub const EMPTY: Self = Self {
         at: 0,
-        len: 0,
+        rel: 0,
         bytes: [0; 8],
     };
+
+    /// How many bytes of `bytes`.
+    pub fn len(&self) -> usize {
+        usize::from(self.bytes[7])
+    }
+
+    /// Whether the write has no bytes (which the C side refuses).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// The machine a batch is applied to.
@@ -451,6 +463,11 @@ pub trait TextOps {
     fn sync(&mut self);
     /// Reports a completed rewrite of `old` into `new` at `addr` (`perf_event_text_poke()`).
     fn poked(&mut self, _addr: usize, _old: &[u8], _new: &[u8]) {}
+    /// Whether [`TextOps::poked`] records anything now: asked once per batch, which skips
+    /// building the reports when it does not.
+    fn reports(&mut self) -> bool {
+        true
+    }
     /// The most pages [`TextOps::map_run`] maps at once (at most [`RUN_MAX`]); below 2, text
     /// is written one write at a time.
     fn run_pages(&self) -> usize {
@@ -644,11 +661,13 @@ fn write_phase(
                 }
                 let Some(w) = buf.get_mut(k) else { break };
                 // A write outside the run (which cannot happen) gets an offset the C side
-                // refuses.
+                // refuses. A write is `MAX_INSN` bytes at most: the last byte says how many.
+                let mut bytes = p.bytes;
+                bytes[7] = p.len as u8;
                 *w = RunWrite {
                     at: addr.wrapping_add(delta) as u32,
-                    len: p.len as u32,
-                    bytes: p.bytes,
+                    rel: loc.rel_addr.wrapping_add(p.skip as i32),
+                    bytes,
                 };
                 k += 1;
                 writes += 1;
@@ -673,17 +692,21 @@ fn write_phase(
     (writes, runs, wrong)
 }
 
-/// Reports the rewrite of `loc` to [`TextOps::poked`], before its tail is written: reads its
-/// old bytes but the first, still in place, into `old`, whose first byte is the one the site
-/// held before its INT3. The same report as after the write, which would find them
+/// Keeps the old bytes of `loc` but the first, still in place before its tail is written, in
+/// `old`, whose first byte is the one the site held before its INT3; and, if `reports`, reports
+/// the rewrite to [`TextOps::poked`]: the same report as after the write, which would find them
 /// overwritten.
-fn report(ops: &mut impl TextOps, loc: &PokeLoc, old: &mut OldInsn, base: usize) {
+#[inline(always)]
+fn report(ops: &mut impl TextOps, loc: &PokeLoc, old: &mut OldInsn, base: usize, reports: bool) {
     let addr = loc.addr(base);
-    let (new, len) = loc.new_bytes();
+    let len = loc.len();
     if len > 1 {
         ops.read(addr + 1, &mut old[1..len]);
     }
-    ops.poked(addr, &old[..len], &new[..len]);
+    if reports {
+        let (new, _) = loc.new_bytes();
+        ops.poked(addr, &old[..len], &new[..len]);
+    }
 }
 
 /// How far a batch got when a write of it failed: what [`undo`] takes back.
@@ -704,6 +727,7 @@ enum Reached {
 /// batch when its caller retires the vector. Sets the outcome: [`Outcome::Undone`], or
 /// [`Outcome::Broken`] if a write of this fails too.
 #[cold]
+#[inline(never)]
 fn undo<O: TextOps>(
     vec: &[PokeLoc],
     old: &[OldInsn],
@@ -763,8 +787,9 @@ fn apply_each(
 
     // 2. Every byte but the first, each site reported just before.
     let mut wrote = false;
+    let reports = ops.reports();
     for (loc, o) in vec.iter().zip(old.iter_mut()) {
-        report(ops, loc, o, base);
+        report(ops, loc, o, base, reports);
         let (new, len) = loc.new_bytes();
         if len > 1 {
             wrong += u32::from(!ops.write(loc.addr(base) + 1, &new[1..len]));
@@ -872,8 +897,9 @@ pub fn apply(
     stats.syncs += 1;
 
     // 2. Every byte but the first, every site reported before.
+    let reports = ops.reports();
     for (loc, o) in vec.iter().zip(old.iter_mut()) {
-        report(ops, loc, o, base);
+        report(ops, loc, o, base, reports);
     }
     let (writes, runs, wrong) = write_phase(ops, vec, old, base, |l, _| l.tail());
     stats.runs += runs;

@@ -230,15 +230,18 @@ static void text_poke_pages_run_bounds(struct kunit *test)
 	KUNIT_ASSERT_NOT_NULL(test, copy);
 	memcpy(copy, (void *)page, PAGE_SIZE);
 	w[0].at = offset_in_page(s[1].code);
-	w[0].len = 5;
+	w[0].rel = s[1].code - (unsigned long)_stext;
 	memcpy(w[0].bytes, (void *)s[1].code, 5);
+	w[0].bytes[7] = 5;
 	w[1].at = PAGE_SIZE - 2;
-	w[1].len = 5;
-	memset(w[1].bytes, 0xcc, sizeof(w[1].bytes));
+	w[1].rel = w[0].rel;
+	memset(w[1].bytes, 0xcc, 5);
+	w[1].bytes[7] = 5;
 	w[2].at = 0x10;
-	w[2].len = 0;
+	w[2].rel = w[0].rel;
 	w[3].at = 0x10;
-	w[3].len = sizeof(w[3].bytes) + 1;
+	w[3].rel = w[0].rel;
+	w[3].bytes[7] = TEXT_POKE_RS_WRITE_MAX + 1;
 
 	mutex_lock(&text_mutex);
 	ret = text_poke_rs_run_map(&run, pages, 1);

@@ -305,9 +305,16 @@ void text_poke_rs_retire(void)
  */
 DECLARE_FAULT_ATTR(fail_text_poke_rs);
 
+/* Whether anything is asked of fail_text_poke now; should_fail() is not. */
+bool text_poke_rs_faults_armed(void)
+{
+	return READ_ONCE(fail_text_poke_rs.probability) ||
+	       READ_ONCE(current->fail_nth);
+}
+
 bool text_poke_rs_should_fail(void)
 {
-	return should_fail(&fail_text_poke_rs, 1);
+	return text_poke_rs_faults_armed() && should_fail(&fail_text_poke_rs, 1);
 }
 
 static int __init text_poke_rs_fail_debugfs(void)
@@ -425,11 +432,10 @@ bool text_poke_rs_run_mappable(const unsigned long *pages, unsigned int n)
 
 /*
  * Maps the text pages at @pages[0..@n) (page addresses) and switches to
- * the poking mm, interrupts off, for text_poke_rs_run_write(). @pages
- * stays the caller's until text_poke_rs_run_unmap(). Returns 0, or an
- * error with nothing mapped: -EINVAL for a bad @n, -EAGAIN before the
- * runs' page table is made at boot, -EFAULT for a page that is not text
- * that can be mapped (with a warning).
+ * the poking mm, interrupts off, for text_poke_rs_run_write(). Returns 0,
+ * or an error with nothing mapped: -EINVAL for a bad @n, -EAGAIN before
+ * the runs' page table is made at boot, -EFAULT for a page that is not
+ * text that can be mapped (with a warning).
  */
 int text_poke_rs_run_map(struct text_poke_rs_run *run,
 			 const unsigned long *pages, unsigned int n)
@@ -457,7 +463,6 @@ int text_poke_rs_run_map(struct text_poke_rs_run *run,
 	for (i = 0; i < n; i++)
 		set_pte_at(text_poke_mm, base + i * PAGE_SIZE, run->ptep + i,
 			   mk_pte(page[i], prot));
-	run->pages = pages;
 	run->n = n;
 	run->fail = IS_ENABLED(CONFIG_FAIL_TEXT_POKE_RS) &&
 		    text_poke_rs_should_fail();
@@ -468,11 +473,18 @@ int text_poke_rs_run_map(struct text_poke_rs_run *run,
 	return 0;
 }
 
-/* Where the write at @at of the run lies in the text itself. */
-static const u8 *text_poke_rs_run_text(const struct text_poke_rs_run *run,
-				       u32 at)
+/*
+ * Whether the write @w of a run of @size bytes lies within it and reads
+ * back as written through the text's own address. Not written: fault
+ * injection dropped it.
+ */
+static bool text_poke_rs_run_landed(const struct text_poke_rs_write *w,
+				    unsigned long size)
 {
-	return (const u8 *)run->pages[at / PAGE_SIZE] + offset_in_page(at);
+	u32 at = w->at, len = w->bytes[7];
+
+	return len - 1 < TEXT_POKE_RS_WRITE_MAX && (unsigned long)at + len <= size &&
+	       !memcmp(_stext + w->rel, w->bytes, len);
 }
 
 /*
@@ -488,31 +500,34 @@ unsigned int text_poke_rs_run_write(struct text_poke_rs_run *run,
 {
 	unsigned long size = run->n * PAGE_SIZE;
 	u8 *base = (u8 *)text_poke_rs_run_base();
-	unsigned int i, j, wrong = 0;
-	bool drop = run->fail;
+	unsigned int i = 0, j, wrong = 0;
 
-	run->fail = false;
+	if (unlikely(run->fail) && n) {
+		/* Fault injection: the run's first write does not land. */
+		run->fail = false;
+		wrong += !text_poke_rs_run_landed(w, size);
+		i++;
+		w++;
+	}
 	lass_stac();
-	for (i = 0; i < n; i++, w++, drop = false) {
-		u32 at = w->at, len = w->len;
+	for (; i < n; i++, w++) {
+		u32 at = w->at, len = w->bytes[7];
+		const u8 *txt = (const u8 *)_stext + w->rel;
 		u8 *dst = base + at;
-		const u8 *txt;
 		u8 diff = 0;
 
-		if (unlikely(len - 1 >= sizeof(w->bytes) ||
+		if (unlikely(len - 1 >= TEXT_POKE_RS_WRITE_MAX ||
 			     (unsigned long)at + len > size)) {
 			wrong++;
 			continue;
 		}
-		txt = text_poke_rs_run_text(run, at);
 		/* Phases 1 and 3 write one byte at every site. */
 		if (len == 1) {
-			if (likely(!drop))
-				WRITE_ONCE(*dst, w->bytes[0]);
+			WRITE_ONCE(*dst, w->bytes[0]);
 			wrong += READ_ONCE(*txt) != w->bytes[0];
 			continue;
 		}
-		for (j = 0; j < len && likely(!drop); j++)
+		for (j = 0; j < len; j++)
 			WRITE_ONCE(dst[j], w->bytes[j]);
 		for (j = 0; j < len; j++)
 			diff |= READ_ONCE(txt[j]) ^ w->bytes[j];
@@ -540,6 +555,12 @@ void text_poke_rs_run_unmap(struct text_poke_rs_run *run)
 			   PAGE_SHIFT, false);
 	local_irq_restore(run->flags);
 	pte_unmap_unlock(run->ptep, run->ptl);
+}
+
+/* Whether perf records rewrites now: asked once per batch. */
+bool text_poke_rs_reports(void)
+{
+	return perf_event_text_poke_wanted();
 }
 
 /* perf's record of a rewrite, for decoders that walk the text (Intel PT). */

@@ -315,12 +315,12 @@ impl TextOps for Sim {
         let mut wrong = 0;
         for w in writes {
             // Every byte through the mapping, whose pages are consecutive from the first.
-            let len = w.len as usize;
+            let len = w.len();
             let at = w.at as usize;
             let addrs: Option<Vec<usize>> = (at..at + len)
                 .map(|a| pages.get(a / PAGE_SIZE).map(|p| p + a % PAGE_SIZE))
                 .collect();
-            let Some(addrs) = addrs.filter(|_| len >= 1 && len <= w.bytes.len()) else {
+            let Some(addrs) = addrs.filter(|_| (1..=MAX_INSN).contains(&len)) else {
                 self.violations.push(format!(
                     "write of {len} at {at:#x}: not in the run {pages:x?}"
                 ));
@@ -330,6 +330,14 @@ impl TextOps for Sim {
             if addrs.windows(2).any(|p| p[1] != p[0] + 1) {
                 self.violations
                     .push(format!("write at {at:#x} across unrelated pages"));
+            }
+            // It is read back where the text is: the address the run maps there.
+            let text = BASE.wrapping_add_signed(w.rel as isize);
+            if text != addrs[0] {
+                self.violations.push(format!(
+                    "write at {at:#x} reads back at {text:#x}, not {:#x}",
+                    addrs[0]
+                ));
             }
             wrong += u32::from(!self.put(addrs[0], &w.bytes[..len]));
         }

@@ -81,8 +81,6 @@ struct text_poke_rs_stats {
  * @ptl: its lock
  * @prev: the mm to switch back to
  * @flags: the interrupt state to restore
- * @pages: the text pages mapped, the caller's array: writes are read back
- *	through the text's own addresses
  * @n: the pages mapped
  * @fail: fault injection drops the run's first write (CONFIG_FAIL_TEXT_POKE_RS)
  */
@@ -91,7 +89,6 @@ struct text_poke_rs_run {
 	spinlock_t *ptl;	/* the lock of @ptep's PTE table */
 	struct mm_struct *prev;
 	unsigned long flags;
-	const unsigned long *pages;
 	unsigned int n;
 	bool fail;
 };
@@ -99,16 +96,20 @@ struct text_poke_rs_run {
 /**
  * struct text_poke_rs_write - a write through a mapped run
  * @at: where, from the start of the run's first page
- * @len: how many bytes of @bytes
- * @bytes: what
+ * @rel: where the write lies in the text, from _stext: where it is read
+ *	back
+ * @bytes: what, in the first bytes, and how many, in the last (a write is
+ *	six bytes at most)
  *
  * The layout of the Rust batch's RunWrite.
  */
 struct text_poke_rs_write {
 	u32 at;
-	u32 len;
+	s32 rel;
 	u8 bytes[8];
 };
+
+#define TEXT_POKE_RS_WRITE_MAX	6
 
 #ifdef CONFIG_TEXT_POKE_RS
 
@@ -140,6 +141,7 @@ unsigned int text_poke_rs_ipis_received(int cpu);
 void text_poke_rs_read_stats(struct text_poke_rs_stats *stats);
 void text_poke_rs_track(bool on);
 int text_poke_rs_set_mode(int mode);
+bool text_poke_rs_reports(void);
 void text_poke_rs_poked(const void *addr, const void *old, const void *new,
 			size_t len);
 
@@ -148,6 +150,7 @@ void *text_poke_rs_text_poke(void *addr, const void *opcode, size_t len);
 
 /* fail_text_poke: writes of the Rust batch that do not land. */
 extern struct fault_attr fail_text_poke_rs;
+bool text_poke_rs_faults_armed(void);
 bool text_poke_rs_should_fail(void);
 
 /* Runs of text pages written through one temporary mapping. */
