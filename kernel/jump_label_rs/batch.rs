@@ -253,13 +253,15 @@ struct KernelText {
     may_defer: bool,
     /// The run mapped, between `map_run()` and `unmap_run()`.
     run: bindings::text_poke_rs_run,
-    /// Fault injection may drop a write ([`write_fails`]): asked once per batch.
+    /// Fault injection may drop a write ([`write_fails`]): asked once per batch, and only for
+    /// a batch whose caller can be told it was not applied.
     faults: bool,
 }
 
 impl KernelText {
-    /// The text of the batch `sites`.
-    fn of(sites: &[PokeLoc]) -> Self {
+    /// The text of the batch `sites`; fault injection is asked about it if `refusable` (its
+    /// caller can be told it was not applied: a key flip or a transaction).
+    fn of(sites: &[PokeLoc], refusable: bool) -> Self {
         #[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
         let may_defer = crate::defer::may_defer(sites, base());
         #[cfg(not(CONFIG_TEXT_POKE_RS_DEFER))]
@@ -270,7 +272,7 @@ impl KernelText {
         Self {
             may_defer,
             run: bindings::text_poke_rs_run::default(),
-            faults: faults_armed(),
+            faults: refusable && faults_armed(),
         }
     }
 }
@@ -324,6 +326,8 @@ impl TextOps for KernelText {
         let ret = unsafe {
             bindings::text_poke_rs_run_map(&mut self.run, pages.as_ptr().cast(), pages.len() as u32)
         };
+        // The C side drops the run's first write if told to.
+        self.run.fail = ret == 0 && self.faults && write_fails();
         ret == 0
     }
 
@@ -498,7 +502,7 @@ pub unsafe extern "C" fn text_poke_rs_batch_add(
             // SAFETY: The caller holds `text_mutex`, and C callers keep no token.
             let mut text = unsafe { TextMutex::assume_held() };
             let added = batch(&mut text).add(base(), loc, false, |s, o| {
-                applied = applied.and(apply_batch(s, o));
+                applied = applied.and(apply_batch(s, o, false));
             });
             if applied.is_err() || added.is_err() {
                 not_applied();
@@ -561,9 +565,15 @@ pub(crate) fn truncate(text: &mut TextMutex, len: usize) {
 /// as it was, if a page of its text cannot be mapped ([`PokeError::Unmapped`], nothing
 /// written), a write did not land ([`PokeError::WriteFailed`], every site put back) or the keys
 /// of a transaction queued a site twice ([`PokeError::Twice`], nothing written); all warn.
-pub(crate) fn finish(text: &mut TextMutex) -> Result<(), PokeError> {
+///
+/// `refusable` says that the caller can be told (a key flip or a transaction): only its
+/// batches are exposed to fault injection (`fail_text_poke`). Other callers stop the kernel on
+/// an error.
+pub(crate) fn finish(text: &mut TextMutex, refusable: bool) -> Result<(), PokeError> {
     let mut applied = Ok(());
-    let flushed = batch(text).flush(base(), |s, o| applied = applied.and(apply_batch(s, o)));
+    let flushed = batch(text).flush(base(), |s, o| {
+        applied = applied.and(apply_batch(s, o, refusable));
+    });
     if flushed.is_err() {
         pr_err!("a site queued twice by a transaction's keys: batch not applied\n");
         kernel::warn_on!(true);
@@ -590,7 +600,7 @@ pub unsafe extern "C" fn text_poke_rs_pending() -> usize {
 #[no_mangle]
 pub unsafe extern "C" fn text_poke_rs_batch_finish() {
     // SAFETY: The caller holds `text_mutex`, and C callers keep no token.
-    if finish(&mut unsafe { TextMutex::assume_held() }).is_err() {
+    if finish(&mut unsafe { TextMutex::assume_held() }, false).is_err() {
         not_applied();
     }
 }
@@ -600,15 +610,15 @@ pub unsafe extern "C" fn text_poke_rs_batch_finish() {
 /// mappable. Fails with the text as it was: [`PokeError::Unmapped`] if a page cannot be mapped
 /// (nothing written), [`PokeError::WriteFailed`] if a write did not land (every site put back,
 /// in `serial` mode those applied before too).
-fn apply_batch(sites: &[PokeLoc], old: &mut [OldInsn]) -> Result<(), PokeError> {
+fn apply_batch(sites: &[PokeLoc], old: &mut [OldInsn], refusable: bool) -> Result<(), PokeError> {
     if !serial() || sites.len() < 2 {
-        return apply_sites(sites, old);
+        return apply_sites(sites, old, refusable);
     }
-    if !poke::mappable(sites, base(), &mut KernelText::of(sites)) {
+    if !poke::mappable(sites, base(), &mut KernelText::of(sites, false)) {
         return Err(PokeError::Unmapped);
     }
     for (k, (site, first)) in sites.chunks(1).zip(old.chunks_mut(1)).enumerate() {
-        if let Err(e) = apply_sites(site, first) {
+        if let Err(e) = apply_sites(site, first, refusable) {
             undo_serial(sites.get(..k).unwrap_or(&[]), old);
             return Err(e);
         }
@@ -628,7 +638,7 @@ fn undo_serial(sites: &[PokeLoc], old: &[OldInsn]) {
             None,
         );
         let undone = match back {
-            Ok(back) => apply_sites(&[back], &mut [[0; MAX_INSN]]),
+            Ok(back) => apply_sites(&[back], &mut [[0; MAX_INSN]], false),
             Err(e) => Err(e),
         };
         if undone.is_err() {
@@ -650,7 +660,7 @@ fn broken(sites: usize) -> ! {
 /// [`PokeError::Unmapped`] if a page of the text could not be mapped: nothing was written then
 /// (`text_poke_rs_run_mappable()` warned); with [`PokeError::WriteFailed`], warning, if a write
 /// did not land: every site was put back then.
-fn apply_sites(sites: &[PokeLoc], old: &mut [OldInsn]) -> Result<(), PokeError> {
+fn apply_sites(sites: &[PokeLoc], old: &mut [OldInsn], refusable: bool) -> Result<(), PokeError> {
     // SAFETY: `published` is only written under `text_mutex`, and no handler reads it before
     // `text_poke_rs_publish()` below.
     unsafe { *STATE.published.get() = (sites.as_ptr(), sites.len()) };
@@ -659,7 +669,7 @@ fn apply_sites(sites: &[PokeLoc], old: &mut [OldInsn]) -> Result<(), PokeError> 
     // SAFETY: Counts the batch for the statistics.
     unsafe { bindings::text_poke_rs_note_batch(sites.len() as u32) };
 
-    let stats = poke::apply(sites, old, base(), &mut KernelText::of(sites));
+    let stats = poke::apply(sites, old, base(), &mut KernelText::of(sites, refusable));
     if stats.outcome == Outcome::Broken {
         broken(sites.len());
     }

@@ -300,7 +300,7 @@ fn finish_keys(text: &mut TextMutex, queued: c_int) -> c_int {
         batch::truncate(text, 0);
         return queued;
     }
-    match batch::finish(text) {
+    match batch::finish(text, true) {
         Ok(()) => 0,
         Err(PokeError::Unmapped) => EFAULT.to_errno(),
         Err(PokeError::WriteFailed) => EIO.to_errno(),

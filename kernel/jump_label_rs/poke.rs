@@ -724,8 +724,13 @@ enum Reached {
 /// INT3 protocol again, towards the old bytes, from where the batch got. INT3 at every site
 /// and a sync (from phase 3), every old tail and a sync (from phase 2), every old first byte
 /// and a sync: no CPU runs a torn instruction meanwhile, and none still runs an INT3 of the
-/// batch when its caller retires the vector. Sets the outcome: [`Outcome::Undone`], or
-/// [`Outcome::Broken`] if a write of this fails too.
+/// batch when its caller retires the vector. The way back is a rewrite too: with `reports`, it
+/// is reported to [`TextOps::poked`] as the way there was, before the tails change.
+///
+/// Sets the outcome: [`Outcome::Undone`], or [`Outcome::Broken`] if a write of the way back
+/// fails too. That stops it at once, without a sync: its next phase would write under sites
+/// that may not hold what the protocol needs (an old tail under a site whose INT3 did not
+/// land), and the caller must stop the kernel with the vector still published.
 #[cold]
 #[inline(never)]
 fn undo<O: TextOps>(
@@ -734,31 +739,40 @@ fn undo<O: TextOps>(
     base: usize,
     ops: &mut O,
     reached: Reached,
+    reports: bool,
     stats: &mut ApplyStats,
 ) {
-    let mut wrong = 0;
     let mut phase = |ops: &mut O, piece: &dyn Fn(&PokeLoc, &OldInsn) -> Option<Piece>| {
-        let (_, runs, w) = write_phase(ops, vec, old, base, piece);
+        let (_, runs, wrong) = write_phase(ops, vec, old, base, piece);
         stats.runs += runs;
-        wrong += w;
+        stats.wrong += wrong;
+        if wrong > 0 {
+            return false;
+        }
         ops.sync();
         stats.syncs += 1;
+        true
     };
-    if reached == Reached::Firsts {
-        phase(ops, &|_, _| Some(Piece::of(&[INT3], 0, 1)));
+    stats.outcome = Outcome::Broken;
+    if reached == Reached::Firsts && !phase(ops, &|_, _| Some(Piece::of(&[INT3], 0, 1))) {
+        return;
     }
     if reached >= Reached::Tails {
-        phase(ops, &|l, o| {
+        if reports {
+            for (loc, o) in vec.iter().zip(old) {
+                let (new, len) = loc.new_bytes();
+                ops.poked(loc.addr(base), &new[..len], &o[..len]);
+            }
+        }
+        if !phase(ops, &|l, o| {
             (l.len() > 1).then(|| Piece::of(o, 1, l.len() - 1))
-        });
+        }) {
+            return;
+        }
     }
-    phase(ops, &|_, o| Some(Piece::of(o, 0, 1)));
-    stats.wrong += wrong;
-    stats.outcome = if wrong == 0 {
-        Outcome::Undone
-    } else {
-        Outcome::Broken
-    };
+    if phase(ops, &|_, o| Some(Piece::of(o, 0, 1))) {
+        stats.outcome = Outcome::Undone;
+    }
 }
 
 /// Patches every site of `vec` with the INT3 protocol, one write at a time: for one site, and
@@ -779,7 +793,7 @@ fn apply_each(
     }
     if wrong > 0 {
         stats.wrong = wrong;
-        undo(vec, old, base, ops, Reached::Int3s, &mut stats);
+        undo(vec, old, base, ops, Reached::Int3s, false, &mut stats);
         return stats;
     }
     ops.sync();
@@ -798,7 +812,7 @@ fn apply_each(
     }
     if wrong > 0 {
         stats.wrong = wrong;
-        undo(vec, old, base, ops, Reached::Tails, &mut stats);
+        undo(vec, old, base, ops, Reached::Tails, reports, &mut stats);
         return stats;
     }
     if wrote {
@@ -817,7 +831,7 @@ fn apply_each(
     }
     if wrong > 0 {
         stats.wrong = wrong;
-        undo(vec, old, base, ops, Reached::Firsts, &mut stats);
+        undo(vec, old, base, ops, Reached::Firsts, reports, &mut stats);
         return stats;
     }
     if wrote {
@@ -890,7 +904,7 @@ pub fn apply(
     stats.runs += runs;
     if wrong > 0 {
         stats.wrong = wrong;
-        undo(vec, old, base, ops, Reached::Int3s, &mut stats);
+        undo(vec, old, base, ops, Reached::Int3s, false, &mut stats);
         return stats;
     }
     ops.sync();
@@ -905,7 +919,7 @@ pub fn apply(
     stats.runs += runs;
     if wrong > 0 {
         stats.wrong = wrong;
-        undo(vec, old, base, ops, Reached::Tails, &mut stats);
+        undo(vec, old, base, ops, Reached::Tails, reports, &mut stats);
         return stats;
     }
     if writes > 0 {
@@ -921,7 +935,7 @@ pub fn apply(
     stats.runs += runs;
     if wrong > 0 {
         stats.wrong = wrong;
-        undo(vec, old, base, ops, Reached::Firsts, &mut stats);
+        undo(vec, old, base, ops, Reached::Firsts, reports, &mut stats);
         return stats;
     }
     if writes > 0 {

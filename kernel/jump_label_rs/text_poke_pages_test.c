@@ -310,10 +310,15 @@ static void text_poke_pages_fail_nth(unsigned int nth)
 	current->make_it_fail = 1;
 }
 
+/* No write check fails; the attributes as they were at boot. */
 static void text_poke_pages_fail_none(void)
 {
 	fail_text_poke_rs.probability = 0;
-	atomic_set(&fail_text_poke_rs.times, 0);
+	fail_text_poke_rs.interval = 1;
+	fail_text_poke_rs.count = 0;
+	fail_text_poke_rs.verbose = 2;
+	fail_text_poke_rs.task_filter = false;
+	atomic_set(&fail_text_poke_rs.times, 1);
 	current->make_it_fail = 0;
 }
 

@@ -74,7 +74,7 @@ for mode in rust serial; do
 		rmmod $bad
 	fi
 	grep -q "^$bad " /proc/modules && why="$why; $bad is still listed"
-	dmesg | grep -q "jump_label: $bad: a static key's sites refused" ||
+	dmesg | grep -q "jump_label: $bad: its static key sites could not be set" ||
 		why="$why; no message names $bad"
 	[ "$(cat $s)" = "$(want 1 0)" ] || why="$why; after the load: $(cat $s), not $(want 1 0)"
 	echo disable > $s || why="$why; the key cannot be disabled after the refused load"

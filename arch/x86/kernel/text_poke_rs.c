@@ -301,7 +301,9 @@ void text_poke_rs_retire(void)
  * if it had gone to another page. The batch must find it when it reads the
  * write back, and put every site back as it was. Asked once per
  * text_poke() write and once per run of pages (whose first write is then
- * dropped).
+ * dropped, @run->fail), of batches whose caller can be told: key flips and
+ * transactions, not the C callers of smp_text_poke_batch_finish(), which
+ * stop the kernel on a batch not applied.
  */
 DECLARE_FAULT_ATTR(fail_text_poke_rs);
 
@@ -464,8 +466,7 @@ int text_poke_rs_run_map(struct text_poke_rs_run *run,
 		set_pte_at(text_poke_mm, base + i * PAGE_SIZE, run->ptep + i,
 			   mk_pte(page[i], prot));
 	run->n = n;
-	run->fail = IS_ENABLED(CONFIG_FAIL_TEXT_POKE_RS) &&
-		    text_poke_rs_should_fail();
+	run->fail = false;
 	/* A compiler barrier too: the PTEs are set before the writes. */
 	run->prev = use_temporary_mm(text_poke_mm);
 	kasan_disable_current();

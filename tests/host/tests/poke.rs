@@ -189,6 +189,10 @@ struct Sim {
     attempts: u32,
     drop: Option<u32>,
     drop_rest: bool,
+    /// Another write that does not land.
+    drop_also: Option<u32>,
+    /// Reports made to [`TextOps::poked`]: address, old and new bytes.
+    reported: Vec<(usize, Vec<u8>, Vec<u8>)>,
 }
 
 impl Sim {
@@ -208,6 +212,8 @@ impl Sim {
             attempts: 0,
             drop: None,
             drop_rest: false,
+            drop_also: None,
+            reported: Vec::new(),
         }
     }
 
@@ -215,6 +221,9 @@ impl Sim {
     fn lands(&mut self) -> bool {
         let k = self.attempts;
         self.attempts += 1;
+        if Some(k) == self.drop_also {
+            return false;
+        }
         match self.drop {
             Some(d) => k < d || (k > d && !self.drop_rest),
             None => true,
@@ -269,6 +278,10 @@ impl TextOps for Sim {
 
     fn write(&mut self, addr: usize, bytes: &[u8]) -> bool {
         self.put(addr, bytes)
+    }
+
+    fn poked(&mut self, addr: usize, old: &[u8], new: &[u8]) {
+        self.reported.push((addr, old.to_vec(), new.to_vec()));
     }
 
     fn sync(&mut self) {
@@ -981,6 +994,52 @@ fn failed_write_puts_every_site_back() {
                 let phase = k / n as u32;
                 assert_eq!(stats.syncs, [1, 3, 5][phase as usize], "{what}");
                 assert_eq!(sim.syncs, stats.syncs, "{what}");
+            }
+        }
+    }
+}
+
+/// A write of the way back that does not land either stops it: no CPU sees a torn
+/// instruction (an old tail under a site whose INT3 did not land, say), and the outcome says
+/// the text cannot be trusted unless every site is old after all. A site put back after its
+/// rewrite was reported is reported again, the other way.
+#[test]
+fn failed_undo_stops_untorn() {
+    for n in [1, 2, 9] {
+        for run_max in [0, 64] {
+            for k in 0..3 * n as u32 {
+                // The way back writes 1 to 3 bytes a site; try each of its writes.
+                for j in k + 1..k + 1 + 3 * n as u32 {
+                    let what = format!("n {n} run_max {run_max} write {k} then {j}");
+                    let (mut sim, vec) = bad_input_sim(n, run_max);
+                    let before = sim.mem.clone();
+                    sim.drop = Some(k);
+                    sim.drop_also = Some(j);
+                    let mut old = vec![[0u8; MAX_INSN]; vec.len()];
+                    let stats = poke::apply(&vec, &mut old, BASE, &mut sim);
+                    assert!(sim.violations.is_empty(), "{what}: {:?}", sim.violations);
+                    assert!(sim.mapped.is_none(), "{what}");
+                    if stats.outcome == Outcome::Undone {
+                        assert_eq!(sim.mem, before, "{what}");
+                    } else {
+                        assert_eq!(stats.outcome, Outcome::Broken, "{what}");
+                    }
+                }
+                // The reports of a batch put back: each site there, then back, or neither.
+                let (mut sim, vec) = bad_input_sim(n, run_max);
+                sim.drop = Some(k);
+                let mut old = vec![[0u8; MAX_INSN]; vec.len()];
+                poke::apply(&vec, &mut old, BASE, &mut sim);
+                let there = k / n as u32 >= 1;
+                assert_eq!(
+                    sim.reported.len(),
+                    if there { 2 * n } else { 0 },
+                    "n {n} write {k}"
+                );
+                for (i, (at, was, now)) in sim.reported.iter().enumerate().skip(n) {
+                    let (a, b, c) = &sim.reported[i - n];
+                    assert_eq!((at, was, now), (a, c, b), "n {n} write {k}");
+                }
             }
         }
     }

@@ -82,7 +82,8 @@ struct text_poke_rs_stats {
  * @prev: the mm to switch back to
  * @flags: the interrupt state to restore
  * @n: the pages mapped
- * @fail: fault injection drops the run's first write (CONFIG_FAIL_TEXT_POKE_RS)
+ * @fail: fault injection drops the run's first write (CONFIG_FAIL_TEXT_POKE_RS):
+ *	set by the Rust batch once the run is mapped
  */
 struct text_poke_rs_run {
 	pte_t *ptep;
