@@ -23,7 +23,6 @@
 #include <linux/vmalloc.h>
 
 #include <asm/sections.h>
-#include <asm/text-patching.h>
 #include <asm/text_poke_rs.h>
 
 #include "text_poke_stress.h"
