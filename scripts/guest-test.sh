@@ -93,6 +93,7 @@ guest() {
 	local rc
 	set +e
 	timeout "$1" qemu-system-x86_64 -accel tcg,thread=single -smp 4 -m 1024 \
+		-cpu qemu64,+pdpe1gb \
 		-nographic -no-reboot -bios qboot.rom \
 		-kernel "$kernel" -initrd "$work/initramfs.cpio" \
 		-append "console=ttyS0 kunit.enable=0 ftrace=nop panic=-1 oops=panic loglevel=4 tsc=reliable $3" \

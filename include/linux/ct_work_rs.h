@@ -127,7 +127,7 @@ void ct_work_rs_debugfs_init(struct dentry *dir);
 int ct_work_rs_bench_entry(u32 word, unsigned int n, u64 *ns);
 
 #ifdef CONFIG_TLB_FLUSH_DEFER_RS
-/* The condition of flush_tlb_kernel_range()'s IPIs. */
+/* The condition of flush_tlb_kernel_range_deferrable()'s IPIs. */
 bool ct_work_rs_tlb_needs_ipi(int cpu, void *info);
 /* The entry's TLB flush on this CPU (with @cr4, the CR4.PGE way). */
 bool ct_work_rs_flush_tlb_local(bool cr4);
@@ -154,5 +154,18 @@ static inline void ct_work_rs_debugfs_init(struct dentry *dir) { }
 #define ct_work_rs_tlb_needs_ipi NULL
 
 #endif /* CONFIG_TEXT_POKE_RS_DEFER */
+
+/*
+ * A kernel TLB flush that an isolated CPU in user space may take at its
+ * next entry instead of an IPI: only vmalloc's lazy purge, whose page
+ * tables stay (arch/x86/kernel/ct_work_rs.c says why). Every other kernel
+ * range flush, the one before a page-table page is freed first among them,
+ * is flush_tlb_kernel_range(), which interrupts every CPU.
+ */
+#ifdef CONFIG_TLB_FLUSH_DEFER_RS
+void flush_tlb_kernel_range_deferrable(unsigned long start, unsigned long end);
+#else
+#define flush_tlb_kernel_range_deferrable flush_tlb_kernel_range
+#endif
 
 #endif /* _LINUX_CT_WORK_RS_H */

@@ -59,7 +59,9 @@
 //!
 //! - `vstorm N`: N vmalloc()/vfree() pairs of 16 pages, forcing lazy purges (kernel TLB
 //!   flushes), and the time they took (`ns`); `vread`, `vreuse` and `vcheck`: the stale-mapping
-//!   test of deferred kernel TLB flushes (`reused`, `stale`), see `text_poke_stress.h`.
+//!   test of deferred kernel TLB flushes (`reused`, `stale`), see `text_poke_stress.h`;
+//!   `vtables pmd|pud`: a page table of vmalloc space freed for a huge mapping, and the CPUs
+//!   that took an IPI for its flush (`table_ipi_cpus`, a mask), see `text_poke_stress.h`.
 //!
 //! - `lockcost N`: the local fast path of per-CPU locks, N lock-unlock pairs with interrupts
 //!   off: an empty call (`lock_none_ns`), a `local_lock` (`lock_local_ns`) and a qpw lock in this
@@ -282,6 +284,7 @@ extern "C" {
     fn text_poke_vread() -> i32;
     fn text_poke_vreuse() -> i32;
     fn text_poke_vcheck(reused: *mut bool, stale: *mut bool) -> i32;
+    fn text_poke_vtables(level: u32, cpus: *mut c_ulong) -> i32;
     fn text_poke_lru_drain(n: u32) -> i32;
     fn text_poke_lock_bench(
         n: u32,
@@ -392,7 +395,7 @@ fn run_upstream() -> u32 {
 }
 
 /// The figures of the last run, in the order they are printed.
-const FIELDS: [&str; 40] = [
+const FIELDS: [&str; 41] = [
     "sites",
     "flips",
     "syncs",
@@ -433,6 +436,7 @@ const FIELDS: [&str; 40] = [
     "branch_c_unlikely_ns",
     "injected",
     "refused",
+    "table_ipi_cpus",
 ];
 
 /// The benchmark's debugfs state: the last run's figures.
@@ -846,6 +850,12 @@ impl Bench {
                 values[21] = u64::from(reused);
                 values[22] = u64::from(stale);
             }
+            Vmalloc::Tables(level) => {
+                let mut cpus: c_ulong = 0;
+                // SAFETY: As above.
+                errno(unsafe { text_poke_vtables(level, &mut cpus) })?;
+                values[40] = u64::from(cpus);
+            }
         }
         values[6] = now().wrapping_sub(t0);
         let after = stats();
@@ -950,6 +960,8 @@ enum Vmalloc {
     Read,
     Reuse,
     Check,
+    /// The flush before a page table is freed: `PMD_SHIFT` or `PUD_SHIFT`.
+    Tables(u32),
 }
 
 /// The key `word` names: its number of sites, or `noinstr`.
@@ -964,7 +976,7 @@ fn key_named(word: Option<&str>) -> Result<&'static BenchKey> {
 
 /// Parses `flip KEY FLIPS`, `lookup KEY FLIPS`, `txn FLIPS`, `modtxn MS`, `modkey 0|1`,
 /// `set KEY 0|1`, `sites KEY`, `faults KEY|txn`, `holdjl MS`, `entry N`, `vstorm N`, `vread`,
-/// `vreuse`, `vcheck`, `lrudrain N`, `lockcost N`, `branch N` or `upstream FLIPS`, where KEY is
+/// `vreuse`, `vcheck`, `vtables pmd|pud`, `lrudrain N`, `lockcost N`, `branch N` or `upstream FLIPS`, where KEY is
 /// a number of sites or `noinstr`.
 fn parse(cmd: &[u8]) -> Result<Command> {
     let text = core::str::from_utf8(cmd).map_err(|_| EINVAL)?;
@@ -999,6 +1011,11 @@ fn parse(cmd: &[u8]) -> Result<Command> {
         "vread" => Command::Vmalloc(Vmalloc::Read),
         "vreuse" => Command::Vmalloc(Vmalloc::Reuse),
         "vcheck" => Command::Vmalloc(Vmalloc::Check),
+        "vtables" => Command::Vmalloc(Vmalloc::Tables(match words.next() {
+            Some("pmd") => bindings::PMD_SHIFT,
+            Some("pud") => bindings::PUD_SHIFT,
+            _ => return Err(EINVAL),
+        })),
         "lrudrain" => Command::LruDrain(number(words.next())?),
         "lockcost" => Command::LockCost(number(words.next())?),
         "branch" => Command::Branch(number(words.next())?),

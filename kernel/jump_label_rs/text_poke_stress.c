@@ -12,6 +12,7 @@
 #include <linux/err.h>
 #include <linux/export.h>
 #include <linux/irq_work.h>
+#include <linux/io.h>
 #include <linux/irqflags.h>
 #include <linux/jump_label.h>
 #include <linux/kthread.h>
@@ -742,6 +743,76 @@ int text_poke_vcheck(bool *reused, bool *stale)
 	text_poke_vreused = false;
 	mutex_unlock(&text_poke_vlock);
 	return 0;
+}
+
+/* Whether the entry of vmalloc space mapping @addr at @level is a leaf. */
+static bool text_poke_vleaf(unsigned long addr, unsigned int level)
+{
+	pgd_t *pgd = pgd_offset_k(addr);
+	p4d_t *p4d;
+	pud_t *pud;
+
+	if (pgd_none(*pgd))
+		return false;
+	p4d = p4d_offset(pgd, addr);
+	if (p4d_none(*p4d))
+		return false;
+	pud = pud_offset(p4d, addr);
+	if (level == PUD_SHIFT)
+		return pud_leaf(*pud);
+	return pud_present(*pud) && !pud_leaf(*pud) &&
+	       pmd_leaf(*pmd_offset(pud, addr));
+}
+
+int text_poke_vtables(unsigned int level, unsigned long *cpus)
+{
+	unsigned long size = 1UL << level, addr;
+	unsigned int before[NR_CPUS > 64 ? 64 : NR_CPUS];
+	struct vm_struct *area;
+	int cpu, ret;
+
+	if (level != PMD_SHIFT && level != PUD_SHIFT)
+		return -EINVAL;
+	if (level == PUD_SHIFT ? !arch_vmap_pud_supported(PAGE_KERNEL_RO) :
+				 !arch_vmap_pmd_supported(PAGE_KERNEL_RO))
+		return -EOPNOTSUPP;
+	/* VM_IOREMAP: aligned to its size. */
+	area = get_vm_area(size, VM_IOREMAP);
+	if (!area)
+		return -ENOMEM;
+	addr = (unsigned long)area->addr;
+	ret = -EOPNOTSUPP;
+	if (!IS_ALIGNED(addr, size))
+		goto out;
+	/*
+	 * One level down first: a page table under the entry. 4K pages of
+	 * an address that is not 2M-aligned, or one 2M page.
+	 */
+	ret = vmap_page_range(addr, addr + PMD_SIZE,
+			      level == PMD_SHIFT ? PAGE_SIZE : 0, PAGE_KERNEL_RO);
+	if (ret)
+		goto out;
+	vunmap_range(addr, addr + PMD_SIZE);
+	/* Nothing lazy left to purge meanwhile. */
+	vm_unmap_aliases();
+
+	for_each_online_cpu(cpu)
+		if (cpu < ARRAY_SIZE(before))
+			before[cpu] = text_poke_rs_ipis_received(cpu);
+	/* The page table freed, after a flush, and one huge entry made. */
+	ret = vmap_page_range(addr, addr + size, 0, PAGE_KERNEL_RO);
+	*cpus = 0;
+	for_each_online_cpu(cpu)
+		if (cpu < ARRAY_SIZE(before) &&
+		    text_poke_rs_ipis_received(cpu) != before[cpu])
+			*cpus |= BIT(cpu);
+	if (!ret && !text_poke_vleaf(addr, level))
+		ret = -EAGAIN;
+	vunmap_range(addr, addr + size);
+out:
+	free_vm_area(area);
+	vm_unmap_aliases();
+	return ret;
 }
 
 #ifdef CONFIG_TLB_FLUSH_DEFER_RS

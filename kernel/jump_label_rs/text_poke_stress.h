@@ -127,6 +127,20 @@ int text_poke_vreuse(void);
 int text_poke_vcheck(bool *reused, bool *stale);
 
 /*
+ * The flush before a page-table page of vmalloc space is freed, which no
+ * CPU may take later (scripts/guest-test/tlb.sh): maps a range of 1 <<
+ * @level bytes (PMD_SHIFT or PUD_SHIFT) of vmalloc space one level down (4K
+ * pages, or a 2M page), unmaps it, then maps it whole with one huge entry,
+ * for which vmap frees the page table under the entry after a flush
+ * (pmd_free_pte_page(), pud_free_pmd_page()). The mappings are of physical
+ * memory from address 0, read-only and never read. Sets *@cpus to the
+ * online CPUs (the first 64) that took a function-call IPI during that last
+ * mapping. -EOPNOTSUPP if no aligned range or no huge mapping (no PSE or
+ * GBPAGES, nohugeiomap), -EAGAIN if vmap kept the page table this time.
+ */
+int text_poke_vtables(unsigned int level, unsigned long *cpus);
+
+/*
  * Holds jump_label_mutex for @ms milliseconds, as a key update in flight
  * does, and lets text_poke_mod_test.ko's init function return meanwhile
  * (text_poke_rs_mod_go): 0, or -EINVAL for more than ten seconds.

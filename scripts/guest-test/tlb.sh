@@ -10,13 +10,16 @@
 # address with new contents and new pages, and reads it again: it must see
 # the new contents (through a stale TLB entry it would see the old). Then
 # the same with CPU 3 taken offline and back while its flush is pending.
+# Last, the flush before vmap frees a page table for a huge mapping (a PTE
+# table for a 2M entry, a PMD table for a 1G one), which must never wait:
+# both isolated CPUs, in user space with deferral on, take its IPI at once.
 b=/sys/kernel/debug/text_poke_bench/run
 dt=/sys/kernel/debug/text_poke/defer_tlb
 st=/sys/kernel/debug/text_poke/stats
 iso="2 3"
 
 . /tests/cases.inc
-plan 6
+plan 8
 stat() { sed -n "s/^$1 //p" $st; }
 counts() { for c in $iso; do printf '%s/%s ' "$(irq CAL $c)" "$(irq TLB $c)"; done; }
 
@@ -148,6 +151,32 @@ else
 	[ -n "$done_" ] || [ -n "$why" ] || why="CPU 3 never had a flush deferred before going offline"
 	if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 fi
+
+for level in pmd pud; do
+	t=tlb_table_free_sent_$level
+	echo on > $dt
+	loops=
+	for c in $iso; do
+		taskset -c $c /demo/spin &
+		loops="$loops $!"
+	done
+	sleep 1
+	why=
+	mask=
+	if ! echo "vtables $level" > $b; then
+		why="'vtables $level' failed (no huge vmap: CPU without PSE or pdpe1gb?)"
+	else
+		mask=$(sed -n 's/^table_ipi_cpus //p' $b)
+		for c in $iso; do
+			[ $(((mask >> c) & 1)) = 1 ] ||
+				why="$why; CPU $c took no IPI for the flush before the page table was freed"
+		done
+	fi
+	kill $loops
+	wait 2>/dev/null
+	echo "@@ info $t table_ipi_cpus=$mask"
+	if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
+done
 
 no_warning tlb_no_warning
 exit $rc

@@ -223,10 +223,21 @@ bool ct_work_rs_cpu_running(int cpu)
 
 #ifdef CONFIG_TLB_FLUSH_DEFER_RS
 /*
- * The condition of flush_tlb_kernel_range()'s IPIs (patch 0006): whether
- * @cpu needs one, or takes the flush at its next kernel entry instead.
+ * The condition of flush_tlb_kernel_range_deferrable()'s IPIs (patch
+ * 0006): whether @cpu needs one, or takes the flush at its next kernel
+ * entry instead.
  *
- * Why a kernel TLB flush may wait for entry (the objections to the
+ * Which flushes may wait: only vmalloc's lazy purge (patch 0006a), which
+ * flushes ranges whose PTEs were cleared earlier while every page table
+ * above them stays. Never a flush before a page-table page is freed:
+ * with HAVE_ARCH_HUGE_VMAP, a huge mapping made over a range that had a
+ * page table frees it (pmd_free_pte_page(), pud_free_pmd_page()), and a CPU
+ * whose paging-structure caches still point into the freed and reused
+ * page could walk it speculatively, in user space too. Those, and every
+ * other caller's, go through flush_tlb_kernel_range(), which interrupts
+ * every CPU, as upstream's does.
+ *
+ * Why the purge's flush may wait for entry (the objections to the
  * upstream series, answered):
  *
  * - vmap space reused before the flush (Jann Horn): until the CPU enters
@@ -243,8 +254,9 @@ bool ct_work_rs_cpu_running(int cpu)
  * - paging-structure caches and the CR3 write in the danger zone (Dave
  *   Hansen): both flushes drop the paging-structure caches with the TLB;
  *   the CR3 write of the entry (with PTI) loads the kernel's own page
- *   tables, whose upper levels for vmalloc space are never freed, and the
- *   danger zone touches no vmalloc or vmap address but its own stack. The
+ *   tables, whose page-table pages a deferred flush never outlives (above),
+ *   and the danger zone touches no vmalloc or vmap address but its own
+ *   stack. The
  *   state the sender tests is the work word, changed by the CPU itself, not
  *   a kernel_cr3_loaded flag set apart from the CR3 write: there is no
  *   window in which the word says "user" while this CPU may touch memory a
