@@ -24,6 +24,13 @@
 #   pipe    seed 004's pipe ping-pong, instructions per round trip with the
 #           scheduler's sched_schedstats key off and on, and one flip of
 #           that key with c and rust
+#   irqsoff the longest interrupts-off section during a 1024-site flip and
+#           during the function tracer's enable and disable, c and rust: a
+#           kernel of its own with the irqsoff tracer (build directory
+#           build-irqsoff), whose hooks in every interrupt toggle would
+#           shift the other figures, booted on one vCPU: with several,
+#           single-threaded TCG runs them in turn, and the instructions of
+#           the others fall inside any section that spans a turn
 #
 # With some scenarios named, results/demo.json keeps the sections of the
 # others from its last run (each section records the revision that measured
@@ -34,7 +41,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 step demo
 
-ALL=(sample flip lookup txn ftrace scale isolation qpw branch pipe)
+ALL=(sample flip lookup txn ftrace scale isolation qpw branch pipe irqsoff)
 scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=("${ALL[@]}")
 for s in "${scenarios[@]}"; do
@@ -46,15 +53,27 @@ done
 "$JLRS_TOP/scripts/apply-overlay.sh"
 jlrs_base_env
 
-kernel=$JLRS_BUILD/arch/x86/boot/bzImage
-msg "building the kernel (incremental)"
 mkopts=()
 while read -r o; do mkopts+=("--make_options=$o"); done < <(jlrs_make_opts)
-(cd "$JLRS_SRC" && python3 tools/testing/kunit/kunit.py build --arch=x86_64 \
-	--kunitconfig="$JLRS_SRC/kernel/jump_label_rs/.kunitconfig" \
-	--build_dir="$JLRS_BUILD" --jobs="$(nproc)" "${mkopts[@]}") > "$JLRS_CACHE/demo-build.log" 2>&1 ||
-	{ tail -n 30 "$JLRS_CACHE/demo-build.log" >&2; die "kernel build failed (log: $JLRS_CACHE/demo-build.log)"; }
-[ -f "$kernel" ] || die "no kernel image at $kernel after the build"
+# build_kernel DIR [KUNIT.PY OPTION...]: the overlay kernel in build
+# directory DIR, incremental.
+build_kernel() {
+	local dir=$1 log
+	shift
+	log=$JLRS_CACHE/demo-build-$(basename "$dir").log
+	msg "building the kernel in $dir (incremental)"
+	(cd "$JLRS_SRC" && python3 tools/testing/kunit/kunit.py build --arch=x86_64 \
+		--kunitconfig="$JLRS_SRC/kernel/jump_label_rs/.kunitconfig" \
+		--build_dir="$dir" --jobs="$(nproc)" "$@" "${mkopts[@]}") > "$log" 2>&1 ||
+		{ tail -n 30 "$log" >&2; die "kernel build failed (log: $log)"; }
+	[ -f "$dir/arch/x86/boot/bzImage" ] || die "no kernel image in $dir after the build"
+}
+kernel=$JLRS_BUILD/arch/x86/boot/bzImage
+build_kernel "$JLRS_BUILD"
+irqsoff_build=$JLRS_CACHE/$JLRS_BASE_VERSION/build-irqsoff
+if [[ " ${scenarios[*]} " == *" irqsoff "* ]]; then
+	build_kernel "$irqsoff_build" --kconfig_add=CONFIG_IRQSOFF_TRACER=y
+fi
 
 jlrs_initramfs_tools
 
@@ -103,7 +122,7 @@ boot() {
 	# shellcheck disable=SC2086 # $boot_clock is several arguments.
 	timeout "$limit" qemu-system-x86_64 -accel tcg,thread=single -smp "$cpus" -m 1024 \
 		$boot_clock -nographic -no-reboot -bios qboot.rom \
-		-kernel "$kernel" -initrd "$work/initramfs.cpio" \
+		-kernel "${boot_kernel:-$kernel}" -initrd "$work/initramfs.cpio" \
 		-append "console=ttyS0 kunit.enable=0 panic=-1 oops=panic loglevel=4 demo=$list $boot_args" \
 		2>&1 | tr -d '\r' | tee "$log" |
 		sed -un -e 's/^@@ progress /[demo] /p' -e 's/^@@ error /[demo] error: /p'
@@ -125,12 +144,13 @@ boot() {
 	fi
 }
 
-# Every scenario but isolation and qpw on 4 vCPUs; scale also boots 2, 8
-# and 16, isolation boots 4 vCPUs with CPUs 2 and 3 isolated, and qpw
-# boots them twice, with qpw=0 and qpw=1.
+# Every scenario but isolation, qpw and irqsoff on 4 vCPUs; scale also
+# boots 2, 8 and 16, isolation boots 4 vCPUs with CPUs 2 and 3 isolated,
+# qpw boots them twice, with qpw=0 and qpw=1, and irqsoff boots its own
+# kernel on one.
 main=()
 for s in "${scenarios[@]}"; do
-	[ "$s" = isolation ] || [ "$s" = qpw ] || main+=("$s")
+	[[ " isolation qpw irqsoff " == *" $s "* ]] || main+=("$s")
 done
 [ ${#main[@]} -eq 0 ] || boot 4 "${main[@]}"
 if [[ " ${scenarios[*]} " == *" scale "* ]]; then
@@ -156,6 +176,17 @@ if [[ " ${scenarios[*]} " == *" qpw "* ]]; then
 	done
 	boot_args=
 	boot_tag=
+fi
+
+if [[ " ${scenarios[*]} " == *" irqsoff "* ]]; then
+	# ftrace=nop: no ftrace startup self-tests, which the main boot runs.
+	boot_args="ftrace=nop"
+	boot_tag=-irqsoff
+	boot_kernel=$irqsoff_build/arch/x86/boot/bzImage
+	boot 1 irqsoff
+	boot_args=
+	boot_tag=
+	boot_kernel=
 fi
 
 out=$JLRS_TOP/results

@@ -332,6 +332,7 @@ impl TextOps for KernelText {
     }
 
     fn write_run(&mut self, writes: &[poke::RunWrite]) -> u32 {
+        const _: () = assert!(poke::RUN_CHUNK == bindings::TEXT_POKE_RS_RUN_WRITES as usize);
         const _: () = assert!(
             size_of::<poke::RunWrite>() == size_of::<bindings::text_poke_rs_write>()
                 && align_of::<poke::RunWrite>() == align_of::<bindings::text_poke_rs_write>()

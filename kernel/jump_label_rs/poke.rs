@@ -409,8 +409,11 @@ pub const PAGE_SIZE: usize = 4096;
 /// The most pages one mapping of a run holds.
 pub const RUN_MAX: usize = 64;
 
-/// Writes handed to [`TextOps::write_run`] at once.
-pub const RUN_CHUNK: usize = 32;
+/// Writes handed to [`TextOps::write_run`] at once. The kernel makes them with interrupts off
+/// and lets interrupts in between chunks: enough writes that the switches to and from the
+/// poking mm around each chunk cost little next to them, few enough that a chunk is about as
+/// long as the one write of `text_poke()`.
+pub const RUN_CHUNK: usize = 64;
 
 /// A write through a mapped run: [`len`](Self::len) bytes of `bytes` at offset `at` from the
 /// start of the run's mapping, read back at the text's own address, `rel` from the base offsets

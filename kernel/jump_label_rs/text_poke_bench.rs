@@ -854,7 +854,7 @@ impl Bench {
                 let mut cpus: c_ulong = 0;
                 // SAFETY: As above.
                 errno(unsafe { text_poke_vtables(level, &mut cpus) })?;
-                values[40] = u64::from(cpus);
+                values[40] = cpus;
             }
         }
         values[6] = now().wrapping_sub(t0);

@@ -11,12 +11,14 @@
 
 #include <kunit/test.h>
 #include <linux/fault-inject.h>
+#include <linux/irqflags.h>
 #include <linux/jump_label.h>
 #include <linux/log2.h>
 #include <linux/memory.h>
 #include <linux/mm.h>
 #include <linux/mutex.h>
 #include <linux/pgtable.h>
+#include <linux/preempt.h>
 #include <linux/sched.h>
 #include <linux/string.h>
 #include <linux/text-patching.h>
@@ -100,20 +102,25 @@ static u64 text_poke_pages_mm_switches(void)
 /*
  * Every site follows every flip. The temporary-mm switches of a flip:
  * one per write in upstream's batch (c: 3 per site) and one per site per
- * phase in serial (a batch per site); in rust one per run per phase: the
- * 70 pages take two runs (TEXT_POKE_RS_RUN_PAGES pages at most), so 6.
- * Other text patching in the same moment would add to the count: the
- * exact figure is asked of one flip in three.
+ * phase in serial (a batch per site); in rust one per chunk of at most
+ * TEXT_POKE_RS_RUN_WRITES writes of a run per phase: the 70 pages take
+ * two runs (TEXT_POKE_RS_RUN_PAGES pages at most), the first with the
+ * sites of its pages (pages 0 to 2 hold 5, then one a page), the second
+ * with the rest. Other text patching in the same moment would add to the
+ * count: the exact figure is asked of one flip in three.
  */
 static void text_poke_pages_flips(struct kunit *test)
 {
-	unsigned int runs = DIV_ROUND_UP(TEXT_POKE_PAGES_PAGES, TEXT_POKE_RS_RUN_PAGES);
+	unsigned int first = 5 + TEXT_POKE_RS_RUN_PAGES - 3;
+	unsigned int chunks = DIV_ROUND_UP(first, TEXT_POKE_RS_RUN_WRITES) +
+			      DIV_ROUND_UP(TEXT_POKE_PAGES_SITES - first,
+					   TEXT_POKE_RS_RUN_WRITES);
 	u64 want, exact = 0;
 	int flip;
 
 	switch (READ_ONCE(text_poke_rs_mode)) {
 	case TEXT_POKE_RS_MODE_RUST:
-		want = 3 * runs;
+		want = 3 * chunks;
 		break;
 	default:
 		want = 3 * TEXT_POKE_PAGES_SITES;
@@ -254,6 +261,48 @@ static void text_poke_pages_run_bounds(struct kunit *test)
 }
 
 /*
+ * A run keeps interrupts off only while a chunk of writes is made: they
+ * are on once the run is mapped and between chunks, so that a run of many
+ * sites is no longer an interrupts-off section of its own (preemption
+ * stays off, under the PTE lock, until the run is unmapped). The write
+ * puts back the bytes a site holds.
+ */
+static void text_poke_pages_run_lets_interrupts_in(struct kunit *test)
+{
+	const struct text_poke_pages_site *s = text_poke_pages_sites;
+	unsigned long page = s[1].code & PAGE_MASK;
+	struct text_poke_rs_write w = {};
+	bool mapped_irqs_off = true, written_irqs_off = true;
+	bool preemptible_mapped = true;
+	struct text_poke_rs_run run;
+	unsigned int wrong = 0;
+	int ret;
+
+	w.at = offset_in_page(s[1].code);
+	w.rel = s[1].code - (unsigned long)_stext;
+	memcpy(w.bytes, (void *)s[1].code, 5);
+	w.bytes[7] = 5;
+
+	mutex_lock(&text_mutex);
+	ret = text_poke_rs_run_map(&run, &page, 1);
+	if (!ret) {
+		mapped_irqs_off = irqs_disabled();
+		preemptible_mapped = preemptible();
+		wrong = text_poke_rs_run_write(&run, &w, 1);
+		written_irqs_off = irqs_disabled();
+		wrong += text_poke_rs_run_write(&run, &w, 1);
+		text_poke_rs_run_unmap(&run);
+	}
+	mutex_unlock(&text_mutex);
+	KUNIT_ASSERT_EQ(test, ret, 0);
+	KUNIT_EXPECT_EQ(test, wrong, 0);
+	KUNIT_EXPECT_FALSE_MSG(test, mapped_irqs_off, "interrupts off once the run is mapped");
+	KUNIT_EXPECT_FALSE_MSG(test, written_irqs_off, "interrupts off between chunks");
+	KUNIT_EXPECT_FALSE(test, preemptible_mapped);
+	KUNIT_EXPECT_FALSE(test, irqs_disabled());
+}
+
+/*
  * Runs are mapped at a random place of their own, as random as
  * text_poke_mm_addr: every page between TASK_UNMAPPED_BASE and TASK_SIZE
  * that starts TEXT_POKE_RS_RUN_PAGES pages within one PTE table is a place
@@ -379,6 +428,7 @@ static struct kunit_case text_poke_pages_cases[] = {
 	KUNIT_CASE(text_poke_pages_flips),
 	KUNIT_CASE(text_poke_pages_unmappable),
 	KUNIT_CASE(text_poke_pages_run_bounds),
+	KUNIT_CASE(text_poke_pages_run_lets_interrupts_in),
 	KUNIT_CASE(text_poke_pages_run_place),
 #ifdef CONFIG_FAIL_TEXT_POKE_RS
 	KUNIT_CASE(text_poke_pages_write_fails),

@@ -7,7 +7,8 @@
 # and the cost. One "@@ result" line per measurement; the host turns them
 # into results/demo.json.
 #
-# Usage: bench.sh SCENARIO...   (flip, lookup, txn, ftrace, scale, isolation, qpw, branch, pipe)
+# Usage: bench.sh SCENARIO...   (flip, lookup, txn, ftrace, scale, isolation, qpw, branch, pipe,
+# irqsoff)
 m=/sys/kernel/debug/text_poke/mode
 b=/sys/kernel/debug/text_poke_bench/run
 st=/sys/kernel/debug/text_poke/stats
@@ -294,6 +295,56 @@ ftrace_mode() {
 	ftrace_report enable "$on" && ftrace_report disable "$off"
 }
 
+# irqsoff_window MODE OP REP CMD...: the longest section of any CPU with
+# interrupts off while CMD runs with text_poke=MODE, from the irqsoff
+# tracer (current_tracer), and the places it started and ended, in
+# $irqsoff_out. Only shell builtins around CMD: a process of the script's
+# own would add its fork and exec to the window. Nothing on the console
+# until the last window: the serial port's interrupt handler sending it
+# would be in the windows.
+irqsoff_out=/tmp/irqsoff
+irqsoff_window() {
+	mode=$1 op=$2 rep=$3
+	shift 3
+	echo 0 > $t/tracing_max_latency || return 1
+	if ! "$@"; then
+		echo "@@ error irqsoff: '$*' failed with text_poke=$mode" >> $irqsoff_out
+		return 1
+	fi
+	read -r lat < $t/tracing_max_latency
+	where=$(sed -n -e 's/^#  => started at: *\([^+ ]*\).*/start=\1/p' \
+		-e 's/^#  => ended at: *\([^+ ]*\).*/end=\1/p' $t/trace | tr '\n' ' ')
+	echo "@@ result scenario=irqsoff cpus=$ncpu mode=$mode op=$op rep=$rep us=$lat $where" >> $irqsoff_out
+}
+# bflip SITES FLIPS: flips the bench key.
+bflip() {
+	echo "flip $1 $2" > $b
+}
+# ftrace_instance NAME: the function tracer on the whole kernel, or off
+# (nop), in the tracing instance of irqsoff: the top level's tracer is
+# irqsoff.
+ftrace_instance() {
+	echo "$1" > $t/instances/irqsoff/current_tracer
+}
+# irqsoff_rep REP MODE: with text_poke=MODE, one 1024-site flip and one
+# enable and disable of the function tracer not counted, then the irqsoff
+# windows of a 1024-site flip (enable and disable: two flips), of the
+# function tracer's enable and disable, and of nothing.
+irqsoff_rep() {
+	if ! echo "$2" > $m; then
+		echo "@@ error irqsoff: cannot switch to text_poke=$2" >> $irqsoff_out
+		return 1
+	fi
+	bflip 1024 2 && ftrace_instance function && ftrace_instance nop || {
+		echo "@@ error irqsoff: warm-up failed with text_poke=$2" >> $irqsoff_out
+		return 1
+	}
+	irqsoff_window "$2" flip1024 "$1" bflip 1024 2 &&
+	irqsoff_window "$2" ftrace_enable "$1" ftrace_instance function &&
+	irqsoff_window "$2" ftrace_disable "$1" ftrace_instance nop &&
+	irqsoff_window "$2" none "$1" true
+}
+
 # Seed 004's pipe ping-pong with the scheduler's sched_schedstats key off
 # and on, and what one flip of that key costs in each implementation.
 ss=/proc/sys/kernel/sched_schedstats
@@ -453,6 +504,39 @@ for scenario in "$@"; do
 		lockcost || rc=1
 		drains || rc=1
 		echo "@@ done qpw"
+		continue
+		;;
+	irqsoff)
+		if [ ! -e $t/options/function-trace ] ||
+			! grep -qw irqsoff $t/available_tracers; then
+			echo "@@ error irqsoff: no irqsoff tracer (a kernel without CONFIG_IRQSOFF_TRACER?)"
+			rc=1
+			continue
+		fi
+		echo "@@ progress irqsoff: longest interrupts-off section during a 1024-site flip and the function tracer's enable and disable, c and rust"
+		# The tracer's own function tracing off: it would patch the
+		# whole kernel's text itself.
+		echo 0 > $t/options/function-trace
+		mkdir -p $t/instances/irqsoff
+		if ! echo irqsoff > $t/current_tracer; then
+			echo "@@ error irqsoff: cannot set current_tracer to irqsoff"
+			rc=1
+			continue
+		fi
+		mkdir -p /tmp
+		: > $irqsoff_out
+		# The line above sent first.
+		usleep 100000
+		# The modes in turn, so that what builds up in the boot
+		# (RCU callbacks of the tracer's switches, say) falls on both.
+		for rep in 1 2 3; do
+			for mode in c rust; do
+				irqsoff_rep $rep $mode || rc=1
+			done
+		done
+		echo nop > $t/current_tracer
+		cat $irqsoff_out
+		echo "@@ done irqsoff"
 		continue
 		;;
 	branch)

@@ -405,6 +405,60 @@ def ftrace_rows(results, unit):
     return rows
 
 
+IRQSOFF_OPS = ("flip1024", "ftrace_enable", "ftrace_disable", "none")
+
+
+def irqsoff_rows(results):
+    """The longest interrupts-off section in each window: per mode and operation, the
+    longest over the repetitions, where it started and ended, and each repetition's."""
+    by = {}
+    for r in results:
+        if r.get("scenario") != "irqsoff":
+            continue
+        by.setdefault((r["mode"], r["op"]), []).append(r)
+    rows = []
+    for (mode, op), rs in sorted(by.items()):
+        top = max(rs, key=lambda r: int(r["us"]))
+        rows.append({"mode": mode, "op": op, "reps": len(rs),
+                     "longest_us": int(top["us"]),
+                     "each_us": [int(r["us"]) for r in rs],
+                     "started_at": top.get("start"), "ended_at": top.get("end")})
+    return rows
+
+
+def irqsoff_report(rows):
+    """The REPORT.md section of the irqsoff scenario."""
+    ratios = ratio(rows, ("mode", "op"), "longest_us")
+    what = {"flip1024": "1024-site key, enabled and disabled",
+            "ftrace_enable": "function tracer enabled",
+            "ftrace_disable": "function tracer disabled",
+            "none": "nothing (a shell builtin)"}
+    order = {op: i for i, op in enumerate(IRQSOFF_OPS)}
+    out = []
+    for op in sorted({r["op"] for r in rows}, key=lambda o: (order.get(o, 99), o)):
+        for r in sorted((r for r in rows if r["op"] == op), key=lambda r: r["mode"]):
+            out.append([what.get(op, op), r["mode"], fmt(r["longest_us"]),
+                        ", ".join(fmt(v) for v in r["each_us"]),
+                        f"`{r['started_at']}`", f"`{r['ended_at']}`"])
+        if op in ratios:
+            out.append([what.get(op, op), "rust/c", fmt(ratios[op], 3), "", "", ""])
+    return ["## irqsoff: the longest interrupts-off section", "",
+            "A kernel of its own (the main one plus `CONFIG_IRQSOFF_TRACER`, whose hooks "
+            "in every interrupt toggle would shift the other figures), booted on one vCPU: "
+            "with several, single-threaded TCG runs them in turn and the guest clock counts "
+            "all their instructions, so a section that spans a turn would count the other "
+            "CPUs' too. `current_tracer` irqsoff with its function tracing off, the function "
+            "tracer in a tracing instance. Per window: `tracing_max_latency` reset, the "
+            "operation, the longest section with interrupts off in between (µs of the "
+            "tracer's clock; with -icount shift=0, thousands of guest instructions) and "
+            "where it started and ended. The modes take turns, three windows each, each "
+            "turn after a flip and a tracer enable and disable not counted; the longest of "
+            "the three in the table. `nothing`: the window without an operation, what the "
+            "rest of the system contributes.", "",
+            table(["during", "mode", "longest (µs)", "each window (µs)", "started at",
+                   "ended at"], out), ""]
+
+
 def ratio(rows, key, value, against="c", of="rust"):
     by = {(r[key[0]], r[key[1]]): r[value] for r in rows}
     out = {}
@@ -605,6 +659,8 @@ def report(doc):
                          "transaction/one by one: cost", "wrong sites (both ways)"], rows), ""]
     if "ftrace" in doc:
         lines += ftrace_report(doc["ftrace"])
+    if "irqsoff" in doc:
+        lines += irqsoff_report(doc["irqsoff"])
     if "isolation" in doc:
         iso = doc["isolation"]
         rows = [[r["sites"], r["mode"], r["defer"], r["flips"], fmt(r["ipi_rounds_per_flip"], 2),
@@ -634,7 +690,7 @@ def report(doc):
                 for r in doc["isolation"]["tlb"]]
         lines += ["## isolation: kernel TLB flushes while isolated CPUs run user space", "",
                   "1000 vmalloc()/vfree() pairs of 16 pages on a housekeeping CPU, "
-                  "`vm_unmap_aliases()` every 64 (lazy purges: `flush_tlb_kernel_range()`), "
+                  "`vm_unmap_aliases()` every 64 (lazy purges: `flush_tlb_kernel_range_deferrable()`), "
                   "while user-space loops run on CPUs 2 and 3, kernel TLB flush deferral "
                   "(`text_poke/defer_tlb`) off and on, same boot. x86 sends a kernel range "
                   "flush as a function call: it shows in CAL, not in TLB (which counts user "
@@ -804,8 +860,8 @@ def plots(doc, out):
 
 
 # The sections of demo.json, in order.
-SECTIONS = ("flip", "upstream_key", "lookup", "txn", "ftrace", "scale", "isolation", "entry",
-            "qpw", "branch", "pipe")
+SECTIONS = ("flip", "upstream_key", "lookup", "txn", "ftrace", "irqsoff", "scale", "isolation",
+            "entry", "qpw", "branch", "pipe")
 
 
 def main():
@@ -843,6 +899,8 @@ def main():
         doc["txn"] = txn_rows(results, unit)
     if "ftrace" in args.scenario:
         doc["ftrace"] = ftrace_rows(results, unit)
+    if "irqsoff" in args.scenario:
+        doc["irqsoff"] = irqsoff_rows(results)
     if "scale" in args.scenario:
         doc["scale"] = scale_rows(results)
     if "qpw" in args.scenario:

@@ -433,11 +433,12 @@ bool text_poke_rs_run_mappable(const unsigned long *pages, unsigned int n)
 }
 
 /*
- * Maps the text pages at @pages[0..@n) (page addresses) and switches to
- * the poking mm, interrupts off, for text_poke_rs_run_write(). Returns 0,
- * or an error with nothing mapped: -EINVAL for a bad @n, -EAGAIN before
- * the runs' page table is made at boot, -EFAULT for a page that is not
- * text that can be mapped (with a warning).
+ * Maps the text pages at @pages[0..@n) (page addresses) in the poking mm
+ * for text_poke_rs_run_write(), under the PTE lock: preemption stays off
+ * until text_poke_rs_run_unmap(), interrupts are off only while a chunk
+ * of writes is made. Returns 0, or an error with nothing mapped: -EINVAL
+ * for a bad @n, -EAGAIN before the runs' page table is made at boot,
+ * -EFAULT for a page that is not text that can be mapped (with a warning).
  */
 int text_poke_rs_run_map(struct text_poke_rs_run *run,
 			 const unsigned long *pages, unsigned int n)
@@ -461,16 +462,12 @@ int text_poke_rs_run_map(struct text_poke_rs_run *run,
 	run->ptep = get_locked_pte(text_poke_mm, base, &run->ptl);
 	if (WARN_ON_ONCE(!run->ptep))
 		return -ENOMEM;
-	local_irq_save(run->flags);
+	/* The poking mm is loaded nowhere: no need to keep interrupts out. */
 	for (i = 0; i < n; i++)
 		set_pte_at(text_poke_mm, base + i * PAGE_SIZE, run->ptep + i,
 			   mk_pte(page[i], prot));
 	run->n = n;
 	run->fail = false;
-	/* A compiler barrier too: the PTEs are set before the writes. */
-	run->prev = use_temporary_mm(text_poke_mm);
-	kasan_disable_current();
-	text_poke_rs_note_mm_switch();
 	return 0;
 }
 
@@ -494,6 +491,15 @@ static bool text_poke_rs_run_landed(const struct text_poke_rs_write *w,
  * through a mapping of the wrong page reads back right through the mapping
  * and wrong in the text. Returns how many differ, or, not written at all,
  * do not lie within the run.
+ *
+ * The writes are made in the poking mm with interrupts off, as text_poke()
+ * makes its one write: an interrupt handler never runs with the writable
+ * alias of the text mapped. The Rust batch hands the writes of a run over
+ * in chunks of TEXT_POKE_RS_RUN_WRITES at most (more are refused: none of
+ * them is made) and interrupts come in between, so that the longest
+ * interrupts-off section stays near text_poke()'s however many sites a run
+ * holds. The TLB entries of the poking mm stay valid from chunk to chunk:
+ * its PTEs do not change until text_poke_rs_run_unmap().
  */
 unsigned int text_poke_rs_run_write(struct text_poke_rs_run *run,
 				    const struct text_poke_rs_write *w,
@@ -503,6 +509,13 @@ unsigned int text_poke_rs_run_write(struct text_poke_rs_run *run,
 	u8 *base = (u8 *)text_poke_rs_run_base();
 	unsigned int i = 0, j, wrong = 0;
 
+	if (WARN_ON_ONCE(n > TEXT_POKE_RS_RUN_WRITES))
+		return n;
+	local_irq_save(run->flags);
+	/* A compiler barrier too: the PTEs are set before the writes. */
+	run->prev = use_temporary_mm(text_poke_mm);
+	kasan_disable_current();
+	text_poke_rs_note_mm_switch();
 	if (unlikely(run->fail) && n) {
 		/* Fault injection: the run's first write does not land. */
 		run->fail = false;
@@ -535,6 +548,10 @@ unsigned int text_poke_rs_run_write(struct text_poke_rs_run *run,
 		wrong += !!diff;
 	}
 	lass_clac();
+	kasan_enable_current();
+	/* Serialising: this CPU sees the new text from here on. */
+	unuse_temporary_mm(run->prev);
+	local_irq_restore(run->flags);
 	return wrong;
 }
 
@@ -544,17 +561,16 @@ void text_poke_rs_run_unmap(struct text_poke_rs_run *run)
 	unsigned long base = text_poke_rs_run_base();
 	unsigned int i;
 
-	kasan_enable_current();
 	/* The PTEs are cleared after the writes. */
 	barrier();
 	for (i = 0; i < run->n; i++)
 		pte_clear(text_poke_mm, base + i * PAGE_SIZE, run->ptep + i);
-	/* Serialising: this CPU sees the new text from here on. */
-	unuse_temporary_mm(run->prev);
-	/* No IPI: the poking mm is not loaded anywhere now. */
+	/*
+	 * No IPI: the poking mm is not loaded anywhere now. Its TLB entries
+	 * on this CPU go when it is next switched to.
+	 */
 	flush_tlb_mm_range(text_poke_mm, base, base + run->n * PAGE_SIZE,
 			   PAGE_SHIFT, false);
-	local_irq_restore(run->flags);
 	pte_unmap_unlock(run->ptep, run->ptl);
 }
 

@@ -74,13 +74,18 @@ struct text_poke_rs_stats {
 
 /* The most text pages one temporary mapping of the Rust batch holds. */
 #define TEXT_POKE_RS_RUN_PAGES	64
+/*
+ * The most writes text_poke_rs_run_write() makes at once, in one
+ * interrupts-off section (RUN_CHUNK in kernel/jump_label_rs/poke.rs).
+ */
+#define TEXT_POKE_RS_RUN_WRITES	64
 
 /**
  * struct text_poke_rs_run - a run of text pages mapped for writing
  * @ptep: the PTE of the run's first page in the poking mm
  * @ptl: its lock
- * @prev: the mm to switch back to
- * @flags: the interrupt state to restore
+ * @prev: the mm to switch back to after a chunk of writes
+ * @flags: the interrupt state to restore after a chunk of writes
  * @n: the pages mapped
  * @fail: fault injection drops the run's first write (CONFIG_FAIL_TEXT_POKE_RS):
  *	set by the Rust batch once the run is mapped
