@@ -207,6 +207,69 @@ pub fn resume(word: &impl Word, left: Context) {
     }
 }
 
+/// The entries of a CPU that came while RCU was not watching (NMIs, machine checks, interrupts
+/// from idle or user space), two bits per nesting level, the innermost lowest: [`LEVEL_USER`],
+/// the entry took the word from [`Context::User`], and [`LEVEL_TAKING`], it may have taken work
+/// it has not run yet. Only its own CPU reads and writes them, at entry and exit, where another
+/// such entry can nest between any two instructions and leaves them as it found them.
+pub trait Levels {
+    /// Reads the levels.
+    fn load(&self) -> u32;
+    /// Writes the levels.
+    fn store(&self, levels: u32);
+}
+
+/// The bits of one level of [`Levels`].
+pub const LEVEL_BITS: u32 = 2;
+/// A level's entry took the word from [`Context::User`]: its exit gives it back.
+pub const LEVEL_USER: u32 = 1;
+/// A level's entry may have taken work from the word and not run it yet.
+pub const LEVEL_TAKING: u32 = 2;
+
+/// [`interrupt`] for an entry that may nest in another one, or have another nest in it before
+/// it is done: an NMI from user space takes the word, and a machine check arriving before the
+/// NMI's handler runs comes here too and finds the word saying [`Context::Kernel`]. Each entry
+/// records what it left as its own level, so that only the exit of the entry that took the
+/// word ([`nmi_exit`]) gives it back; and an entry nesting in one that may have taken work it
+/// has not run yet runs every kind of work (each is idempotent), since that work is no longer
+/// in the word. Returns the work to run, which the caller runs first, then
+/// calls [`nmi_ran`].
+///
+/// Never panics and never calls out: it runs on the entry path.
+#[inline(always)]
+pub fn nmi_enter(word: &impl Word, levels: &impl Levels) -> Work {
+    let outer = levels.load();
+    // Taking from here on: an entry nesting in this one runs everything.
+    levels.store(outer << LEVEL_BITS | LEVEL_TAKING);
+    let (left, mut work) = interrupt(word);
+    if outer & LEVEL_TAKING != 0 {
+        work = Work(Work::ALL);
+    }
+    let user = if left == Context::User { LEVEL_USER } else { 0 };
+    let taking = if work.is_empty() { 0 } else { LEVEL_TAKING };
+    levels.store(outer << LEVEL_BITS | user | taking);
+    work
+}
+
+/// The work [`nmi_enter`] returned has run: an entry nesting from here on needs nothing of it.
+#[inline(always)]
+pub fn nmi_ran(levels: &impl Levels) {
+    levels.store(levels.load() & !LEVEL_TAKING);
+}
+
+/// The way back from [`nmi_enter`]: drops this entry's level, and returns the word to
+/// [`Context::User`] if this entry took it from there.
+///
+/// Never panics and never calls out: it runs on the exit path.
+#[inline(always)]
+pub fn nmi_exit(word: &impl Word, levels: &impl Levels) {
+    let all = levels.load();
+    levels.store(all >> LEVEL_BITS);
+    if all & LEVEL_USER != 0 {
+        exit(word);
+    }
+}
+
 /// Return to user space: records [`Context::User`] with no work pending.
 ///
 /// While the word said [`Context::Kernel`], no sender set bits ([`defer`] fails then), so none

@@ -8,14 +8,14 @@
 //!
 //! Deferral applies to a CPU only while all of these hold: it is online and `nohz_full` (never a
 //! housekeeping CPU), context tracking is active there (its hooks are what set
-//! [`Context::User`]), deferral is switched on (`text_poke_defer=`, `text_poke/defer`), it is
-//! in user space (not idle, not in a guest, not in the kernel), and the batch writes nothing
-//! that a CPU can run between its entry instruction and the hook that takes the work (see the
-//! danger zone in `ct_work_rs.c`).
+//! [`Context::User`](ct_work::Context::User)), deferral is switched on (`text_poke_defer=`,
+//! `text_poke/defer`), it is in user space (not idle, not in a guest, not in the kernel), and
+//! the batch writes nothing that a CPU can run between its entry instruction and the hook that
+//! takes the work (see the danger zone in `ct_work_rs.c`).
 //!
 //! C header: [`include/linux/ct_work_rs.h`](srctree/include/linux/ct_work_rs.h).
 
-use crate::ct_work::{self, Context, Deferral, Value, Word, Work};
+use crate::ct_work::{self, Deferral, Levels, Value, Word, Work};
 use crate::poke::PokeLoc;
 use core::{
     ffi::c_int,
@@ -312,41 +312,70 @@ pub unsafe extern "C" fn ct_work_rs_exit(word: *mut u32) {
     ct_work::exit(&unsafe { CpuWord::at(word) });
 }
 
-/// An NMI, or an interrupt while RCU was not watching, from `ct_nmi_enter()`: takes the work
-/// pending, and tells in `left_user` whether the word said user space, for
-/// [`ct_work_rs_resume`].
-///
-/// As [`ct_work_rs_enter`], runs in the danger zone.
-///
-/// # Safety
-///
-/// `word` is this CPU's `ct_work_rs_word`, `left_user` is valid for a write.
-#[no_mangle]
-#[link_section = ".noinstr.text"]
-pub unsafe extern "C" fn ct_work_rs_interrupt(word: *mut u32, left_user: *mut bool) -> u32 {
-    // SAFETY: As the caller guarantees.
-    let (left, work) = ct_work::interrupt(&unsafe { CpuWord::at(word) });
-    // SAFETY: As the caller guarantees.
-    unsafe { left_user.write(left == Context::User) };
-    work.bits()
+/// A CPU's nesting levels of entries while RCU was not watching (`ct_work_rs_nmi_levels`).
+struct CpuLevels(*mut u32);
+
+impl Levels for CpuLevels {
+    #[inline(always)]
+    fn load(&self) -> u32 {
+        // SAFETY: `CpuLevels` is only made of this CPU's `ct_work_rs_nmi_levels`, which only
+        // this CPU accesses: a nested entry runs to its end between two of these accesses.
+        unsafe { self.0.read_volatile() }
+    }
+
+    #[inline(always)]
+    fn store(&self, levels: u32) {
+        // SAFETY: As in `load()`.
+        unsafe { self.0.write_volatile(levels) }
+    }
 }
 
-/// The way back from [`ct_work_rs_interrupt`], from `ct_nmi_exit()`.
+/// An NMI, or an interrupt while RCU was not watching, from `ct_nmi_enter()` when the word
+/// does not say kernel or the entry it nests in may not have run the work it took: returns the
+/// work to run and records this entry's level ([`ct_work::nmi_enter`]).
 ///
 /// As [`ct_work_rs_enter`], runs in the danger zone.
 ///
 /// # Safety
 ///
-/// `word` is this CPU's `ct_work_rs_word`; `left_user` is what [`ct_work_rs_interrupt`] told
-/// of this NMI.
+/// `word` is this CPU's `ct_work_rs_word` and `levels` its `ct_work_rs_nmi_levels`; the caller
+/// runs with interrupts off.
 #[no_mangle]
 #[link_section = ".noinstr.text"]
-pub unsafe extern "C" fn ct_work_rs_resume(word: *mut u32, left_user: bool) {
-    let left = if left_user {
-        Context::User
-    } else {
-        Context::Kernel
-    };
+pub unsafe extern "C" fn ct_work_rs_nmi_take(word: *mut u32, levels: *mut u32) -> u32 {
     // SAFETY: As the caller guarantees.
-    ct_work::resume(&unsafe { CpuWord::at(word) }, left);
+    ct_work::nmi_enter(&unsafe { CpuWord::at(word) }, &CpuLevels(levels)).bits()
+}
+
+/// The work [`ct_work_rs_nmi_take`] returned has run ([`ct_work::nmi_ran`]).
+///
+/// As [`ct_work_rs_enter`], runs in the danger zone.
+///
+/// # Safety
+///
+/// `levels` is this CPU's `ct_work_rs_nmi_levels`; the caller runs with interrupts off.
+#[no_mangle]
+#[link_section = ".noinstr.text"]
+pub unsafe extern "C" fn ct_work_rs_nmi_ran(levels: *mut u32) {
+    const _: () = assert!(
+        ct_work::LEVEL_BITS == bindings::CT_WORK_RS_LEVEL_BITS
+            && ct_work::LEVEL_USER == bindings::CT_WORK_RS_LEVEL_USER
+            && ct_work::LEVEL_TAKING == bindings::CT_WORK_RS_LEVEL_TAKING
+    );
+    ct_work::nmi_ran(&CpuLevels(levels));
+}
+
+/// The way back from [`ct_work_rs_nmi_take`], from `ct_nmi_exit()` when this entry's level says
+/// it took the word from user space ([`ct_work::nmi_exit`]).
+///
+/// As [`ct_work_rs_enter`], runs in the danger zone.
+///
+/// # Safety
+///
+/// As for [`ct_work_rs_nmi_take`].
+#[no_mangle]
+#[link_section = ".noinstr.text"]
+pub unsafe extern "C" fn ct_work_rs_nmi_give(word: *mut u32, levels: *mut u32) {
+    // SAFETY: As the caller guarantees.
+    ct_work::nmi_exit(&unsafe { CpuWord::at(word) }, &CpuLevels(levels));
 }

@@ -75,8 +75,8 @@ bool ct_work_rs_tlb_enabled __read_mostly = IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS
 unsigned long ct_work_rs_wait_ns __read_mostly = 50 * NSEC_PER_USEC;
 
 DEFINE_PER_CPU_ALIGNED(u32, ct_work_rs_words);
-/* The NMI being handled came from user space: ct_work_rs_nmi_enter(). */
-DEFINE_PER_CPU(bool, ct_work_rs_nmi_user);
+/* The nesting levels of entries while RCU was not watching (ct_work_rs.h). */
+DEFINE_PER_CPU(u32, ct_work_rs_nmi_levels);
 /* Entries that ran work instead of taking an IPI. */
 static DEFINE_PER_CPU(unsigned long, ct_work_rs_run);
 
@@ -143,20 +143,19 @@ noinstr void ct_work_rs_user_enter(void)
 noinstr void __ct_work_rs_nmi_enter(void)
 {
 	unsigned int work;
-	bool user;
 
-	work = ct_work_rs_interrupt(raw_cpu_ptr(&ct_work_rs_words), &user);
-	raw_cpu_write(ct_work_rs_nmi_user, user);
-	if (unlikely(work))
+	work = ct_work_rs_nmi_take(raw_cpu_ptr(&ct_work_rs_words),
+				   raw_cpu_ptr(&ct_work_rs_nmi_levels));
+	if (unlikely(work)) {
 		ct_work_rs_run_work(work);
+		ct_work_rs_nmi_ran(raw_cpu_ptr(&ct_work_rs_nmi_levels));
+	}
 }
 
 noinstr void __ct_work_rs_nmi_exit(void)
 {
-	bool user = raw_cpu_read(ct_work_rs_nmi_user);
-
-	raw_cpu_write(ct_work_rs_nmi_user, false);
-	ct_work_rs_resume(raw_cpu_ptr(&ct_work_rs_words), user);
+	ct_work_rs_nmi_give(raw_cpu_ptr(&ct_work_rs_words),
+			    raw_cpu_ptr(&ct_work_rs_nmi_levels));
 }
 
 static void text_poke_rs_do_sync_core(void *info)

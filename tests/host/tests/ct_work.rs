@@ -9,10 +9,13 @@
 //! kernel text and returns to user space, twice, then keeps taking IPIs until the sender is
 //! done. Whenever the target runs kernel text, it must have serialised since the last text of
 //! every round done: no round may be both not interrupted and not run. Back in user space, it
-//! takes an NMI, which runs kernel text too. At the end, one more entry must catch up on
-//! whatever is still pending. Three broken variants show the check fails.
+//! takes an NMI, which runs kernel text too, and a machine check nests in it: before the
+//! NMI's entry took the word, or between that and the NMI's handler (an entry while RCU was
+//! not watching, as the NMI's, and with its own level). At the end, one more entry must catch
+//! up on whatever is still pending. Four broken variants show the check fails, one of them the
+//! single "this NMI came from user space" flag that a nested exit consumes.
 
-use jump_label_rs_host::ct_work::{self, Context, Deferral, Value, Word, Work};
+use jump_label_rs_host::ct_work::{self, Context, Deferral, Levels, Value, Word, Work};
 use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
 use loom::sync::Arc;
 use loom::thread;
@@ -45,12 +48,26 @@ impl Word for LoomWord {
     }
 }
 
+/// The nesting levels: only the target's thread touches them.
+struct LoomLevels(AtomicU32);
+
+impl Levels for LoomLevels {
+    fn load(&self) -> u32 {
+        self.0.load(SeqCst)
+    }
+
+    fn store(&self, levels: u32) {
+        self.0.store(levels, SeqCst)
+    }
+}
+
 /// The two sides of the protocol, as the model runs them.
 #[derive(Clone, Copy)]
 struct Protocol {
     defer: fn(&LoomWord, Work) -> Deferral,
     enter: fn(&LoomWord) -> Work,
-    interrupt: fn(&LoomWord) -> (Context, Work),
+    nmi_enter: fn(&LoomWord, &LoomLevels) -> Work,
+    nmi_exit: fn(&LoomWord, &LoomLevels),
 }
 
 fn defer(word: &LoomWord, work: Work) -> Deferral {
@@ -61,19 +78,68 @@ fn enter(word: &LoomWord) -> Work {
     ct_work::enter(word)
 }
 
-fn interrupt(word: &LoomWord) -> (Context, Work) {
-    ct_work::interrupt(word)
+/// As `ct_work_rs_nmi_enter()` in `include/linux/ct_work_rs.h` does: a word that says kernel
+/// in an entry that does not nest in one still taking pushes an empty level itself.
+fn nmi_enter(word: &LoomWord, levels: &LoomLevels) -> Work {
+    let all = levels.load();
+    if word.load() == Value::KERNEL && all & ct_work::LEVEL_TAKING == 0 {
+        levels.store(all << ct_work::LEVEL_BITS);
+        return Work::NONE;
+    }
+    ct_work::nmi_enter(word, levels)
+}
+
+/// As `ct_work_rs_nmi_exit()` does.
+fn nmi_exit(word: &LoomWord, levels: &LoomLevels) {
+    let all = levels.load();
+    if all & ct_work::LEVEL_USER == 0 {
+        levels.store(all >> ct_work::LEVEL_BITS);
+        return;
+    }
+    ct_work::nmi_exit(word, levels)
 }
 
 const CORRECT: Protocol = Protocol {
     defer,
     enter,
-    interrupt,
+    nmi_enter,
+    nmi_exit,
 };
 
 /// Broken: an NMI only reads the word, leaving the work for the next entry.
-fn interrupt_peek(word: &LoomWord) -> (Context, Work) {
-    (word.load().context(), Work::NONE)
+fn nmi_enter_peek(word: &LoomWord, levels: &LoomLevels) -> Work {
+    let user = word.load().context() == Context::User;
+    levels.store(levels.load() << ct_work::LEVEL_BITS | u32::from(user));
+    Work::NONE
+}
+
+/// Broken: levels, but a nested entry that finds the word saying kernel runs nothing, even when
+/// the entry it nests in took work and has not run it yet.
+fn nmi_enter_ignore_taking(word: &LoomWord, levels: &LoomLevels) -> Work {
+    let all = levels.load();
+    let (left, work) = ct_work::interrupt(word);
+    levels.store(all << ct_work::LEVEL_BITS | u32::from(left == Context::User));
+    work
+}
+
+/// Broken: one flag for all levels, as a plain per-CPU bool would be. An entry that finds the
+/// word saying kernel leaves it alone (the word is only read then), so a machine check nesting
+/// in an NMI from user space finds the NMI's flag set, and its exit gives the word back to user
+/// space while the NMI's handler is still to run.
+fn nmi_enter_one_flag(word: &LoomWord, levels: &LoomLevels) -> Work {
+    if word.load() == Value::KERNEL {
+        return Work::NONE;
+    }
+    let (left, work) = ct_work::interrupt(word);
+    levels.store(u32::from(left == Context::User));
+    work
+}
+
+fn nmi_exit_one_flag(word: &LoomWord, levels: &LoomLevels) {
+    if levels.load() != 0 {
+        levels.store(0);
+        ct_work::exit(word);
+    }
 }
 
 /// Broken: entry reads the word, then writes it, instead of exchanging it.
@@ -97,6 +163,7 @@ fn defer_load_store(word: &LoomWord, work: Work) -> Deferral {
 
 struct Cpu {
     word: LoomWord,
+    levels: LoomLevels,
     /// The version of the kernel text the sender last wrote.
     text: AtomicU32,
     /// An IPI is pending on the target.
@@ -129,24 +196,56 @@ fn kernel_visit(cpu: &Cpu, p: Protocol) {
     ct_work::exit(&cpu.word);
 }
 
-/// An NMI while the target is in user space: it runs kernel text (a perf handler, say) without
-/// passing the entry of a system call, and cannot take an IPI; then the target is back in user
-/// space.
-fn nmi_visit(cpu: &Cpu, p: Protocol) {
-    let (left, work) = (p.interrupt)(&cpu.word);
+/// An entry while RCU was not watching runs the work it took.
+fn nmi_run(cpu: &Cpu, work: Work) {
     if work.contains(Work::SYNC_CORE) {
         cpu.synced.store(cpu.text.load(SeqCst), SeqCst);
     }
+    ct_work::nmi_ran(&cpu.levels);
+}
+
+/// The handler of an entry while RCU was not watching (an NMI, a machine check) runs kernel
+/// text, which must be at least as new as every round done.
+fn nmi_handler(cpu: &Cpu, what: &str) {
     let done = cpu.done.load(SeqCst);
     let synced = cpu.synced.load(SeqCst);
     assert!(
         synced >= done,
-        "NMI ran kernel text after round {done} with text {synced}"
+        "{what} ran kernel text after round {done} with text {synced}"
     );
-    ct_work::resume(&cpu.word, left);
 }
 
-fn model(p: Protocol) {
+/// A machine check nesting in an NMI before the NMI's handler runs.
+fn mc_visit(cpu: &Cpu, p: Protocol) {
+    let work = (p.nmi_enter)(&cpu.word, &cpu.levels);
+    nmi_run(cpu, work);
+    nmi_handler(cpu, "machine check");
+    (p.nmi_exit)(&cpu.word, &cpu.levels);
+}
+
+/// An NMI while the target is in user space: it runs kernel text (a perf handler, say) without
+/// passing the entry of a system call, and cannot take an IPI; then the target is back in user
+/// space. A machine check nests in it: before its entry took the word (`mc` 0), after that but
+/// before the work it took ran (`mc` 1), after that but before its handler (`mc` 2), or not at
+/// all.
+fn nmi_visit(cpu: &Cpu, p: Protocol, mc: u32) {
+    if mc == 0 {
+        mc_visit(cpu, p);
+    }
+    let work = (p.nmi_enter)(&cpu.word, &cpu.levels);
+    if mc == 1 {
+        mc_visit(cpu, p);
+    }
+    nmi_run(cpu, work);
+    if mc == 2 {
+        mc_visit(cpu, p);
+    }
+    nmi_handler(cpu, "NMI");
+    (p.nmi_exit)(&cpu.word, &cpu.levels);
+    assert_eq!(cpu.levels.load(), 0, "levels left behind");
+}
+
+fn model(p: Protocol, mc: u32) {
     // At most four preemptions: the broken variants are caught with two, and the unbounded
     // exploration, which passes too, takes about nine minutes.
     let mut builder = loom::model::Builder::new();
@@ -154,6 +253,7 @@ fn model(p: Protocol) {
     builder.check(move || {
         let cpu = Arc::new(Cpu {
             word: LoomWord(AtomicU32::new(Value::USER.raw())),
+            levels: LoomLevels(AtomicU32::new(0)),
             text: AtomicU32::new(0),
             ipi: AtomicBool::new(false),
             done: AtomicU32::new(0),
@@ -179,7 +279,7 @@ fn model(p: Protocol) {
         for _ in 0..ENTRIES {
             kernel_visit(&cpu, p);
         }
-        nmi_visit(&cpu, p);
+        nmi_visit(&cpu, p, mc);
         // Back in user space for good: only an IPI brings it into the kernel.
         while !cpu.finished.load(SeqCst) {
             if cpu.ipi.load(SeqCst) {
@@ -194,9 +294,27 @@ fn model(p: Protocol) {
     });
 }
 
+/// No machine check.
+const NO_MC: u32 = 3;
+
 #[test]
 fn deferral_never_loses_a_sync() {
-    model(CORRECT);
+    model(CORRECT, NO_MC);
+}
+
+#[test]
+fn machine_check_before_the_nmi_took_the_word() {
+    model(CORRECT, 0);
+}
+
+#[test]
+fn machine_check_before_the_nmi_ran_its_work() {
+    model(CORRECT, 1);
+}
+
+#[test]
+fn machine_check_before_the_nmi_handler() {
+    model(CORRECT, 2);
 }
 
 #[test]
@@ -205,7 +323,7 @@ fn broken_entry_is_caught() {
         enter: enter_load_store,
         ..CORRECT
     };
-    assert!(std::panic::catch_unwind(|| model(broken)).is_err());
+    assert!(std::panic::catch_unwind(|| model(broken, NO_MC)).is_err());
 }
 
 #[test]
@@ -214,16 +332,38 @@ fn broken_sender_is_caught() {
         defer: defer_load_store,
         ..CORRECT
     };
-    assert!(std::panic::catch_unwind(|| model(broken)).is_err());
+    assert!(std::panic::catch_unwind(|| model(broken, NO_MC)).is_err());
 }
 
 #[test]
 fn broken_nmi_is_caught() {
     let broken = Protocol {
-        interrupt: interrupt_peek,
+        nmi_enter: nmi_enter_peek,
         ..CORRECT
     };
-    assert!(std::panic::catch_unwind(|| model(broken)).is_err());
+    assert!(std::panic::catch_unwind(|| model(broken, NO_MC)).is_err());
+}
+
+#[test]
+fn ignoring_work_taken_and_not_run_is_caught() {
+    let broken = Protocol {
+        nmi_enter: nmi_enter_ignore_taking,
+        ..CORRECT
+    };
+    model(broken, 2);
+    assert!(std::panic::catch_unwind(|| model(broken, 1)).is_err());
+}
+
+#[test]
+fn one_flag_for_nested_entries_is_caught() {
+    let broken = Protocol {
+        nmi_enter: nmi_enter_one_flag,
+        nmi_exit: nmi_exit_one_flag,
+        ..CORRECT
+    };
+    // Without a machine check one flag does.
+    model(broken, NO_MC);
+    assert!(std::panic::catch_unwind(|| model(broken, 2)).is_err());
 }
 
 /// Requests coalesce, work is only recorded for a CPU in user space, and entry takes it all.
