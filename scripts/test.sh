@@ -98,12 +98,14 @@ for q in 1 0; do
 		--kernel_args=text_poke=rust --kernel_args=qpw=$q --kernel_args=ftrace=nop qpw_cache
 done
 
-# The overlay in kernels that do not use it (scripts/kunitconfig/): one
-# with Rust but CONFIG_TEXT_POKE_RS=n, where Rust static keys go through
-# upstream's C update and batch, and one without Rust. Each builds in a
-# directory of its own and boots once: the Rust static-key suite there,
-# upstream's list suite here as a sign of life.
-for cfg in rs-off:rust_static_key rust-off:list-kunit-test; do
+# The overlay in other configurations (scripts/kunitconfig/): one with
+# Rust but CONFIG_TEXT_POKE_RS=n, where Rust static keys go through
+# upstream's C update and batch, one without Rust, and a paravirtualized
+# one that can boot as a Xen PV guest (PARAVIRT_XXL, where kernel TLB
+# flushes are not deferred). Each builds in a directory of its own and
+# boots once: the Rust static-key suite in the first, upstream's list
+# suite in the second as a sign of life, the deferral suite in the last.
+for cfg in rs-off:rust_static_key rust-off:list-kunit-test paravirt:text_poke_rs_defer; do
 	name=${cfg%%:*} suite=${cfg#*:}
 	msg "kernel build with scripts/kunitconfig/$name and KUnit $suite"
 	jsons+=(--kunit-of "$JLRS_CACHE/$JLRS_BASE_VERSION/kunit-$name.json" "$suite")

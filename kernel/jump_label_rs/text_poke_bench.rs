@@ -976,8 +976,8 @@ fn key_named(word: Option<&str>) -> Result<&'static BenchKey> {
 
 /// Parses `flip KEY FLIPS`, `lookup KEY FLIPS`, `txn FLIPS`, `modtxn MS`, `modkey 0|1`,
 /// `set KEY 0|1`, `sites KEY`, `faults KEY|txn`, `holdjl MS`, `entry N`, `vstorm N`, `vread`,
-/// `vreuse`, `vcheck`, `vtables pmd|pud`, `lrudrain N`, `lockcost N`, `branch N` or `upstream FLIPS`, where KEY is
-/// a number of sites or `noinstr`.
+/// `vreuse`, `vcheck`, `vtables pmd|pud`, `lrudrain N`, `lockcost N`, `branch N` or
+/// `upstream FLIPS`, where KEY is a number of sites or `noinstr`.
 fn parse(cmd: &[u8]) -> Result<Command> {
     let text = core::str::from_utf8(cmd).map_err(|_| EINVAL)?;
     let mut words = text.split_ascii_whitespace();

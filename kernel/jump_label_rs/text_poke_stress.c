@@ -270,6 +270,7 @@ void text_poke_trace_stop(struct text_poke_trace *seen)
 	*seen = text_poke_trace_seen;
 }
 
+#ifdef CONFIG_TEXT_POKE_RS_BENCH
 /*
  * A key of upstream's with sites over many pages of the kernel image, for
  * the benchmark: the write_msr tracepoint's, inlined wherever an MSR is
@@ -280,6 +281,7 @@ struct static_key_false *text_poke_rs_upstream_key(void)
 {
 	return &__tracepoint_write_msr.key;
 }
+#endif
 
 struct text_poke_stress_exec {
 	struct task_struct *task;

@@ -112,8 +112,12 @@ static __always_inline void ct_work_rs_flush_tlb_all(bool invpcid)
 /* Out of line: the hooks' path with no work stays a few instructions. */
 static noinstr noinline void ct_work_rs_run_work(unsigned int work)
 {
-	/* The flush first: sync_core() may IRET, on this task's stack. */
-	if (work & CT_WORK_RS_TLB_FLUSH)
+	/*
+	 * The flush first: sync_core() may IRET, on this task's stack. Only
+	 * where flushes are deferred: an entry nesting in one that took work
+	 * it has not run asks for every kind.
+	 */
+	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS) && (work & CT_WORK_RS_TLB_FLUSH))
 		ct_work_rs_flush_tlb_all(cpu_feature_enabled(X86_FEATURE_INVPCID));
 	if (work & CT_WORK_RS_SYNC_CORE)
 		sync_core();
