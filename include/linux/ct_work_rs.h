@@ -163,7 +163,7 @@ bool ct_work_rs_flush_tlb_local(bool cr4);
 /* Implemented in Rust (kernel/jump_label_rs/defer.rs). */
 bool ct_work_rs_defer(int cpu, unsigned int work);
 /* The same, in .noinstr.text. */
-unsigned int ct_work_rs_enter(u32 *word);
+unsigned int ct_work_rs_enter(u32 *word, u32 *levels);
 void ct_work_rs_exit(u32 *word);
 unsigned int ct_work_rs_nmi_take(u32 *word, u32 *levels);
 void ct_work_rs_nmi_ran(u32 *levels);
@@ -183,10 +183,11 @@ static inline void ct_work_rs_debugfs_init(struct dentry *dir) { }
 
 /*
  * A kernel TLB flush that an isolated CPU in user space may take at its
- * next entry instead of an IPI: only vmalloc's lazy purge, whose page
- * tables stay (arch/x86/kernel/ct_work_rs.c says why). Every other kernel
- * range flush, the one before a page-table page is freed first among them,
- * is flush_tlb_kernel_range(), which interrupts every CPU.
+ * next entry instead of an IPI: only vmalloc's lazy purge and
+ * vm_unmap_aliases(), whose page tables stay (arch/x86/kernel/ct_work_rs.c
+ * says why). Every other kernel range flush, the one before a page-table
+ * page is freed first among them, is flush_tlb_kernel_range(), which
+ * reaches every CPU at once.
  */
 #ifdef CONFIG_TLB_FLUSH_DEFER_RS
 void flush_tlb_kernel_range_deferrable(unsigned long start, unsigned long end);

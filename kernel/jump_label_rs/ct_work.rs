@@ -251,7 +251,26 @@ pub fn nmi_enter(word: &impl Word, levels: &impl Levels) -> Work {
     work
 }
 
-/// The work [`nmi_enter`] returned has run: an entry nesting from here on needs nothing of it.
+/// [`enter`] as the entry from user space makes it: while it takes the work and until the
+/// caller ran it ([`nmi_ran`]), an entry nesting in it (an NMI, a machine check: RCU is not
+/// watching yet) finds [`LEVEL_TAKING`] and runs every kind of work itself, since the work
+/// taken is no longer in the word. No entry while RCU was not watching is open here: the mark
+/// is on the empty level below them.
+///
+/// Never panics and never calls out: it runs on the entry path.
+#[inline(always)]
+pub fn enter_levels(word: &impl Word, levels: &impl Levels) -> Work {
+    let outer = levels.load();
+    levels.store(outer | LEVEL_TAKING);
+    let work = enter(word);
+    if work.is_empty() {
+        levels.store(outer);
+    }
+    work
+}
+
+/// The work [`nmi_enter`] or [`enter_levels`] returned has run: an entry nesting from here on
+/// needs nothing of it.
 #[inline(always)]
 pub fn nmi_ran(levels: &impl Levels) {
     levels.store(levels.load() & !LEVEL_TAKING);

@@ -282,19 +282,21 @@ pub fn sync(may_defer: bool) {
 }
 
 /// Kernel entry from user space, from `__ct_user_exit()`: takes the work pending and returns it
-/// for the caller to run before anything else.
+/// for the caller to run before anything else, then to tell [`ct_work_rs_nmi_ran`]
+/// ([`ct_work::enter_levels`]).
 ///
 /// Runs in the danger zone: it lives in `.noinstr.text`, and everything it uses is inlined;
 /// nothing panics or calls out.
 ///
 /// # Safety
 ///
-/// `word` is this CPU's `ct_work_rs_word`, and the caller runs with interrupts off.
+/// `word` is this CPU's `ct_work_rs_word` and `levels` its `ct_work_rs_nmi_levels`, and the
+/// caller runs with interrupts off.
 #[no_mangle]
 #[link_section = ".noinstr.text"]
-pub unsafe extern "C" fn ct_work_rs_enter(word: *mut u32) -> u32 {
+pub unsafe extern "C" fn ct_work_rs_enter(word: *mut u32, levels: *mut u32) -> u32 {
     // SAFETY: As the caller guarantees.
-    ct_work::enter(&unsafe { CpuWord::at(word) }).bits()
+    ct_work::enter_levels(&unsafe { CpuWord::at(word) }, &CpuLevels(levels)).bits()
 }
 
 /// Return to user space, from `__ct_user_enter()`: the CPU now takes work at its next entry.
@@ -347,7 +349,8 @@ pub unsafe extern "C" fn ct_work_rs_nmi_take(word: *mut u32, levels: *mut u32) -
     ct_work::nmi_enter(&unsafe { CpuWord::at(word) }, &CpuLevels(levels)).bits()
 }
 
-/// The work [`ct_work_rs_nmi_take`] returned has run ([`ct_work::nmi_ran`]).
+/// The work [`ct_work_rs_nmi_take`] or [`ct_work_rs_enter`] returned has run
+/// ([`ct_work::nmi_ran`]).
 ///
 /// As [`ct_work_rs_enter`], runs in the danger zone.
 ///

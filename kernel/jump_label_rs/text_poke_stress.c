@@ -769,14 +769,16 @@ static bool text_poke_vleaf(unsigned long addr, unsigned int level)
 int text_poke_vtables(unsigned int level, unsigned long *cpus)
 {
 	unsigned long size = 1UL << level, addr;
+	/* Physical memory of the kernel image, aligned; never accessed. */
+	phys_addr_t phys = __pa_symbol(_text) & ~(size - 1);
 	unsigned int before[NR_CPUS > 64 ? 64 : NR_CPUS];
 	struct vm_struct *area;
 	int cpu, ret;
 
 	if (level != PMD_SHIFT && level != PUD_SHIFT)
 		return -EINVAL;
-	if (level == PUD_SHIFT ? !arch_vmap_pud_supported(PAGE_KERNEL_RO) :
-				 !arch_vmap_pmd_supported(PAGE_KERNEL_RO))
+	if (level == PUD_SHIFT ? !arch_vmap_pud_supported(PAGE_NONE) :
+				 !arch_vmap_pmd_supported(PAGE_NONE))
 		return -EOPNOTSUPP;
 	/* VM_IOREMAP: aligned to its size. */
 	area = get_vm_area(size, VM_IOREMAP);
@@ -791,7 +793,8 @@ int text_poke_vtables(unsigned int level, unsigned long *cpus)
 	 * an address that is not 2M-aligned, or one 2M page.
 	 */
 	ret = vmap_page_range(addr, addr + PMD_SIZE,
-			      level == PMD_SHIFT ? PAGE_SIZE : 0, PAGE_KERNEL_RO);
+			      phys + (level == PMD_SHIFT ? PAGE_SIZE : 0),
+			      PAGE_NONE);
 	if (ret)
 		goto out;
 	vunmap_range(addr, addr + PMD_SIZE);
@@ -802,7 +805,7 @@ int text_poke_vtables(unsigned int level, unsigned long *cpus)
 		if (cpu < ARRAY_SIZE(before))
 			before[cpu] = text_poke_rs_ipis_received(cpu);
 	/* The page table freed, after a flush, and one huge entry made. */
-	ret = vmap_page_range(addr, addr + size, 0, PAGE_KERNEL_RO);
+	ret = vmap_page_range(addr, addr + size, phys, PAGE_NONE);
 	*cpus = 0;
 	for_each_online_cpu(cpu)
 		if (cpu < ARRAY_SIZE(before) &&

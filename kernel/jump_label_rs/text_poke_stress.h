@@ -132,8 +132,9 @@ int text_poke_vcheck(bool *reused, bool *stale);
  * @level bytes (PMD_SHIFT or PUD_SHIFT) of vmalloc space one level down (4K
  * pages, or a 2M page), unmaps it, then maps it whole with one huge entry,
  * for which vmap frees the page table under the entry after a flush
- * (pmd_free_pte_page(), pud_free_pmd_page()). The mappings are of physical
- * memory from address 0, read-only and never read. Sets *@cpus to the
+ * (pmd_free_pte_page(), pud_free_pmd_page()). The mappings are PAGE_NONE,
+ * of physical memory of the kernel image (never accessed, so no second
+ * memory type for it or for whatever lies next to it). Sets *@cpus to the
  * online CPUs (the first 64) that took a function-call IPI during that last
  * mapping. -EOPNOTSUPP if no aligned range or no huge mapping (no PSE or
  * GBPAGES, nohugeiomap), -EAGAIN if vmap kept the page table this time.

@@ -124,12 +124,20 @@ static noinstr noinline void ct_work_rs_run_work(unsigned int work)
 	raw_cpu_inc(ct_work_rs_run);
 }
 
+/*
+ * Until the work taken has run, an NMI or machine check nesting here runs
+ * every kind of work itself (ct_work::enter_levels()).
+ */
 noinstr void ct_work_rs_user_exit(void)
 {
-	unsigned int work = ct_work_rs_enter(raw_cpu_ptr(&ct_work_rs_words));
+	u32 *levels = raw_cpu_ptr(&ct_work_rs_nmi_levels);
+	unsigned int work = ct_work_rs_enter(raw_cpu_ptr(&ct_work_rs_words),
+					     levels);
 
-	if (unlikely(work))
+	if (unlikely(work)) {
 		ct_work_rs_run_work(work);
+		ct_work_rs_nmi_ran(levels);
+	}
 }
 
 /*
@@ -230,15 +238,17 @@ bool ct_work_rs_cpu_running(int cpu)
  * 0006): whether @cpu needs one, or takes the flush at its next kernel
  * entry instead.
  *
- * Which flushes may wait: only vmalloc's lazy purge (patch 0006a), which
- * flushes ranges whose PTEs were cleared earlier while every page table
- * above them stays. Never a flush before a page-table page is freed:
- * with HAVE_ARCH_HUGE_VMAP, a huge mapping made over a range that had a
- * page table frees it (pmd_free_pte_page(), pud_free_pmd_page()), and a CPU
- * whose paging-structure caches still point into the freed and reused
- * page could walk it speculatively, in user space too. Those, and every
- * other caller's, go through flush_tlb_kernel_range(), which interrupts
- * every CPU, as upstream's does.
+ * Which flushes may wait: only vmalloc's lazy purge and vm_unmap_aliases()
+ * (patch 0006a), which flush ranges whose PTEs were cleared earlier while
+ * every page table above them stays: freed vmap areas, dirty vmap blocks,
+ * and the direct-map aliases of pages vm_reset_perms() gives back. Never
+ * a flush before a page-table page is freed: with HAVE_ARCH_HUGE_VMAP, a
+ * huge mapping made over a range that had a page table frees it
+ * (pmd_free_pte_page(), pud_free_pmd_page()), and a CPU whose
+ * paging-structure caches still point into the freed and reused page
+ * could walk it speculatively, in user space too. Those, and every other
+ * caller's, go through flush_tlb_kernel_range(), which reaches every CPU
+ * at once, as upstream's does.
  *
  * Why the purge's flush may wait for entry (the objections to the
  * upstream series, answered):
@@ -302,6 +312,17 @@ static int __init ct_work_rs_tlb_check(void)
 	if (is_vmalloc_addr(per_cpu_ptr(&ct_work_rs_words, 0)) &&
 	    ct_work_rs_tlb_enabled) {
 		pr_warn("tlb_defer: the per-CPU first chunk is vmapped (percpu_alloc=page?): kernel TLB flushes are not deferred\n");
+		ct_work_rs_tlb_enabled = false;
+	}
+	/*
+	 * A CPU that reads supervisor mappings speculatively from user space
+	 * (Meltdown) with the kernel mapped there (pti=off) could use a stale
+	 * entry, of a memory type set_memory_uc() has since changed say,
+	 * before its next entry.
+	 */
+	if (boot_cpu_has_bug(X86_BUG_CPU_MELTDOWN) &&
+	    !boot_cpu_has(X86_FEATURE_PTI) && ct_work_rs_tlb_enabled) {
+		pr_warn("tlb_defer: Meltdown without page table isolation: kernel TLB flushes are not deferred\n");
 		ct_work_rs_tlb_enabled = false;
 	}
 	return 0;
@@ -408,8 +429,10 @@ static int ct_work_rs_cpu_online(unsigned int cpu)
 	unsigned int work;
 
 	local_irq_save(flags);
-	work = ct_work_rs_enter(this_cpu_ptr(&ct_work_rs_words));
+	work = ct_work_rs_enter(this_cpu_ptr(&ct_work_rs_words),
+				this_cpu_ptr(&ct_work_rs_nmi_levels));
 	ct_work_rs_run_work(work | CT_WORK_RS_SYNC_CORE);
+	ct_work_rs_nmi_ran(this_cpu_ptr(&ct_work_rs_nmi_levels));
 	local_irq_restore(flags);
 	return 0;
 }

@@ -65,7 +65,7 @@ impl Levels for LoomLevels {
 #[derive(Clone, Copy)]
 struct Protocol {
     defer: fn(&LoomWord, Work) -> Deferral,
-    enter: fn(&LoomWord) -> Work,
+    enter: fn(&LoomWord, &LoomLevels) -> Work,
     nmi_enter: fn(&LoomWord, &LoomLevels) -> Work,
     nmi_exit: fn(&LoomWord, &LoomLevels),
 }
@@ -74,7 +74,12 @@ fn defer(word: &LoomWord, work: Work) -> Deferral {
     ct_work::defer(word, work)
 }
 
-fn enter(word: &LoomWord) -> Work {
+fn enter(word: &LoomWord, levels: &LoomLevels) -> Work {
+    ct_work::enter_levels(word, levels)
+}
+
+/// Broken: entry from user space takes the work without marking its level as taking.
+fn enter_unmarked(word: &LoomWord, _levels: &LoomLevels) -> Work {
     ct_work::enter(word)
 }
 
@@ -143,7 +148,7 @@ fn nmi_exit_one_flag(word: &LoomWord, levels: &LoomLevels) {
 }
 
 /// Broken: entry reads the word, then writes it, instead of exchanging it.
-fn enter_load_store(word: &LoomWord) -> Work {
+fn enter_load_store(word: &LoomWord, _levels: &LoomLevels) -> Work {
     let old = word.load();
     word.store(Value::KERNEL);
     old.work()
@@ -177,12 +182,14 @@ struct Cpu {
 }
 
 /// The target's kernel entry: the work taken at entry, then a pending IPI; then it runs kernel
-/// text, which must be at least as new as every round done.
-fn kernel_visit(cpu: &Cpu, p: Protocol) {
-    let work = (p.enter)(&cpu.word);
-    if work.contains(Work::SYNC_CORE) {
-        cpu.synced.store(cpu.text.load(SeqCst), SeqCst);
+/// text, which must be at least as new as every round done. With `mc`, a machine check nests
+/// between the entry's taking the work and running it.
+fn kernel_visit(cpu: &Cpu, p: Protocol, mc: bool) {
+    let work = (p.enter)(&cpu.word, &cpu.levels);
+    if mc {
+        mc_visit(cpu, p);
     }
+    nmi_run(cpu, work);
     if cpu.ipi.load(SeqCst) {
         cpu.synced.store(cpu.text.load(SeqCst), SeqCst);
         cpu.ipi.store(false, SeqCst);
@@ -227,7 +234,8 @@ fn mc_visit(cpu: &Cpu, p: Protocol) {
 /// passing the entry of a system call, and cannot take an IPI; then the target is back in user
 /// space. A machine check nests in it: before its entry took the word (`mc` 0), after that but
 /// before the work it took ran (`mc` 1), after that but before its handler (`mc` 2), or not at
-/// all.
+/// all; or in the first system call's entry, between taking the work and running it (`mc`
+/// [`MC_AT_ENTRY`]).
 fn nmi_visit(cpu: &Cpu, p: Protocol, mc: u32) {
     if mc == 0 {
         mc_visit(cpu, p);
@@ -276,26 +284,28 @@ fn model(p: Protocol, mc: u32) {
                 cpu.finished.store(true, SeqCst);
             })
         };
-        for _ in 0..ENTRIES {
-            kernel_visit(&cpu, p);
+        for i in 0..ENTRIES {
+            kernel_visit(&cpu, p, mc == MC_AT_ENTRY && i == 0);
         }
         nmi_visit(&cpu, p, mc);
         // Back in user space for good: only an IPI brings it into the kernel.
         while !cpu.finished.load(SeqCst) {
             if cpu.ipi.load(SeqCst) {
-                kernel_visit(&cpu, p);
+                kernel_visit(&cpu, p, false);
             }
             thread::yield_now();
         }
         sender.join().unwrap();
         // Nothing was lost: the next entry catches up on every round.
-        kernel_visit(&cpu, p);
+        kernel_visit(&cpu, p, false);
         assert_eq!(cpu.synced.load(SeqCst), ROUNDS);
     });
 }
 
 /// No machine check.
 const NO_MC: u32 = 3;
+/// A machine check in a system call's entry.
+const MC_AT_ENTRY: u32 = 4;
 
 #[test]
 fn deferral_never_loses_a_sync() {
@@ -315,6 +325,21 @@ fn machine_check_before_the_nmi_ran_its_work() {
 #[test]
 fn machine_check_before_the_nmi_handler() {
     model(CORRECT, 2);
+}
+
+#[test]
+fn machine_check_before_the_entry_ran_its_work() {
+    model(CORRECT, MC_AT_ENTRY);
+}
+
+#[test]
+fn unmarked_entry_is_caught() {
+    let broken = Protocol {
+        enter: enter_unmarked,
+        ..CORRECT
+    };
+    model(broken, NO_MC);
+    assert!(std::panic::catch_unwind(|| model(broken, MC_AT_ENTRY)).is_err());
 }
 
 #[test]
