@@ -58,34 +58,30 @@ DECLARE_PER_CPU_ALIGNED(u32, ct_work_rs_words);
 /*
  * The nesting levels of the entries that came while RCU was not watching,
  * CT_WORK_RS_LEVEL_BITS each, the innermost lowest: whether that entry took
- * the word from user space, and whether it may have taken work it has not
- * run yet (ct_work::nmi_enter() in kernel/jump_label_rs/ct_work.rs). An NMI
- * from user space takes the word, and a machine check that nests before
- * the NMI's handler runs must neither give the word back on its own exit
- * nor run kernel text before the work the NMI took has run.
+ * the word from user space, and whether it took work it has not run yet
+ * (ct_work::nmi_enter() in kernel/jump_label_rs/ct_work.rs). An NMI from
+ * user space takes the word, and a machine check that nests before the
+ * NMI's handler runs must not give the word back on its own exit.
  */
 #define CT_WORK_RS_LEVEL_BITS	2
 #define CT_WORK_RS_LEVEL_USER	0x1
-#define CT_WORK_RS_LEVEL_TAKING	0x2
 DECLARE_PER_CPU(u32, ct_work_rs_nmi_levels);
 
 /*
  * Every interrupt from idle comes here too, on every CPU: a word that says
  * "kernel" (0) has no work, and only this CPU makes it say "user", so it is
- * only read; unless the entry this one nests in may not have run the work
- * it took, this entry's level is pushed empty, as ct_work::nmi_enter()
- * would push it.
+ * only read, and this entry's level is pushed empty, as ct_work::nmi_enter()
+ * would push it. An entry that took work says so in the word until it ran
+ * it: an entry nesting meanwhile finds the word non-zero.
  */
 static __always_inline void ct_work_rs_nmi_enter(void)
 {
-	u32 levels = raw_cpu_read(ct_work_rs_nmi_levels);
-
-	if (unlikely(raw_cpu_read(ct_work_rs_words) ||
-		     (levels & CT_WORK_RS_LEVEL_TAKING)))
+	if (unlikely(raw_cpu_read(ct_work_rs_words)))
 		__ct_work_rs_nmi_enter();
 	else
 		raw_cpu_write(ct_work_rs_nmi_levels,
-			      levels << CT_WORK_RS_LEVEL_BITS);
+			      raw_cpu_read(ct_work_rs_nmi_levels) <<
+			      CT_WORK_RS_LEVEL_BITS);
 }
 
 static __always_inline void ct_work_rs_nmi_exit(void)
@@ -163,10 +159,11 @@ bool ct_work_rs_flush_tlb_local(bool cr4);
 /* Implemented in Rust (kernel/jump_label_rs/defer.rs). */
 bool ct_work_rs_defer(int cpu, unsigned int work);
 /* The same, in .noinstr.text. */
-unsigned int ct_work_rs_enter(u32 *word, u32 *levels);
+unsigned int ct_work_rs_enter(u32 *word);
+void ct_work_rs_ran(u32 *word);
 void ct_work_rs_exit(u32 *word);
 unsigned int ct_work_rs_nmi_take(u32 *word, u32 *levels);
-void ct_work_rs_nmi_ran(u32 *levels);
+void ct_work_rs_nmi_ran(u32 *word, u32 *levels);
 void ct_work_rs_nmi_give(u32 *word, u32 *levels);
 
 #else /* !CONFIG_TEXT_POKE_RS_DEFER */

@@ -76,12 +76,16 @@ impl Work {
 const USER: u32 = 1 << 0;
 /// Where the work bits start.
 pub const WORK_SHIFT: u32 = 1;
+/// The bit of a word saying [`Context::Kernel`] while an entry runs the work it took: an entry
+/// nesting in it meanwhile finds the work gone from the word and must run every kind itself.
+const TAKING: u32 = 1 << 31;
 
 /// A work word's value.
 ///
 /// # Invariants
 ///
-/// Work bits are only set with [`USER`]: a word saying [`Context::Kernel`] has no work.
+/// Work bits are only set with [`USER`]: a word saying [`Context::Kernel`] has no work. [`TAKING`]
+/// is only set without either.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Value(u32);
 
@@ -90,6 +94,8 @@ impl Value {
     pub const KERNEL: Self = Self(0);
     /// A CPU in user space, nothing pending.
     pub const USER: Self = Self(USER);
+    /// A CPU in the kernel whose entry took work it has not run yet.
+    pub const KERNEL_TAKING: Self = Self(TAKING);
 
     /// The value of a raw word.
     #[inline(always)]
@@ -209,9 +215,9 @@ pub fn resume(word: &impl Word, left: Context) {
 
 /// The entries of a CPU that came while RCU was not watching (NMIs, machine checks, interrupts
 /// from idle or user space), two bits per nesting level, the innermost lowest: [`LEVEL_USER`],
-/// the entry took the word from [`Context::User`], and [`LEVEL_TAKING`], it may have taken work
-/// it has not run yet. Only its own CPU reads and writes them, at entry and exit, where another
-/// such entry can nest between any two instructions and leaves them as it found them.
+/// the entry took the word from [`Context::User`], and [`LEVEL_TOOK`], it took work and has not
+/// run it yet. Only its own CPU reads and writes them, at entry and exit, where another such
+/// entry can nest between any two instructions and leaves them as it found them.
 pub trait Levels {
     /// Reads the levels.
     fn load(&self) -> u32;
@@ -223,57 +229,77 @@ pub trait Levels {
 pub const LEVEL_BITS: u32 = 2;
 /// A level's entry took the word from [`Context::User`]: its exit gives it back.
 pub const LEVEL_USER: u32 = 1;
-/// A level's entry may have taken work from the word and not run it yet.
-pub const LEVEL_TAKING: u32 = 2;
+/// A level's entry took work and left the word saying [`Value::KERNEL_TAKING`] until it ran it.
+pub const LEVEL_TOOK: u32 = 2;
+
+/// [`enter`] as the entry from user space makes it, for a word that does not say
+/// [`Value::KERNEL`]: the word says [`Value::KERNEL_TAKING`] from the exchange that takes the
+/// work until the caller ran it and calls [`ran`], so that an entry nesting in between (an NMI,
+/// a machine check: RCU is not watching yet) runs every kind of work itself ([`nmi_enter`]).
+/// With no work taken, the word says [`Value::KERNEL`] at once.
+///
+/// Never panics and never calls out: it runs on the entry path.
+#[inline(always)]
+pub fn enter_taking(word: &impl Word) -> Work {
+    let work = word.exchange(Value::KERNEL_TAKING).work();
+    if work.is_empty() {
+        word.store(Value::KERNEL);
+    }
+    work
+}
+
+/// The work [`enter_taking`] returned has run.
+#[inline(always)]
+pub fn ran(word: &impl Word) {
+    word.store(Value::KERNEL);
+}
 
 /// [`interrupt`] for an entry that may nest in another one, or have another nest in it before
 /// it is done: an NMI from user space takes the word, and a machine check arriving before the
-/// NMI's handler runs comes here too and finds the word saying [`Context::Kernel`]. Each entry
-/// records what it left as its own level, so that only the exit of the entry that took the
-/// word ([`nmi_exit`]) gives it back; and an entry nesting in one that may have taken work it
-/// has not run yet runs every kind of work (each is idempotent), since that work is no longer
-/// in the word. Returns the work to run, which the caller runs first, then
-/// calls [`nmi_ran`].
+/// NMI's handler runs comes here too. Each entry records what it did as its own level, so that
+/// only the exit of the entry that took the word ([`nmi_exit`]) gives it back; an entry that
+/// finds the word saying [`Value::KERNEL_TAKING`] nests in one that took work and has not run
+/// it, and runs every kind of work (each is idempotent), since that work is no longer in the
+/// word. Returns the work to run, which the caller runs first, then calls [`nmi_ran`].
 ///
 /// Never panics and never calls out: it runs on the entry path.
 #[inline(always)]
 pub fn nmi_enter(word: &impl Word, levels: &impl Levels) -> Work {
-    let outer = levels.load();
-    // Taking from here on: an entry nesting in this one runs everything.
-    levels.store(outer << LEVEL_BITS | LEVEL_TAKING);
-    let (left, mut work) = interrupt(word);
-    if outer & LEVEL_TAKING != 0 {
-        work = Work(Work::ALL);
+    let now = word.load();
+    if now == Value::KERNEL_TAKING {
+        levels.store(levels.load() << LEVEL_BITS);
+        return Work(Work::ALL);
     }
-    let user = if left == Context::User { LEVEL_USER } else { 0 };
-    let taking = if work.is_empty() { 0 } else { LEVEL_TAKING };
-    levels.store(outer << LEVEL_BITS | user | taking);
-    work
-}
-
-/// [`enter`] as the entry from user space makes it: while it takes the work and until the
-/// caller ran it ([`nmi_ran`]), an entry nesting in it (an NMI, a machine check: RCU is not
-/// watching yet) finds [`LEVEL_TAKING`] and runs every kind of work itself, since the work
-/// taken is no longer in the word. No entry while RCU was not watching is open here: the mark
-/// is on the empty level below them.
-///
-/// Never panics and never calls out: it runs on the entry path.
-#[inline(always)]
-pub fn enter_levels(word: &impl Word, levels: &impl Levels) -> Work {
-    let outer = levels.load();
-    levels.store(outer | LEVEL_TAKING);
-    let work = enter(word);
+    if now == Value::KERNEL {
+        levels.store(levels.load() << LEVEL_BITS);
+        return Work::NONE;
+    }
+    // An entry nesting from here to the exchange finds the word as it was and leaves it so;
+    // from the exchange on, it finds `KERNEL_TAKING`, and pushes and pops its own level.
+    let old = word.exchange(Value::KERNEL_TAKING);
+    let work = old.work();
+    let user = if old.context() == Context::User {
+        LEVEL_USER
+    } else {
+        0
+    };
+    let took = if work.is_empty() { 0 } else { LEVEL_TOOK };
+    levels.store(levels.load() << LEVEL_BITS | user | took);
     if work.is_empty() {
-        levels.store(outer);
+        word.store(Value::KERNEL);
     }
     work
 }
 
-/// The work [`nmi_enter`] or [`enter_levels`] returned has run: an entry nesting from here on
-/// needs nothing of it.
+/// The work [`nmi_enter`] returned has run: the word says [`Value::KERNEL`] again if this entry
+/// left it saying [`Value::KERNEL_TAKING`].
 #[inline(always)]
-pub fn nmi_ran(levels: &impl Levels) {
-    levels.store(levels.load() & !LEVEL_TAKING);
+pub fn nmi_ran(word: &impl Word, levels: &impl Levels) {
+    let all = levels.load();
+    if all & LEVEL_TOOK != 0 {
+        word.store(Value::KERNEL);
+        levels.store(all & !LEVEL_TOOK);
+    }
 }
 
 /// The way back from [`nmi_enter`]: drops this entry's level, and returns the word to

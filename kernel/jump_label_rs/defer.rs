@@ -281,22 +281,35 @@ pub fn sync(may_defer: bool) {
     unsafe { bindings::text_poke_rs_sync_round(&mut round) };
 }
 
-/// Kernel entry from user space, from `__ct_user_exit()`: takes the work pending and returns it
-/// for the caller to run before anything else, then to tell [`ct_work_rs_nmi_ran`]
-/// ([`ct_work::enter_levels`]).
+/// Kernel entry from user space, from `__ct_user_exit()` when the word does not say kernel:
+/// takes the work pending and returns it for the caller to run before anything else, then to
+/// tell [`ct_work_rs_ran`] ([`ct_work::enter_taking`]).
 ///
 /// Runs in the danger zone: it lives in `.noinstr.text`, and everything it uses is inlined;
 /// nothing panics or calls out.
 ///
 /// # Safety
 ///
-/// `word` is this CPU's `ct_work_rs_word` and `levels` its `ct_work_rs_nmi_levels`, and the
-/// caller runs with interrupts off.
+/// `word` is this CPU's `ct_work_rs_word`, and the caller runs with interrupts off.
 #[no_mangle]
 #[link_section = ".noinstr.text"]
-pub unsafe extern "C" fn ct_work_rs_enter(word: *mut u32, levels: *mut u32) -> u32 {
+pub unsafe extern "C" fn ct_work_rs_enter(word: *mut u32) -> u32 {
     // SAFETY: As the caller guarantees.
-    ct_work::enter_levels(&unsafe { CpuWord::at(word) }, &CpuLevels(levels)).bits()
+    ct_work::enter_taking(&unsafe { CpuWord::at(word) }).bits()
+}
+
+/// The work [`ct_work_rs_enter`] returned has run ([`ct_work::ran`]).
+///
+/// As [`ct_work_rs_enter`], runs in the danger zone.
+///
+/// # Safety
+///
+/// As for [`ct_work_rs_enter`].
+#[no_mangle]
+#[link_section = ".noinstr.text"]
+pub unsafe extern "C" fn ct_work_rs_ran(word: *mut u32) {
+    // SAFETY: As the caller guarantees.
+    ct_work::ran(&unsafe { CpuWord::at(word) });
 }
 
 /// Return to user space, from `__ct_user_enter()`: the CPU now takes work at its next entry.
@@ -333,8 +346,8 @@ impl Levels for CpuLevels {
 }
 
 /// An NMI, or an interrupt while RCU was not watching, from `ct_nmi_enter()` when the word
-/// does not say kernel or the entry it nests in may not have run the work it took: returns the
-/// work to run and records this entry's level ([`ct_work::nmi_enter`]).
+/// does not say kernel: returns the work to run and records this entry's level
+/// ([`ct_work::nmi_enter`]).
 ///
 /// As [`ct_work_rs_enter`], runs in the danger zone.
 ///
@@ -349,23 +362,22 @@ pub unsafe extern "C" fn ct_work_rs_nmi_take(word: *mut u32, levels: *mut u32) -
     ct_work::nmi_enter(&unsafe { CpuWord::at(word) }, &CpuLevels(levels)).bits()
 }
 
-/// The work [`ct_work_rs_nmi_take`] or [`ct_work_rs_enter`] returned has run
-/// ([`ct_work::nmi_ran`]).
+/// The work [`ct_work_rs_nmi_take`] returned has run ([`ct_work::nmi_ran`]).
 ///
 /// As [`ct_work_rs_enter`], runs in the danger zone.
 ///
 /// # Safety
 ///
-/// `levels` is this CPU's `ct_work_rs_nmi_levels`; the caller runs with interrupts off.
+/// As for [`ct_work_rs_nmi_take`].
 #[no_mangle]
 #[link_section = ".noinstr.text"]
-pub unsafe extern "C" fn ct_work_rs_nmi_ran(levels: *mut u32) {
+pub unsafe extern "C" fn ct_work_rs_nmi_ran(word: *mut u32, levels: *mut u32) {
     const _: () = assert!(
         ct_work::LEVEL_BITS == bindings::CT_WORK_RS_LEVEL_BITS
             && ct_work::LEVEL_USER == bindings::CT_WORK_RS_LEVEL_USER
-            && ct_work::LEVEL_TAKING == bindings::CT_WORK_RS_LEVEL_TAKING
     );
-    ct_work::nmi_ran(&CpuLevels(levels));
+    // SAFETY: As the caller guarantees.
+    ct_work::nmi_ran(&unsafe { CpuWord::at(word) }, &CpuLevels(levels));
 }
 
 /// The way back from [`ct_work_rs_nmi_take`], from `ct_nmi_exit()` when this entry's level says

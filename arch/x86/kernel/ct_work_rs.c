@@ -125,18 +125,23 @@ static noinstr noinline void ct_work_rs_run_work(unsigned int work)
 }
 
 /*
- * Until the work taken has run, an NMI or machine check nesting here runs
- * every kind of work itself (ct_work::enter_levels()).
+ * Until the work taken has run, the word says so, and an NMI or machine
+ * check nesting here runs every kind of work itself
+ * (ct_work::enter_taking()). A word that says kernel (0) has no work and
+ * gets none meanwhile: deferral off, or this CPU did not leave for user
+ * space while it was on.
  */
 noinstr void ct_work_rs_user_exit(void)
 {
-	u32 *levels = raw_cpu_ptr(&ct_work_rs_nmi_levels);
-	unsigned int work = ct_work_rs_enter(raw_cpu_ptr(&ct_work_rs_words),
-					     levels);
+	u32 *word = raw_cpu_ptr(&ct_work_rs_words);
+	unsigned int work;
 
+	if (!raw_cpu_read(ct_work_rs_words))
+		return;
+	work = ct_work_rs_enter(word);
 	if (unlikely(work)) {
 		ct_work_rs_run_work(work);
-		ct_work_rs_nmi_ran(levels);
+		ct_work_rs_ran(word);
 	}
 }
 
@@ -160,7 +165,8 @@ noinstr void __ct_work_rs_nmi_enter(void)
 				   raw_cpu_ptr(&ct_work_rs_nmi_levels));
 	if (unlikely(work)) {
 		ct_work_rs_run_work(work);
-		ct_work_rs_nmi_ran(raw_cpu_ptr(&ct_work_rs_nmi_levels));
+		ct_work_rs_nmi_ran(raw_cpu_ptr(&ct_work_rs_words),
+				   raw_cpu_ptr(&ct_work_rs_nmi_levels));
 	}
 }
 
@@ -429,10 +435,9 @@ static int ct_work_rs_cpu_online(unsigned int cpu)
 	unsigned int work;
 
 	local_irq_save(flags);
-	work = ct_work_rs_enter(this_cpu_ptr(&ct_work_rs_words),
-				this_cpu_ptr(&ct_work_rs_nmi_levels));
+	work = ct_work_rs_enter(this_cpu_ptr(&ct_work_rs_words));
 	ct_work_rs_run_work(work | CT_WORK_RS_SYNC_CORE);
-	ct_work_rs_nmi_ran(this_cpu_ptr(&ct_work_rs_nmi_levels));
+	ct_work_rs_ran(this_cpu_ptr(&ct_work_rs_words));
 	local_irq_restore(flags);
 	return 0;
 }

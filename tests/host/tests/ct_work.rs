@@ -65,7 +65,7 @@ impl Levels for LoomLevels {
 #[derive(Clone, Copy)]
 struct Protocol {
     defer: fn(&LoomWord, Work) -> Deferral,
-    enter: fn(&LoomWord, &LoomLevels) -> Work,
+    enter: fn(&LoomWord) -> Work,
     nmi_enter: fn(&LoomWord, &LoomLevels) -> Work,
     nmi_exit: fn(&LoomWord, &LoomLevels),
 }
@@ -74,21 +74,25 @@ fn defer(word: &LoomWord, work: Work) -> Deferral {
     ct_work::defer(word, work)
 }
 
-fn enter(word: &LoomWord, levels: &LoomLevels) -> Work {
-    ct_work::enter_levels(word, levels)
+/// As `ct_work_rs_user_exit()` does: a word that says kernel is only read.
+fn enter(word: &LoomWord) -> Work {
+    if word.load() == Value::KERNEL {
+        return Work::NONE;
+    }
+    ct_work::enter_taking(word)
 }
 
-/// Broken: entry from user space takes the work without marking its level as taking.
-fn enter_unmarked(word: &LoomWord, _levels: &LoomLevels) -> Work {
+/// Broken: entry from user space takes the work and leaves the word saying plain kernel
+/// before it ran it.
+fn enter_unmarked(word: &LoomWord) -> Work {
     ct_work::enter(word)
 }
 
 /// As `ct_work_rs_nmi_enter()` in `include/linux/ct_work_rs.h` does: a word that says kernel
-/// in an entry that does not nest in one still taking pushes an empty level itself.
+/// pushes an empty level there.
 fn nmi_enter(word: &LoomWord, levels: &LoomLevels) -> Work {
-    let all = levels.load();
-    if word.load() == Value::KERNEL && all & ct_work::LEVEL_TAKING == 0 {
-        levels.store(all << ct_work::LEVEL_BITS);
+    if word.load() == Value::KERNEL {
+        levels.store(levels.load() << ct_work::LEVEL_BITS);
         return Work::NONE;
     }
     ct_work::nmi_enter(word, levels)
@@ -118,8 +122,8 @@ fn nmi_enter_peek(word: &LoomWord, levels: &LoomLevels) -> Work {
     Work::NONE
 }
 
-/// Broken: levels, but a nested entry that finds the word saying kernel runs nothing, even when
-/// the entry it nests in took work and has not run it yet.
+/// Broken: levels, but the word says plain kernel as soon as the work is taken, so a nested
+/// entry runs nothing, even when the entry it nests in has not run that work yet.
 fn nmi_enter_ignore_taking(word: &LoomWord, levels: &LoomLevels) -> Work {
     let all = levels.load();
     let (left, work) = ct_work::interrupt(word);
@@ -148,7 +152,7 @@ fn nmi_exit_one_flag(word: &LoomWord, levels: &LoomLevels) {
 }
 
 /// Broken: entry reads the word, then writes it, instead of exchanging it.
-fn enter_load_store(word: &LoomWord, _levels: &LoomLevels) -> Work {
+fn enter_load_store(word: &LoomWord) -> Work {
     let old = word.load();
     word.store(Value::KERNEL);
     old.work()
@@ -185,11 +189,16 @@ struct Cpu {
 /// text, which must be at least as new as every round done. With `mc`, a machine check nests
 /// between the entry's taking the work and running it.
 fn kernel_visit(cpu: &Cpu, p: Protocol, mc: bool) {
-    let work = (p.enter)(&cpu.word, &cpu.levels);
+    let work = (p.enter)(&cpu.word);
     if mc {
         mc_visit(cpu, p);
     }
-    nmi_run(cpu, work);
+    if work.contains(Work::SYNC_CORE) {
+        cpu.synced.store(cpu.text.load(SeqCst), SeqCst);
+    }
+    if !work.is_empty() {
+        ct_work::ran(&cpu.word);
+    }
     if cpu.ipi.load(SeqCst) {
         cpu.synced.store(cpu.text.load(SeqCst), SeqCst);
         cpu.ipi.store(false, SeqCst);
@@ -208,7 +217,7 @@ fn nmi_run(cpu: &Cpu, work: Work) {
     if work.contains(Work::SYNC_CORE) {
         cpu.synced.store(cpu.text.load(SeqCst), SeqCst);
     }
-    ct_work::nmi_ran(&cpu.levels);
+    ct_work::nmi_ran(&cpu.word, &cpu.levels);
 }
 
 /// The handler of an entry while RCU was not watching (an NMI, a machine check) runs kernel
