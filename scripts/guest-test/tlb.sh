@@ -23,6 +23,17 @@ plan 8
 stat() { sed -n "s/^$1 //p" $st; }
 counts() { for c in $iso; do printf '%s/%s ' "$(irq CAL $c)" "$(irq TLB $c)"; done; }
 
+# A user-space loop on each isolated CPU, their PIDs in $loops, and a
+# second for them to get there.
+spin_iso() {
+	loops=
+	for c in $iso; do
+		taskset -c $c /demo/spin &
+		loops="$loops $!"
+	done
+	sleep 1
+}
+
 rc=0
 for f in $b $dt /demo/spin /demo/syscalls; do
 	[ -e $f ] || error "$f missing (CONFIG_TLB_FLUSH_DEFER_RS or the bench off?)"
@@ -40,12 +51,7 @@ pairs=1000
 for mode in off on; do
 	t=tlb_vmalloc_storm_$mode
 	echo $mode > $dt || { fail $t "cannot switch TLB deferral $mode"; continue; }
-	loops=
-	for c in $iso; do
-		taskset -c $c /demo/spin &
-		loops="$loops $!"
-	done
-	sleep 1
+	spin_iso
 	before=$(counts)
 	d0=$(stat tlb_deferred)
 	why=
@@ -155,12 +161,7 @@ fi
 for level in pmd pud; do
 	t=tlb_table_free_sent_$level
 	echo on > $dt
-	loops=
-	for c in $iso; do
-		taskset -c $c /demo/spin &
-		loops="$loops $!"
-	done
-	sleep 1
+	spin_iso
 	why=
 	mask=
 	if ! echo "vtables $level" > $b; then
