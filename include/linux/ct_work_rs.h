@@ -24,10 +24,13 @@ struct seq_file;
 
 /*
  * The work word: bit 0 says the CPU is in user space, the work bits are
- * above it (kernel/jump_label_rs/ct_work.rs owns the protocol).
+ * above it (kernel/jump_label_rs/ct_work.rs owns the protocol). A word that
+ * is CT_WORK_RS_OFF alone belongs to a CPU that returned to user space with
+ * deferral off: it takes no work, and a sender need not wait for it.
  */
 #define CT_WORK_RS_USER		0x1
 #define CT_WORK_RS_WORK_SHIFT	1
+#define CT_WORK_RS_OFF		0x40000000
 
 /* Kinds of work, as bits of the word above its context bit. */
 enum ct_work_rs_work {
@@ -69,14 +72,14 @@ DECLARE_PER_CPU(u32, ct_work_rs_nmi_levels);
 
 /*
  * Every interrupt from idle comes here too, on every CPU: a word that says
- * "kernel" (0) has no work, and only this CPU makes it say "user", so it is
- * only read, and this entry's level is pushed empty, as ct_work::nmi_enter()
- * would push it. An entry that took work says so in the word until it ran
- * it: an entry nesting meanwhile finds the word non-zero.
+ * "kernel" (0, or CT_WORK_RS_OFF) has no work, and only this CPU makes it
+ * say "user", so it is only read, and this entry's level is pushed empty,
+ * as ct_work::nmi_enter() would push it. An entry that took work says so in
+ * the word until it ran it: an entry nesting meanwhile finds other bits.
  */
 static __always_inline void ct_work_rs_nmi_enter(void)
 {
-	if (unlikely(raw_cpu_read(ct_work_rs_words)))
+	if (unlikely(raw_cpu_read(ct_work_rs_words) & ~CT_WORK_RS_OFF))
 		__ct_work_rs_nmi_enter();
 	else
 		raw_cpu_write(ct_work_rs_nmi_levels,
@@ -110,6 +113,7 @@ extern unsigned long ct_work_rs_wait_ns;
  * @deferred: how many CPUs took a work bit
  * @waited: how many of those were found in the kernel and given a while
  *	to return to user space first
+ * @expired: isolated CPUs given that while in vain, then the IPI
  * @sent: isolated CPUs asked that got the IPI all the same
  */
 struct text_poke_rs_round {
@@ -117,6 +121,7 @@ struct text_poke_rs_round {
 	int local;
 	unsigned int deferred;
 	unsigned int waited;
+	unsigned int expired;
 	unsigned int sent;
 };
 
@@ -161,7 +166,7 @@ bool ct_work_rs_defer(int cpu, unsigned int work);
 /* The same, in .noinstr.text. */
 unsigned int ct_work_rs_enter(u32 *word);
 void ct_work_rs_ran(u32 *word);
-void ct_work_rs_exit(u32 *word);
+void ct_work_rs_exit(u32 *word, bool on);
 unsigned int ct_work_rs_nmi_take(u32 *word, u32 *levels);
 void ct_work_rs_nmi_ran(u32 *word, u32 *levels);
 void ct_work_rs_nmi_give(u32 *word, u32 *levels);

@@ -18,7 +18,9 @@
 //! - kernel entry ([`enter`]) exchanges the word for [`Context::Kernel`] with no work, and runs
 //!   the work it took;
 //! - return to user space ([`exit`]) stores [`Context::User`] with no work: while the word says
-//!   [`Context::Kernel`] no sender sets bits, so none can be lost.
+//!   [`Context::Kernel`] no sender sets bits, so none can be lost; with deferral off it stores
+//!   [`Value::USER_OFF`] instead ([`exit_off`]), which takes no work either, but tells senders
+//!   that the CPU may stay in user space: waiting for it to take work is for nothing.
 //!
 //! Entry takes the bits and changes the context in the same exchange, so a sender racing with
 //! it either set its bits before (they are run) or fails its compare-and-exchange and sends the
@@ -79,13 +81,16 @@ pub const WORK_SHIFT: u32 = 1;
 /// The bit of a word saying [`Context::Kernel`] while an entry runs the work it took: an entry
 /// nesting in it meanwhile finds the work gone from the word and must run every kind itself.
 const TAKING: u32 = 1 << 31;
+/// The bit of a word saying [`Context::Kernel`] for a CPU that returned to user space with
+/// deferral off: it takes no work, and may stay in user space for good.
+const OFF: u32 = 1 << 30;
 
 /// A work word's value.
 ///
 /// # Invariants
 ///
 /// Work bits are only set with [`USER`]: a word saying [`Context::Kernel`] has no work. [`TAKING`]
-/// is only set without either.
+/// and [`OFF`] are only set alone.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Value(u32);
 
@@ -96,6 +101,11 @@ impl Value {
     pub const USER: Self = Self(USER);
     /// A CPU in the kernel whose entry took work it has not run yet.
     pub const KERNEL_TAKING: Self = Self(TAKING);
+    /// A CPU that returned to user space with deferral off ([`exit_off`]): it says
+    /// [`Context::Kernel`] to senders, who must send it the IPI, and entry leaves it as it is,
+    /// since it has no work; but the CPU may stay in user space until that IPI, so a sender
+    /// waiting for it to say [`Context::User`] waits for nothing.
+    pub const USER_OFF: Self = Self(OFF);
 
     /// The value of a raw word.
     #[inline(always)]
@@ -150,8 +160,12 @@ pub trait Word {
 pub enum Deferral {
     /// The work was recorded: the CPU runs it at its next kernel entry; no IPI.
     Deferred,
-    /// The CPU is in the kernel (or does not take part): send the IPI.
+    /// The CPU is in the kernel (or does not take part): send the IPI. It may return to user
+    /// space soon, and take the work then.
     Ipi,
+    /// The CPU returned to user space with deferral off ([`Value::USER_OFF`]), and takes no work
+    /// until it passes through the kernel again: send the IPI now, waiting is for nothing.
+    IpiNow,
 }
 
 /// Asks the CPU whose word is `word` to run `work` at its next kernel entry instead of being
@@ -164,6 +178,9 @@ pub enum Deferral {
 pub fn defer(word: &impl Word, work: Work) -> Deferral {
     let mut old = word.load();
     loop {
+        if old == Value::USER_OFF {
+            return Deferral::IpiNow;
+        }
         if old.context() != Context::User {
             return Deferral::Ipi;
         }
@@ -188,19 +205,26 @@ pub fn enter(word: &impl Word) -> Work {
 /// RCU was not watching): records [`Context::Kernel`] and returns the context left and the work
 /// pending, which the caller runs first. Hand the context to [`resume`] on the way back.
 ///
-/// A word that says [`Context::Kernel`] is only read: only its own CPU moves it to
-/// [`Context::User`], and no sender sets bits in it, so nothing can be missed; a CPU whose
-/// deferral is off pays a load at entry, not an atomic exchange.
+/// A word that says [`Value::KERNEL`] or [`Value::USER_OFF`] is only read: only its own CPU
+/// moves it to [`Context::User`], and no sender sets bits in it, so nothing can be missed; a CPU
+/// whose deferral is off pays a load at entry, not an atomic exchange.
 ///
 /// Never panics and never calls out: it runs on the entry path.
 #[inline(always)]
 pub fn interrupt(word: &impl Word) -> (Context, Work) {
-    if word.load() == Value::KERNEL {
+    if quiet(word.load()) {
         return (Context::Kernel, Work::NONE);
     }
     // INVARIANT: `Value::KERNEL` has no work.
     let old = word.exchange(Value::KERNEL);
     (old.context(), old.work())
+}
+
+/// Whether an entry finding `now` in the word only reads it: it has no work, and no sender sets
+/// any ([`Value::KERNEL`], [`Value::USER_OFF`]).
+#[inline(always)]
+pub fn quiet(now: Value) -> bool {
+    now == Value::KERNEL || now == Value::USER_OFF
 }
 
 /// The way back from [`interrupt`]: returns the word to the context `left`, with no work.
@@ -270,7 +294,7 @@ pub fn nmi_enter(word: &impl Word, levels: &impl Levels) -> Work {
         levels.store(levels.load() << LEVEL_BITS);
         return Work(Work::ALL);
     }
-    if now == Value::KERNEL {
+    if quiet(now) {
         levels.store(levels.load() << LEVEL_BITS);
         return Work::NONE;
     }
@@ -325,4 +349,14 @@ pub fn nmi_exit(word: &impl Word, levels: &impl Levels) {
 pub fn exit(word: &impl Word) {
     // INVARIANT: `Value::USER` has no work.
     word.store(Value::USER);
+}
+
+/// Return to user space with deferral off: records [`Value::USER_OFF`], which takes no work but
+/// tells senders that the CPU may stay in user space.
+///
+/// As [`exit`], overwrites no work, and never panics or calls out.
+#[inline(always)]
+pub fn exit_off(word: &impl Word) {
+    // INVARIANT: `Value::USER_OFF` is `OFF` alone.
+    word.store(Value::USER_OFF);
 }

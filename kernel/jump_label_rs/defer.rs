@@ -35,6 +35,7 @@ use kernel::{
 const _: () = assert!(Work::SYNC_CORE.bits() == bindings::ct_work_rs_work_CT_WORK_RS_SYNC_CORE);
 const _: () = assert!(Work::TLB_FLUSH.bits() == bindings::ct_work_rs_work_CT_WORK_RS_TLB_FLUSH);
 const _: () = assert!(Value::USER.raw() == bindings::CT_WORK_RS_USER);
+const _: () = assert!(Value::USER_OFF.raw() == bindings::CT_WORK_RS_OFF);
 const _: () = assert!(ct_work::WORK_SHIFT == bindings::CT_WORK_RS_WORK_SHIFT);
 
 /// A CPU's work word.
@@ -100,6 +101,9 @@ pub enum Refusal {
     NotIsolated,
     /// Isolated, but in the kernel, idle, in a guest, or with deferral switched off.
     NotInUser,
+    /// Isolated, and returned to user space with deferral off: it takes no work until it passes
+    /// through the kernel again, which only the IPI may make it do.
+    LeftWithDeferralOff,
 }
 
 /// Asks `cpu` to run `work` at its next kernel entry instead of being interrupted now.
@@ -110,6 +114,7 @@ pub fn defer_on(cpu: c_int, work: Work) -> Result<(), Refusal> {
     match ct_work::defer(&word, work) {
         Deferral::Deferred => Ok(()),
         Deferral::Ipi => Err(Refusal::NotInUser),
+        Deferral::IpiNow => Err(Refusal::LeftWithDeferralOff),
     }
 }
 
@@ -187,8 +192,10 @@ fn running(cpu: c_int) -> bool {
 /// Asks every isolated CPU to take the sync at its next kernel entry, and records in `deferred`
 /// those that did. A CPU found running a task in the kernel, or on its way into or out of user
 /// space, gets a short while ([`wait_ns()`]) to be in user space: once it is, it runs no kernel
-/// text without taking the bit first, so the round needs no IPI for it either. Idle CPUs and
-/// CPUs in a guest get the IPI at once.
+/// text without taking the bit first, so the round needs no IPI for it either. Idle CPUs, CPUs
+/// in a guest and CPUs that
+/// returned to user space while deferral was off (they take no work until they pass through the
+/// kernel again) get the IPI at once.
 ///
 /// The sender's own CPU, when it is isolated, is neither asked nor waited for: it is in the
 /// kernel, running the sender, and the round syncs it directly. Waiting for it to be in user
@@ -212,7 +219,7 @@ pub(crate) fn ask(deferred: &mut Cpumask, round: &mut bindings::text_poke_rs_rou
                 waiting[n] = cpu;
                 n += 1;
             }
-            Err(Refusal::NotInUser) => round.sent += 1,
+            Err(Refusal::NotInUser | Refusal::LeftWithDeferralOff) => round.sent += 1,
             Err(Refusal::NotIsolated) => {}
         }
         cpu = next_isolated(cpu);
@@ -232,6 +239,10 @@ pub(crate) fn ask(deferred: &mut Cpumask, round: &mut bindings::text_poke_rs_rou
                     true
                 }
                 Err(Refusal::NotInUser) => !running(cpu),
+                Err(Refusal::LeftWithDeferralOff) => {
+                    round.sent += 1;
+                    true
+                }
                 Err(Refusal::NotIsolated) => true,
             };
             if done {
@@ -245,6 +256,7 @@ pub(crate) fn ask(deferred: &mut Cpumask, round: &mut bindings::text_poke_rs_rou
     }
     // Those still waited for get the IPI.
     round.sent += n as u32;
+    round.expired += n as u32;
 }
 
 /// Records that `cpu` took the round's sync as a work bit.
@@ -266,6 +278,7 @@ pub fn sync(may_defer: bool) {
         local: -1,
         deferred: 0,
         waited: 0,
+        expired: 0,
         sent: 0,
     };
     if may_defer && enabled() {
@@ -312,7 +325,9 @@ pub unsafe extern "C" fn ct_work_rs_ran(word: *mut u32) {
     ct_work::ran(&unsafe { CpuWord::at(word) });
 }
 
-/// Return to user space, from `__ct_user_enter()`: the CPU now takes work at its next entry.
+/// Return to user space, from `__ct_user_enter()`: with `on` (deferral is switched on), the CPU
+/// now takes work at its next entry ([`ct_work::exit`]); without, senders learn that it is in
+/// user space and send their IPIs at once ([`ct_work::exit_off`]).
 ///
 /// As [`ct_work_rs_enter`], runs in the danger zone.
 ///
@@ -322,9 +337,14 @@ pub unsafe extern "C" fn ct_work_rs_ran(word: *mut u32) {
 /// only noinstr text until it is in user space.
 #[no_mangle]
 #[link_section = ".noinstr.text"]
-pub unsafe extern "C" fn ct_work_rs_exit(word: *mut u32) {
+pub unsafe extern "C" fn ct_work_rs_exit(word: *mut u32, on: bool) {
     // SAFETY: As the caller guarantees.
-    ct_work::exit(&unsafe { CpuWord::at(word) });
+    let word = unsafe { CpuWord::at(word) };
+    if on {
+        ct_work::exit(&word);
+    } else {
+        ct_work::exit_off(&word);
+    }
 }
 
 /// A CPU's nesting levels of entries while RCU was not watching (`ct_work_rs_nmi_levels`).

@@ -877,7 +877,9 @@ mod defer_tests {
             match defer::defer_on(cpu as i32, Work::SYNC_CORE) {
                 Err(Refusal::NotInUser) => isolated = Some(cpu),
                 Err(Refusal::NotIsolated) => {}
-                Ok(()) => panic!("CPU {cpu} took work while no CPU runs user space"),
+                Ok(()) | Err(Refusal::LeftWithDeferralOff) => {
+                    panic!("CPU {cpu} said it is in user space while no CPU runs user space")
+                }
             }
         }
         assert_eq!(
@@ -927,6 +929,7 @@ mod defer_tests {
             local: -1,
             deferred: 0,
             waited: 0,
+            expired: 0,
             sent: 0,
         };
         // SAFETY: Moves this task; it may sleep.
@@ -936,7 +939,10 @@ mod defer_tests {
         defer::ask(&mut mask, &mut round);
         // SAFETY: As above.
         assert_eq!(unsafe { text_poke_stress_pin(-1) }, 0);
-        assert_eq!((round.deferred, round.waited, round.sent), (0, 0, 0));
+        assert_eq!(
+            (round.deferred, round.waited, round.expired, round.sent),
+            (0, 0, 0, 0)
+        );
         assert_eq!(mask.weight(), 0);
     }
 

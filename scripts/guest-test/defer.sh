@@ -18,7 +18,7 @@ st=/sys/kernel/debug/text_poke/stats
 iso="2 3"
 
 . /tests/cases.inc
-plan 10
+plan 11
 fig() { sed -n "s/^$1 //p" $b; }
 stat() { sed -n "s/^$1 //p" $st; }
 # The CAL count of CPU $1.
@@ -80,6 +80,34 @@ stop() {
 	kill $loops
 	wait 2>/dev/null
 }
+
+# Deferral switched on while the isolated CPUs are in user space, where
+# they went with it off: they take no work until they pass through the
+# kernel again, so the rounds send them the IPI at once, wait for none,
+# and defer to them from their next return to user space on.
+t=defer_switched_on_no_wait
+why=
+dt=/sys/kernel/debug/text_poke/defer_tlb
+tlb_was=
+[ -e $dt ] && tlb_was=$(cat $dt) && echo off > $dt
+echo off > $d
+start spin
+for c in $iso; do
+	grep -q "^cpu$c user-off " $cpus ||
+		why="$why; CPU $c's word: $(grep "^cpu$c " $cpus), not user-off"
+done
+echo on > $d
+[ -z "$tlb_was" ] || echo $tlb_was > $dt
+e0=$(stat wait_expired)
+d0=$(stat deferred)
+storm 40 || why="$why; a flip failed or a site took the wrong direction on CPU 0"
+e1=$(stat wait_expired)
+d1=$(stat deferred)
+stop
+echo "@@ info $t flips=40 wait_expired=$((e1 - e0)) deferred=$((d1 - d0))"
+[ "$e1" = "$e0" ] || why="$why; $((e1 - e0)) times a round waited in vain for an isolated CPU"
+[ $((d1 - d0)) -gt 0 ] || why="$why; no round was deferred after the switch"
+if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 
 flips=1000
 for mode in off on; do

@@ -82,6 +82,7 @@ static DEFINE_PER_CPU(unsigned long, ct_work_rs_run);
 
 static atomic64_t text_poke_rs_deferred;
 static atomic64_t text_poke_rs_waited;
+static atomic64_t text_poke_rs_wait_expired;
 static atomic64_t text_poke_rs_sent;
 static atomic64_t ct_work_rs_tlb_deferred;
 static atomic64_t ct_work_rs_tlb_sent;
@@ -127,16 +128,17 @@ static noinstr noinline void ct_work_rs_run_work(unsigned int work)
 /*
  * Until the work taken has run, the word says so, and an NMI or machine
  * check nesting here runs every kind of work itself
- * (ct_work::enter_taking()). A word that says kernel (0) has no work and
- * gets none meanwhile: deferral off, or this CPU did not leave for user
- * space while it was on.
+ * (ct_work::enter_taking()). A word that says kernel (0, or CT_WORK_RS_OFF:
+ * this CPU left for user space while deferral was off) has no work and gets
+ * none meanwhile; it stays as it is until this CPU's next return to user
+ * space.
  */
 noinstr void ct_work_rs_user_exit(void)
 {
 	u32 *word = raw_cpu_ptr(&ct_work_rs_words);
 	unsigned int work;
 
-	if (!raw_cpu_read(ct_work_rs_words))
+	if (!(raw_cpu_read(ct_work_rs_words) & ~CT_WORK_RS_OFF))
 		return;
 	work = ct_work_rs_enter(word);
 	if (unlikely(work)) {
@@ -147,14 +149,19 @@ noinstr void ct_work_rs_user_exit(void)
 
 /*
  * Deferral's switch is read here and nowhere on entry: with it off, words
- * stay "kernel", every sender sends IPIs, and entry costs one load; a CPU
- * that went to user space while it was on still takes its bits at entry.
- * A plain variable, not a static key: this runs in the danger zone.
+ * say CT_WORK_RS_OFF in user space, every sender sends IPIs at once (a CPU
+ * that may stay in user space is not waited for), and entry and exit cost
+ * one load each (entry leaves that word as it is); a CPU that went to user
+ * space while it was on still takes its bits at entry. A plain variable,
+ * not a static key: this runs in the danger zone.
  */
 noinstr void ct_work_rs_user_enter(void)
 {
-	if (READ_ONCE(ct_work_rs_enabled) || READ_ONCE(ct_work_rs_tlb_enabled))
-		ct_work_rs_exit(raw_cpu_ptr(&ct_work_rs_words));
+	bool on = READ_ONCE(ct_work_rs_enabled) ||
+		  READ_ONCE(ct_work_rs_tlb_enabled);
+
+	if (on || raw_cpu_read(ct_work_rs_words) != CT_WORK_RS_OFF)
+		ct_work_rs_exit(raw_cpu_ptr(&ct_work_rs_words), on);
 }
 
 noinstr void __ct_work_rs_nmi_enter(void)
@@ -202,6 +209,8 @@ void text_poke_rs_sync_round(struct text_poke_rs_round *round)
 	text_poke_rs_note_sync();
 	if (round->sent)
 		atomic64_add(round->sent, &text_poke_rs_sent);
+	if (round->expired)
+		atomic64_add(round->expired, &text_poke_rs_wait_expired);
 	/* Nobody deferred: the round upstream's batch makes. */
 	if (!round->deferred) {
 		on_each_cpu(text_poke_rs_do_sync_core, NULL, 1);
@@ -370,7 +379,8 @@ unsigned long ct_work_rs_runs(int cpu)
 
 /*
  * Sync rounds of other CPUs deferred (of which waited: found in the kernel
- * first) and sent as IPIs, and the work CPUs ran at entry instead.
+ * first) and sent as IPIs (of which wait_expired: waited for in vain), and
+ * the work CPUs ran at entry instead.
  */
 void ct_work_rs_stats_show(struct seq_file *m)
 {
@@ -382,6 +392,8 @@ void ct_work_rs_stats_show(struct seq_file *m)
 	seq_printf(m, "deferred %lld\n", atomic64_read(&text_poke_rs_deferred));
 	seq_printf(m, "waited %lld\n", atomic64_read(&text_poke_rs_waited));
 	seq_printf(m, "sent %lld\n", atomic64_read(&text_poke_rs_sent));
+	seq_printf(m, "wait_expired %lld\n",
+		   atomic64_read(&text_poke_rs_wait_expired));
 	seq_printf(m, "run_at_entry %llu\n", runs);
 	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS)) {
 		seq_printf(m, "tlb_deferred %lld\n",
@@ -500,7 +512,8 @@ static int ct_work_rs_cpus_show(struct seq_file *m, void *v)
 		u32 word = READ_ONCE(per_cpu(ct_work_rs_words, cpu));
 
 		seq_printf(m, "cpu%d %s work %#x runs %lu isolated %d\n", cpu,
-			   word & CT_WORK_RS_USER ? "user" : "kernel",
+			   word & CT_WORK_RS_USER ? "user" :
+			   word == CT_WORK_RS_OFF ? "user-off" : "kernel",
 			   word >> CT_WORK_RS_WORK_SHIFT,
 			   ct_work_rs_runs(cpu), !!ct_work_rs_word(cpu));
 	}

@@ -76,7 +76,7 @@ fn defer(word: &LoomWord, work: Work) -> Deferral {
 
 /// As `ct_work_rs_user_exit()` does: a word that says kernel is only read.
 fn enter(word: &LoomWord) -> Work {
-    if word.load() == Value::KERNEL {
+    if ct_work::quiet(word.load()) {
         return Work::NONE;
     }
     ct_work::enter_taking(word)
@@ -91,7 +91,7 @@ fn enter_unmarked(word: &LoomWord) -> Work {
 /// As `ct_work_rs_nmi_enter()` in `include/linux/ct_work_rs.h` does: a word that says kernel
 /// pushes an empty level there.
 fn nmi_enter(word: &LoomWord, levels: &LoomLevels) -> Work {
-    if word.load() == Value::KERNEL {
+    if ct_work::quiet(word.load()) {
         levels.store(levels.load() << ct_work::LEVEL_BITS);
         return Work::NONE;
     }
@@ -183,6 +183,8 @@ struct Cpu {
     synced: AtomicU32,
     /// The sender has finished.
     finished: AtomicBool,
+    /// How many of the target's next returns to user space find deferral switched off.
+    exits_off: AtomicU32,
 }
 
 /// The target's kernel entry: the work taken at entry, then a pending IPI; then it runs kernel
@@ -209,7 +211,13 @@ fn kernel_visit(cpu: &Cpu, p: Protocol, mc: bool) {
         synced >= done,
         "kernel text run after round {done} with text {synced}"
     );
-    ct_work::exit(&cpu.word);
+    let off = cpu.exits_off.load(SeqCst);
+    if off > 0 {
+        cpu.exits_off.store(off - 1, SeqCst);
+        ct_work::exit_off(&cpu.word);
+    } else {
+        ct_work::exit(&cpu.word);
+    }
 }
 
 /// An entry while RCU was not watching runs the work it took.
@@ -263,26 +271,33 @@ fn nmi_visit(cpu: &Cpu, p: Protocol, mc: u32) {
 }
 
 fn model(p: Protocol, mc: u32) {
+    model_with(p, mc, Value::USER, 0);
+}
+
+/// The model with the target's word at `start` and its first `exits_off` returns to user space
+/// made with deferral switched off.
+fn model_with(p: Protocol, mc: u32, start: Value, exits_off: u32) {
     // At most four preemptions: the broken variants are caught with two, and the unbounded
     // exploration, which passes too, takes about nine minutes.
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(4);
     builder.check(move || {
         let cpu = Arc::new(Cpu {
-            word: LoomWord(AtomicU32::new(Value::USER.raw())),
+            word: LoomWord(AtomicU32::new(start.raw())),
             levels: LoomLevels(AtomicU32::new(0)),
             text: AtomicU32::new(0),
             ipi: AtomicBool::new(false),
             done: AtomicU32::new(0),
             synced: AtomicU32::new(0),
             finished: AtomicBool::new(false),
+            exits_off: AtomicU32::new(exits_off),
         });
         let sender = {
             let cpu = cpu.clone();
             thread::spawn(move || {
                 for round in 1..=ROUNDS {
                     cpu.text.store(round, SeqCst);
-                    if (p.defer)(&cpu.word, Work::SYNC_CORE) == Deferral::Ipi {
+                    if (p.defer)(&cpu.word, Work::SYNC_CORE) != Deferral::Deferred {
                         cpu.ipi.store(true, SeqCst);
                         while cpu.ipi.load(SeqCst) {
                             thread::yield_now();
@@ -339,6 +354,20 @@ fn machine_check_before_the_nmi_handler() {
 #[test]
 fn machine_check_before_the_entry_ran_its_work() {
     model(CORRECT, MC_AT_ENTRY);
+}
+
+/// Deferral switched on while the target is in user space, where it went with deferral off.
+#[test]
+fn switched_on_while_in_user_space() {
+    model_with(CORRECT, NO_MC, Value::USER_OFF, 0);
+    model_with(CORRECT, 1, Value::USER_OFF, 0);
+}
+
+/// Deferral switched off and on again while the target runs.
+#[test]
+fn switched_off_and_on_again() {
+    model_with(CORRECT, NO_MC, Value::USER, 1);
+    model_with(CORRECT, MC_AT_ENTRY, Value::USER, 1);
 }
 
 #[test]
@@ -416,5 +445,31 @@ fn work_word_rules() {
         assert_eq!(work, Work::SYNC_CORE.union(Work::TLB_FLUSH));
         assert_eq!(word.load(), Value::KERNEL);
         assert!(ct_work::enter(&word).is_empty());
+    });
+}
+
+/// A CPU that returned to user space with deferral off takes no work, tells senders to send the
+/// IPI now, and keeps saying so through entries that only read its word.
+#[test]
+fn left_with_deferral_off() {
+    loom::model(|| {
+        let word = LoomWord(AtomicU32::new(Value::KERNEL.raw()));
+        let levels = LoomLevels(AtomicU32::new(0));
+        ct_work::exit_off(&word);
+        assert_eq!(word.load().context(), Context::Kernel);
+        assert!(ct_work::quiet(word.load()));
+        assert_eq!(ct_work::defer(&word, Work::SYNC_CORE), Deferral::IpiNow);
+        assert_eq!(ct_work::defer(&word, Work::TLB_FLUSH), Deferral::IpiNow);
+        assert_eq!(word.load(), Value::USER_OFF);
+        assert_eq!(ct_work::nmi_enter(&word, &levels), Work::NONE);
+        assert_eq!(word.load(), Value::USER_OFF);
+        ct_work::nmi_exit(&word, &levels);
+        assert_eq!((word.load(), levels.load()), (Value::USER_OFF, 0));
+        assert_eq!(ct_work::interrupt(&word), (Context::Kernel, Work::NONE));
+        assert_eq!(word.load(), Value::USER_OFF);
+        // Its next return to user space with deferral on.
+        ct_work::exit(&word);
+        assert_eq!(ct_work::defer(&word, Work::SYNC_CORE), Deferral::Deferred);
+        assert_eq!(ct_work::enter(&word), Work::SYNC_CORE);
     });
 }
