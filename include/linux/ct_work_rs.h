@@ -68,6 +68,7 @@ DECLARE_PER_CPU_ALIGNED(u32, ct_work_rs_words);
  */
 #define CT_WORK_RS_LEVEL_BITS	2
 #define CT_WORK_RS_LEVEL_USER	0x1
+#define CT_WORK_RS_LEVEL_TOOK	0x2
 DECLARE_PER_CPU(u32, ct_work_rs_nmi_levels);
 
 /*
@@ -145,6 +146,10 @@ u32 *ct_work_rs_word(int cpu);
 void ct_work_rs_entry_text(unsigned long bounds[4]);
 /* Work each CPU ran at kernel entry instead of taking an IPI. */
 unsigned long ct_work_rs_runs(int cpu);
+#ifdef CONFIG_TEXT_POKE_RS_DEFER_DEBUG
+/* A sender added the kinds of work @work to @cpu's word. */
+void ct_work_rs_audit_added(int cpu, unsigned int work);
+#endif
 /* Deferral's lines of text_poke/stats, and its files in text_poke/. */
 void ct_work_rs_stats_show(struct seq_file *m);
 void ct_work_rs_debugfs_init(struct dentry *dir);

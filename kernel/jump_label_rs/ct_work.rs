@@ -158,8 +158,10 @@ pub trait Word {
 /// What a sender must do about a CPU.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Deferral {
-    /// The work was recorded: the CPU runs it at its next kernel entry; no IPI.
-    Deferred,
+    /// The work was recorded: the CPU runs it at its next kernel entry; no IPI. Carries the kinds
+    /// of work this request added to the word: a kind already pending is not added again, so
+    /// that every kind added is taken, and run, by exactly one entry.
+    Deferred(Work),
     /// The CPU is in the kernel (or does not take part): send the IPI. It may return to user
     /// space soon, and take the work then.
     Ipi,
@@ -186,7 +188,7 @@ pub fn defer(word: &impl Word, work: Work) -> Deferral {
         }
         // INVARIANT: `old` says `Context::User`, so bits may be set.
         match word.compare_exchange(old, old.with(work)) {
-            Ok(_) => return Deferral::Deferred,
+            Ok(_) => return Deferral::Deferred(Work(work.0 & Work::ALL & !old.work().0)),
             Err(now) => old = now,
         }
     }

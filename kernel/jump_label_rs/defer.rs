@@ -112,11 +112,26 @@ pub enum Refusal {
 pub fn defer_on(cpu: c_int, work: Work) -> Result<(), Refusal> {
     let word = CpuWord::of(cpu).ok_or(Refusal::NotIsolated)?;
     match ct_work::defer(&word, work) {
-        Deferral::Deferred => Ok(()),
+        Deferral::Deferred(added) => {
+            audit_added(cpu, added);
+            Ok(())
+        }
         Deferral::Ipi => Err(Refusal::NotInUser),
         Deferral::IpiNow => Err(Refusal::LeftWithDeferralOff),
     }
 }
+
+/// Counts the kinds of work a sender added to `cpu`'s word, for the audit at entry.
+#[cfg(CONFIG_TEXT_POKE_RS_DEFER_DEBUG)]
+fn audit_added(cpu: c_int, added: Work) {
+    if !added.is_empty() {
+        // SAFETY: `cpu` is a possible CPU: its word was just written.
+        unsafe { bindings::ct_work_rs_audit_added(cpu, added.bits()) };
+    }
+}
+
+#[cfg(not(CONFIG_TEXT_POKE_RS_DEFER_DEBUG))]
+fn audit_added(_cpu: c_int, _added: Work) {}
 
 /// [`defer_on`] for C callers, with the work as `enum ct_work_rs_work` bits: whether `cpu` took
 /// it (and needs no IPI). Unknown bits are refused.

@@ -833,9 +833,18 @@ mod defer_tests {
         // In user space: work waits, and coalesces.
         ct_work::exit(&w);
         assert_eq!(w.load(), Value::USER);
-        assert_eq!(ct_work::defer(&w, Work::SYNC_CORE), Deferral::Deferred);
-        assert_eq!(ct_work::defer(&w, Work::SYNC_CORE), Deferral::Deferred);
-        assert_eq!(ct_work::defer(&w, Work::TLB_FLUSH), Deferral::Deferred);
+        assert_eq!(
+            ct_work::defer(&w, Work::SYNC_CORE),
+            Deferral::Deferred(Work::SYNC_CORE)
+        );
+        assert_eq!(
+            ct_work::defer(&w, Work::SYNC_CORE),
+            Deferral::Deferred(Work::NONE)
+        );
+        assert_eq!(
+            ct_work::defer(&w, Work::TLB_FLUSH),
+            Deferral::Deferred(Work::TLB_FLUSH)
+        );
         assert_eq!(w.load().context(), Context::User);
         assert_eq!(w.load().work(), BOTH);
         // Entry takes all of it, once.
@@ -846,7 +855,10 @@ mod defer_tests {
         // An NMI from user space takes the work, refuses more while it runs, and gives the
         // word back with none.
         ct_work::exit(&w);
-        assert_eq!(ct_work::defer(&w, Work::SYNC_CORE), Deferral::Deferred);
+        assert_eq!(
+            ct_work::defer(&w, Work::SYNC_CORE),
+            Deferral::Deferred(Work::SYNC_CORE)
+        );
         let (left, work) = ct_work::interrupt(&w);
         assert_eq!((left, work), (Context::User, Work::SYNC_CORE));
         assert_eq!(ct_work::defer(&w, Work::SYNC_CORE), Deferral::Ipi);

@@ -7,9 +7,11 @@
 # function-call IPIs (CAL); on, with none. Then a task on each isolated CPU
 # runs the keys' sites: each takes the key's new direction. The same again
 # while the isolated CPUs make system calls all the time, and a key whose
-# site is in noinstr text, which is never deferred. Then the faults: idle
-# isolated CPUs, the switch flipped during a storm, CPU hotplug with syncs
-# pending.
+# site is in noinstr text, which is never deferred. The audit of
+# CONFIG_TEXT_POKE_RS_DEFER_DEBUG shows every sync added to a CPU's word
+# run by one of its entries, exactly. Then the faults: idle isolated CPUs,
+# the switch flipped during a storm, CPU hotplug with syncs pending, and
+# syncs dropped at entry on purpose, which the audit must see.
 b=/sys/kernel/debug/text_poke_bench/run
 m=/sys/kernel/debug/text_poke/mode
 d=/sys/kernel/debug/text_poke/defer
@@ -18,7 +20,7 @@ st=/sys/kernel/debug/text_poke/stats
 iso="2 3"
 
 . /tests/cases.inc
-plan 11
+plan 13
 fig() { sed -n "s/^$1 //p" $b; }
 stat() { sed -n "s/^$1 //p" $st; }
 # The CAL count of CPU $1.
@@ -33,6 +35,15 @@ storm() {
 		echo "flip $k $(($1 / 4))" > $b || return 1
 		[ "$(fig wrong)" = 0 ] || return 1
 	done
+}
+# The syncs added to the isolated CPUs' words and not run, all told.
+unrun() {
+	n=0
+	for c in $iso; do
+		set -- $(audit $c sync)
+		n=$((n + ${1:-0} - ${2:-0}))
+	done
+	echo $n
 }
 # check KEY: each isolated CPU runs KEY's sites; prints what went wrong.
 check() {
@@ -172,6 +183,20 @@ done
 if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 stop
 
+# Every sync added to an isolated CPU's word by the flips above was run by
+# exactly one of its entries: with the loops gone the CPUs are idle, with
+# nothing pending, and the audit (CONFIG_TEXT_POKE_RS_DEFER_DEBUG) balances,
+# nothing lost.
+t=defer_every_sync_added_ran
+why=$(audit_wrong sync $iso | tr '\n' ';')
+for c in $iso; do
+	set -- $(audit $c sync)
+	echo "@@ info $t cpu$c sync_added=$1 sync_ran=$2 sync_lost=$3"
+	[ "${1:-0}" -gt 0 ] || why="$why; CPU $c: no sync added"
+done
+[ "$(stat lost_at_entry)" = 0 ] || why="$why; $(stat lost_at_entry) kinds of work lost at entry"
+if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
+
 # Flips racing CPUs that enter and leave the kernel all the time.
 t=defer_racing_syscalls
 start syscalls
@@ -238,6 +263,10 @@ echo "@@ info $t flips=$n rounds_per_isolated_cpu=$((3 * n)) ipis=$ipis deferred
 [ $((ipis + d1 - d0)) -ge $rounds ] || why="$why; $ipis IPIs and $((d1 - d0)) bits for $rounds rounds: work lost"
 [ $((ipis + d1 - d0)) -le $((rounds + 8)) ] || why="$why; $ipis IPIs and $((d1 - d0)) bits for $rounds rounds"
 [ $ipis -gt 0 ] && [ $((d1 - d0)) -gt 0 ] || why="$why; the switch never changed during the storm"
+# The bits are the senders' count: the audit shows each one added was run.
+bad=$(audit_wrong sync $iso)
+[ -z "$bad" ] || why="$why; $bad"
+[ "$(stat lost_at_entry)" = 0 ] || why="$why; $(stat lost_at_entry) kinds of work lost at entry"
 for k in 1 8 56 256; do
 	bad=$(check $k)
 	[ -z "$bad" ] || why="$why; $bad"
@@ -277,6 +306,38 @@ else
 	bad=$(check 256)
 	[ -z "$bad" ] || why="$why; after coming back: $bad"
 	[ "$(cat $online)" = 1 ] || echo 1 > $online
+	if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
+fi
+
+# The audit sees work dropped at entry: the next two entries that take
+# work drop it (text_poke/defer_skip_work), a key flips while CPUs 2-3 are
+# in user space, then a task runs on each, which makes it enter the kernel
+# and take its sync. Both syncs are lost, and the audit says so: the
+# comparison of added and run above fails when entry work is skipped.
+t=defer_dropped_sync_is_seen
+sk=/sys/kernel/debug/text_poke/defer_skip_work
+why=
+if [ ! -e $sk ]; then
+	fail $t "$sk missing (CONFIG_TEXT_POKE_RS_DEFER_DEBUG off?)"
+else
+	l0=$(stat lost_at_entry)
+	u0=$(unrun)
+	start spin
+	echo 2 > $sk
+	echo "set 256 1" > $b || why="$why; set 256 1 failed"
+	check 256 > /dev/null
+	stop
+	left=$(cat $sk)
+	echo 0 > $sk
+	l1=$(stat lost_at_entry)
+	u1=$(unrun)
+	echo "set 256 0" > $b || why="$why; set 256 0 failed"
+	echo "@@ info $t lost_at_entry=$((l1 - l0)) added_not_run=$((u1 - u0)) drops_left=$left"
+	[ "$left" = 0 ] || why="$why; $left of 2 drops never used: no entry took work"
+	[ $((l1 - l0)) = 2 ] || why="$why; $((l1 - l0)) syncs seen lost, not 2"
+	[ $((u1 - u0)) = 2 ] || why="$why; syncs added and not run rose by $((u1 - u0)), not 2"
+	bad=$(audit_wrong sync $iso)
+	[ -z "$bad" ] || why="$why; $bad"
 	if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 fi
 

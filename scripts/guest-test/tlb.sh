@@ -19,7 +19,7 @@ st=/sys/kernel/debug/text_poke/stats
 iso="2 3"
 
 . /tests/cases.inc
-plan 8
+plan 9
 stat() { sed -n "s/^$1 //p" $st; }
 counts() { for c in $iso; do printf '%s/%s ' "$(irq CAL $c)" "$(irq TLB $c)"; done; }
 
@@ -47,6 +47,7 @@ else
 	ok $t
 fi
 
+lost0=$(stat lost_at_entry)
 pairs=1000
 for mode in off on; do
 	t=tlb_vmalloc_storm_$mode
@@ -75,7 +76,24 @@ for mode in off on; do
 	if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 done
 
-# The stale-mapping test, on each isolated CPU, deferral on.
+# Every flush added to an isolated CPU's word by the storm was run by
+# exactly one of its entries (the audit of CONFIG_TEXT_POKE_RS_DEFER_DEBUG):
+# with the loops gone the CPUs are idle, nothing pending.
+t=tlb_every_flush_added_ran
+why=$(audit_wrong tlb $iso | tr '\n' ';')
+n=0
+for c in $iso; do
+	set -- $(audit $c tlb)
+	echo "@@ info $t cpu$c tlb_added=$1 tlb_ran=$2 tlb_lost=$3"
+	n=$((n + ${1:-0}))
+done
+[ $n -gt 0 ] || why="$why; no flush added to an isolated CPU"
+[ "$(stat lost_at_entry)" = "$lost0" ] || why="$why; $(($(stat lost_at_entry) - lost0)) kinds of work lost at entry"
+if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
+
+# The stale-mapping test, on each isolated CPU, deferral on: the flush of
+# the reuse must be deferred to that CPU (tlb_deferred rises, the CPU runs
+# one more flush at entry), or the IPI path would pass it.
 t=tlb_no_stale_mapping
 echo on > $dt
 why=
@@ -86,20 +104,30 @@ for c in $iso; do
 		taskset -c $c /demo/syscalls vcheck $b $spins > $out &
 		pid=$!
 		sleep 1
+		d0=$(stat tlb_deferred)
+		set -- $(audit $c tlb)
+		r0=${2:-0}
 		echo vreuse > $b 2>/dev/null
 		reuse=$?
+		d1=$(stat tlb_deferred)
 		wait $pid || { why="$why; CPU $c: vread or vcheck failed"; break; }
+		set -- $(audit $c tlb)
+		r1=${2:-0}
 		reused=$(sed -n 's/^reused //p' $out)
 		stale=$(sed -n 's/^stale //p' $out)
 		rm -f $out
 		# Not reused in time: the address was not given back, or the
 		# program read before the reuse; try longer.
 		[ "$reuse" = 0 ] && [ "$reused" = 1 ] || continue
+		# Not deferred: the task was not in user space yet; try longer.
+		[ $((d1 - d0)) -gt 0 ] || continue
+		echo "@@ info $t cpu$c tlb_deferred=$((d1 - d0)) tlb_ran=$((r1 - r0))"
+		[ $((r1 - r0)) -gt 0 ] || why="$why; CPU $c ran no flush at entry for the deferred one"
 		[ "$stale" = 0 ] || why="$why; CPU $c read the old contents through a stale mapping"
 		done_=1
 		break
 	done
-	[ -n "$done_" ] || why="$why; CPU $c: the address was never reused in time"
+	[ -n "$done_" ] || why="$why; CPU $c: the address was never reused, with its flush deferred, in time"
 done
 if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 

@@ -80,6 +80,126 @@ DEFINE_PER_CPU(u32, ct_work_rs_nmi_levels);
 /* Entries that ran work instead of taking an IPI. */
 static DEFINE_PER_CPU(unsigned long, ct_work_rs_run);
 
+#ifdef CONFIG_TEXT_POKE_RS_DEFER_DEBUG
+#define CT_WORK_RS_KINDS	2
+/*
+ * The audit of the work deferred to a CPU, per kind: @added, the kinds
+ * senders added to its word (from clear to set: a request that coalesces
+ * with a pending one adds nothing); @ran, those the CPU took and ran, each
+ * taken by exactly one entry; @lost, what an entry found added and not run
+ * when it was done. A sender adds before the entry that takes the work
+ * exchanges the word, and counts right after, so @ran can only lag @added
+ * while work is pending: at the end of an entry that took work, and on a
+ * CPU that is not in user space, @added == @ran + @lost, and @lost is 0
+ * unless work was dropped.
+ */
+struct ct_work_rs_audit {
+	atomic_t added[CT_WORK_RS_KINDS];
+	unsigned int ran[CT_WORK_RS_KINDS];
+	unsigned int lost[CT_WORK_RS_KINDS];
+};
+
+static DEFINE_PER_CPU(struct ct_work_rs_audit, ct_work_rs_audit);
+/* The next entries that take work drop it (text_poke/defer_skip_work). */
+static atomic_t ct_work_rs_skip = ATOMIC_INIT(0);
+
+void ct_work_rs_audit_added(int cpu, unsigned int work)
+{
+	struct ct_work_rs_audit *a = per_cpu_ptr(&ct_work_rs_audit, cpu);
+	int k;
+
+	for (k = 0; k < CT_WORK_RS_KINDS; k++)
+		if (work & BIT(k))
+			atomic_inc(&a->added[k]);
+}
+
+/* This CPU's entry ran @ran of the work it took; now check the rest. */
+static __always_inline void ct_work_rs_audit_ran(unsigned int ran)
+{
+	struct ct_work_rs_audit *a = raw_cpu_ptr(&ct_work_rs_audit);
+	int k;
+
+	for (k = 0; k < CT_WORK_RS_KINDS; k++) {
+		unsigned int added, done;
+
+		done = READ_ONCE(a->ran[k]) + !!(ran & BIT(k));
+		WRITE_ONCE(a->ran[k], done);
+		added = raw_atomic_read(&a->added[k]);
+		if ((int)(added - done - READ_ONCE(a->lost[k])) > 0)
+			WRITE_ONCE(a->lost[k], added - done);
+	}
+}
+
+static __always_inline bool ct_work_rs_skip_work(void)
+{
+	return unlikely(raw_atomic_read(&ct_work_rs_skip)) &&
+	       raw_atomic_dec_if_positive(&ct_work_rs_skip) >= 0;
+}
+
+/* The entry benchmark's @n runs of @work, which no sender added. */
+static void ct_work_rs_audit_forget(unsigned int work, unsigned int n)
+{
+	struct ct_work_rs_audit *a = this_cpu_ptr(&ct_work_rs_audit);
+	int k;
+
+	for (k = 0; k < CT_WORK_RS_KINDS; k++)
+		if (work & BIT(k))
+			WRITE_ONCE(a->ran[k], a->ran[k] - n);
+}
+
+static void ct_work_rs_audit_show(struct seq_file *m, int cpu)
+{
+	struct ct_work_rs_audit *a = per_cpu_ptr(&ct_work_rs_audit, cpu);
+	static const char * const kinds[] = { "sync", "tlb" };
+	int k;
+
+	for (k = 0; k < CT_WORK_RS_KINDS; k++)
+		seq_printf(m, " %s_added %d %s_ran %u %s_lost %u", kinds[k],
+			   atomic_read(&a->added[k]), kinds[k],
+			   READ_ONCE(a->ran[k]), kinds[k], READ_ONCE(a->lost[k]));
+}
+
+static u64 ct_work_rs_audit_lost(void)
+{
+	u64 lost = 0;
+	int cpu, k;
+
+	for_each_possible_cpu(cpu)
+		for (k = 0; k < CT_WORK_RS_KINDS; k++)
+			lost += READ_ONCE(per_cpu(ct_work_rs_audit, cpu).lost[k]);
+	return lost;
+}
+
+static int ct_work_rs_skip_get(void *data, u64 *val)
+{
+	*val = atomic_read(&ct_work_rs_skip);
+	return 0;
+}
+
+static int ct_work_rs_skip_set(void *data, u64 val)
+{
+	if (val > INT_MAX)
+		return -EINVAL;
+	atomic_set(&ct_work_rs_skip, val);
+	return 0;
+}
+DEFINE_DEBUGFS_ATTRIBUTE(ct_work_rs_skip_fops, ct_work_rs_skip_get,
+			 ct_work_rs_skip_set, "%llu\n");
+
+static void ct_work_rs_audit_debugfs_init(struct dentry *dir)
+{
+	debugfs_create_file_unsafe("defer_skip_work", 0600, dir, NULL,
+				   &ct_work_rs_skip_fops);
+}
+#else
+static __always_inline void ct_work_rs_audit_ran(unsigned int ran) { }
+static __always_inline bool ct_work_rs_skip_work(void) { return false; }
+static inline void ct_work_rs_audit_forget(unsigned int work, unsigned int n) { }
+static inline void ct_work_rs_audit_show(struct seq_file *m, int cpu) { }
+static inline void ct_work_rs_audit_debugfs_init(struct dentry *dir) { }
+static inline u64 ct_work_rs_audit_lost(void) { return 0; }
+#endif
+
 static atomic64_t text_poke_rs_deferred;
 static atomic64_t text_poke_rs_waited;
 static atomic64_t text_poke_rs_wait_expired;
@@ -110,19 +230,31 @@ static __always_inline void ct_work_rs_flush_tlb_all(bool invpcid)
 	}
 }
 
-/* Out of line: the hooks' path with no work stays a few instructions. */
-static noinstr noinline void ct_work_rs_run_work(unsigned int work)
+/*
+ * Out of line: the hooks' path with no work stays a few instructions.
+ * Returns the kinds of work it ran.
+ */
+static noinstr noinline unsigned int ct_work_rs_run_work(unsigned int work)
 {
+	unsigned int ran = 0;
+
+	if (ct_work_rs_skip_work())
+		return 0;
 	/*
 	 * The flush first: sync_core() may IRET, on this task's stack. Only
 	 * where flushes are deferred: an entry nesting in one that took work
 	 * it has not run asks for every kind.
 	 */
-	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS) && (work & CT_WORK_RS_TLB_FLUSH))
+	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS) && (work & CT_WORK_RS_TLB_FLUSH)) {
 		ct_work_rs_flush_tlb_all(cpu_feature_enabled(X86_FEATURE_INVPCID));
-	if (work & CT_WORK_RS_SYNC_CORE)
+		ran |= CT_WORK_RS_TLB_FLUSH;
+	}
+	if (work & CT_WORK_RS_SYNC_CORE) {
 		sync_core();
+		ran |= CT_WORK_RS_SYNC_CORE;
+	}
 	raw_cpu_inc(ct_work_rs_run);
+	return ran;
 }
 
 /*
@@ -142,8 +274,9 @@ noinstr void ct_work_rs_user_exit(void)
 		return;
 	work = ct_work_rs_enter(word);
 	if (unlikely(work)) {
-		ct_work_rs_run_work(work);
+		work = ct_work_rs_run_work(work);
 		ct_work_rs_ran(word);
+		ct_work_rs_audit_ran(work);
 	}
 }
 
@@ -171,9 +304,15 @@ noinstr void __ct_work_rs_nmi_enter(void)
 	work = ct_work_rs_nmi_take(raw_cpu_ptr(&ct_work_rs_words),
 				   raw_cpu_ptr(&ct_work_rs_nmi_levels));
 	if (unlikely(work)) {
-		ct_work_rs_run_work(work);
+		/* Or it nests in an entry that took work it has not run. */
+		bool took = raw_cpu_read(ct_work_rs_nmi_levels) &
+			    CT_WORK_RS_LEVEL_TOOK;
+
+		work = ct_work_rs_run_work(work);
 		ct_work_rs_nmi_ran(raw_cpu_ptr(&ct_work_rs_words),
 				   raw_cpu_ptr(&ct_work_rs_nmi_levels));
+		if (took)
+			ct_work_rs_audit_ran(work);
 	}
 }
 
@@ -395,6 +534,8 @@ void ct_work_rs_stats_show(struct seq_file *m)
 	seq_printf(m, "wait_expired %lld\n",
 		   atomic64_read(&text_poke_rs_wait_expired));
 	seq_printf(m, "run_at_entry %llu\n", runs);
+	if (IS_ENABLED(CONFIG_TEXT_POKE_RS_DEFER_DEBUG))
+		seq_printf(m, "lost_at_entry %llu\n", ct_work_rs_audit_lost());
 	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS)) {
 		seq_printf(m, "tlb_deferred %lld\n",
 			   atomic64_read(&ct_work_rs_tlb_deferred));
@@ -433,6 +574,7 @@ int ct_work_rs_bench_entry(u32 word, unsigned int n, u64 *ns)
 	*ns = local_clock() - t0;
 	if (word >> CT_WORK_RS_WORK_SHIFT)
 		this_cpu_sub(ct_work_rs_run, n);
+	ct_work_rs_audit_forget(word >> CT_WORK_RS_WORK_SHIFT, n);
 	local_irq_restore(flags);
 	return 0;
 }
@@ -443,13 +585,14 @@ int ct_work_rs_bench_entry(u32 word, unsigned int n, u64 *ns)
  */
 static int ct_work_rs_cpu_online(unsigned int cpu)
 {
+	unsigned int work, ran;
 	unsigned long flags;
-	unsigned int work;
 
 	local_irq_save(flags);
 	work = ct_work_rs_enter(this_cpu_ptr(&ct_work_rs_words));
-	ct_work_rs_run_work(work | CT_WORK_RS_SYNC_CORE);
+	ran = ct_work_rs_run_work(work | CT_WORK_RS_SYNC_CORE);
 	ct_work_rs_ran(this_cpu_ptr(&ct_work_rs_words));
+	ct_work_rs_audit_ran(ran & work);
 	local_irq_restore(flags);
 	return 0;
 }
@@ -511,11 +654,13 @@ static int ct_work_rs_cpus_show(struct seq_file *m, void *v)
 	for_each_online_cpu(cpu) {
 		u32 word = READ_ONCE(per_cpu(ct_work_rs_words, cpu));
 
-		seq_printf(m, "cpu%d %s work %#x runs %lu isolated %d\n", cpu,
+		seq_printf(m, "cpu%d %s work %#x runs %lu isolated %d", cpu,
 			   word & CT_WORK_RS_USER ? "user" :
 			   word == CT_WORK_RS_OFF ? "user-off" : "kernel",
-			   word >> CT_WORK_RS_WORK_SHIFT,
+			   (word & ~CT_WORK_RS_OFF) >> CT_WORK_RS_WORK_SHIFT,
 			   ct_work_rs_runs(cpu), !!ct_work_rs_word(cpu));
+		ct_work_rs_audit_show(m, cpu);
+		seq_putc(m, '\n');
 	}
 	return 0;
 }
@@ -544,10 +689,13 @@ DEFINE_DEBUGFS_ATTRIBUTE(ct_work_rs_wait_ns_fops, ct_work_rs_wait_ns_get,
  * In /sys/kernel/debug/text_poke/: "defer", "on" or "off", which a write
  * (any kstrtobool() spelling) switches at once, even during a storm: rounds
  * already deferred are run at entry either way, and a CPU takes part from
- * its next return to user space on; "cpus", each online CPU's
- * word and the work it ran at entry; "defer_wait_ns", how long a round waits
+ * its next return to user space on; "cpus", each online CPU's word and the
+ * work it ran at entry (and its audit, with
+ * CONFIG_TEXT_POKE_RS_DEFER_DEBUG); "defer_wait_ns", how long a round waits
  * for an isolated CPU in the kernel to return to user space; "defer_tlb",
- * the switch of kernel TLB flush deferral, as "defer".
+ * the switch of kernel TLB flush deferral, as "defer"; with
+ * CONFIG_TEXT_POKE_RS_DEFER_DEBUG, "defer_skip_work": the next N entries
+ * that take work drop it, for the test that the audit sees it.
  */
 void ct_work_rs_debugfs_init(struct dentry *dir)
 {
@@ -560,6 +708,7 @@ void ct_work_rs_debugfs_init(struct dentry *dir)
 	debugfs_create_file("cpus", 0444, dir, NULL, &ct_work_rs_cpus_fops);
 	debugfs_create_file_unsafe("defer_wait_ns", 0644, dir, NULL,
 				   &ct_work_rs_wait_ns_fops);
+	ct_work_rs_audit_debugfs_init(dir);
 }
 
 static int __init ct_work_rs_init(void)

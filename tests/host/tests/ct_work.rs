@@ -167,7 +167,7 @@ fn defer_load_store(word: &LoomWord, work: Work) -> Deferral {
     }
     // The work bits start above the context bit.
     word.store(Value::from_raw(old.raw() | work.bits() << 1));
-    Deferral::Deferred
+    Deferral::Deferred(work)
 }
 
 struct Cpu {
@@ -297,7 +297,7 @@ fn model_with(p: Protocol, mc: u32, start: Value, exits_off: u32) {
             thread::spawn(move || {
                 for round in 1..=ROUNDS {
                     cpu.text.store(round, SeqCst);
-                    if (p.defer)(&cpu.word, Work::SYNC_CORE) != Deferral::Deferred {
+                    if !matches!((p.defer)(&cpu.word, Work::SYNC_CORE), Deferral::Deferred(_)) {
                         cpu.ipi.store(true, SeqCst);
                         while cpu.ipi.load(SeqCst) {
                             thread::yield_now();
@@ -438,9 +438,18 @@ fn work_word_rules() {
         assert_eq!(word.load(), Value::KERNEL);
         ct_work::exit(&word);
         assert_eq!(word.load().context(), Context::User);
-        assert_eq!(ct_work::defer(&word, Work::SYNC_CORE), Deferral::Deferred);
-        assert_eq!(ct_work::defer(&word, Work::SYNC_CORE), Deferral::Deferred);
-        assert_eq!(ct_work::defer(&word, Work::TLB_FLUSH), Deferral::Deferred);
+        assert_eq!(
+            ct_work::defer(&word, Work::SYNC_CORE),
+            Deferral::Deferred(Work::SYNC_CORE)
+        );
+        assert_eq!(
+            ct_work::defer(&word, Work::SYNC_CORE),
+            Deferral::Deferred(Work::NONE)
+        );
+        assert_eq!(
+            ct_work::defer(&word, Work::TLB_FLUSH),
+            Deferral::Deferred(Work::TLB_FLUSH)
+        );
         let work = ct_work::enter(&word);
         assert_eq!(work, Work::SYNC_CORE.union(Work::TLB_FLUSH));
         assert_eq!(word.load(), Value::KERNEL);
@@ -469,7 +478,10 @@ fn left_with_deferral_off() {
         assert_eq!(word.load(), Value::USER_OFF);
         // Its next return to user space with deferral on.
         ct_work::exit(&word);
-        assert_eq!(ct_work::defer(&word, Work::SYNC_CORE), Deferral::Deferred);
+        assert_eq!(
+            ct_work::defer(&word, Work::SYNC_CORE),
+            Deferral::Deferred(Work::SYNC_CORE)
+        );
         assert_eq!(ct_work::enter(&word), Work::SYNC_CORE);
     });
 }
