@@ -1,22 +1,27 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""List the static branch and static call sites in the danger zone of a vmlinux.
+"""Check the static branch and static call sites in the danger zone of a vmlinux.
 
 A CPU coming from user space takes its deferred work in context tracking
 (arch/x86/kernel/ct_work_rs.c); what it runs before that, the entry code,
 lives in .entry.text and .noinstr.text (objtool keeps noinstr code calling
-only noinstr code). A site there must not change under a CPU that deferred
-its sync: the Rust batch never defers a batch that writes those sections, so
-such a flip still interrupts every isolated CPU. This check warns about every
-site there whose key can be flipped after boot; keys in .data..ro_after_init
-cannot be (they are read-only once init is done). A static call trampoline
-called from there counts as a site of its key.
+only noinstr code and static call trampolines). A site there, or a
+trampoline called from there, must not change under a CPU that deferred its
+sync: the sender never defers a batch that writes any byte of the ranges in
+the image's ct_work_rs_danger_text[], the very table it reads. This check
+reads that table from the image and fails if any site in the danger zone, or
+any trampoline called from it, is outside it: a flip of that key could be
+deferred. It also notes every such key that can be flipped after boot (a
+flip of it interrupts every isolated CPU); keys in .data..ro_after_init
+cannot be.
 
-Usage: danger-zone.py VMLINUX [--expect-warning KEY]... [--strict]
+Usage: danger-zone.py VMLINUX [--strict] [--drop-range I]... [--expect-error KEY]...
 
-Prints one line per key; "warning:" lines for keys that can be flipped.
-Exits 1 with --strict if there is any warning, or if a key named by
---expect-warning is not warned about (the check's own test); 2 on bad input.
+Prints one line per key: "ok:", "note:" (flippable after boot, never
+deferred) or "error:" (a flip may be deferred). Exits 1 with --strict if
+there is any error, or if a key named by --expect-error has none (the
+check's own test: with --drop-range I, the rule's range I is left out, as a
+broken rule would; KEY may be part of a name); 2 on bad input.
 """
 import argparse
 import bisect
@@ -87,7 +92,8 @@ def main():
     ap.add_argument("vmlinux")
     ap.add_argument("--nm", default="llvm-nm-22")
     ap.add_argument("--objdump", default="llvm-objdump-22")
-    ap.add_argument("--expect-warning", action="append", default=[], metavar="KEY")
+    ap.add_argument("--expect-error", action="append", default=[], metavar="KEY")
+    ap.add_argument("--drop-range", action="append", default=[], type=int, metavar="I")
     ap.add_argument("--strict", action="store_true")
     args = ap.parse_args()
 
@@ -95,25 +101,43 @@ def main():
     syms, text, data = symbols(args.vmlinux, args.nm)
     need = ["__noinstr_text_start", "__noinstr_text_end", "__entry_text_start",
             "__entry_text_end", "__start_ro_after_init", "__end_ro_after_init",
-            "__start___jump_table", "__stop___jump_table"]
+            "__start___jump_table", "__stop___jump_table", "ct_work_rs_danger_text"]
     missing = [n for n in need if n not in syms]
     if missing:
         die(f"{args.vmlinux} has no {', '.join(missing)}: not an x86-64 vmlinux with jump labels?")
     zones = [(syms["__noinstr_text_start"], syms["__noinstr_text_end"]),
              (syms["__entry_text_start"], syms["__entry_text_end"])]
     ro = (syms["__start_ro_after_init"], syms["__end_ro_after_init"])
+    # The sender's rule: CT_WORK_RS_DANGER_RANGES (3) [start, end) pairs of
+    # unsigned long.
+    raw = elf.read(syms["ct_work_rs_danger_text"], 3 * 16)
+    rule = [struct.unpack_from("<QQ", raw, 16 * i) for i in range(3)]
+    for i in args.drop_range:
+        if not 0 <= i < len(rule):
+            die(f"--drop-range {i}: the rule has ranges 0 to {len(rule) - 1}")
+    rule = [r for i, r in enumerate(rule) if i not in args.drop_range]
+    for a, b in rule:
+        if not a < b:
+            die(f"ct_work_rs_danger_text holds an empty or reversed range {a:#x}-{b:#x}")
+
+    def refused(a, b):
+        """Whether the rule refuses to defer a batch writing [a, b)."""
+        return any(s <= a and b <= e for s, e in rule)
 
     def in_zone(addr):
         return any(a <= addr < b for a, b in zones)
 
-    keys = {}  # key address -> [kind, set of functions, sites]
+    keys = {}  # key address -> [kind, set of functions, sites, sites not refused]
 
     def note(kind, code, key):
         if not in_zone(code):
             return
-        k = keys.setdefault(key, [kind, set(), 0])
+        k = keys.setdefault(key, [kind, set(), 0, 0])
         k[1].add(owner(text, code))
         k[2] += 1
+        # A jump or a call is 5 bytes; a NOP there, 2 or 5.
+        if not refused(code, code + 5):
+            k[3] += 1
 
     start, stop = syms["__start___jump_table"], syms["__stop___jump_table"]
     table = elf.read(start, stop - start)
@@ -143,33 +167,46 @@ def main():
         for line in out.splitlines():
             if "<__SCT__" in line and ("call" in line or "jmp" in line):
                 tramps.add(line.split("<__SCT__", 1)[1].split(">", 1)[0].split("+", 1)[0])
-    names = {owner(data, k) for k in keys}
     for t in sorted(tramps):
-        if f"__SCK__{t}" not in names:
-            key = syms.get(f"__SCK__{t}")
-            if key is None:
-                die(f"no key __SCK__{t} for the trampoline __SCT__{t}")
-            keys[key] = ["static call trampoline", {f"__SCT__{t}"}, 1]
+        key, tramp = syms.get(f"__SCK__{t}"), syms.get(f"__SCT__{t}")
+        if key is None or tramp is None:
+            die(f"no key __SCK__{t} or no trampoline __SCT__{t}")
+        # The trampoline: a JMP or RET and a 3-byte UD1, 8 bytes.
+        bad = 0 if refused(tramp, tramp + 8) else 1
+        k = keys.get(key)
+        if k is None:
+            keys[key] = ["static call trampoline", {f"__SCT__{t}"}, 1, bad]
+        else:
+            k[1].add(f"__SCT__{t}")
+            k[2] += 1
+            k[3] += bad
 
-    warned = set()
+    errors = set()
     total = sum(k[2] for k in keys.values())
     print(f"danger-zone: {total} static branch and static call sites in "
-          f".noinstr.text and .entry.text, of {len(keys)} keys")
-    for key, (kind, funcs, n) in sorted(keys.items(), key=lambda kv: owner(data, kv[0])):
+          f".noinstr.text and .entry.text and trampolines called from there, of "
+          f"{len(keys)} keys; the sender's rule: "
+          + ", ".join(f"{a:#x}-{b:#x}" for a, b in rule))
+    for key, (kind, funcs, n, bad) in sorted(keys.items(), key=lambda kv: owner(data, kv[0])):
         name = owner(data, key)
         where = ", ".join(sorted(funcs))
-        if ro[0] <= key < ro[1]:
-            print(f"  ok: {name} ({kind}, {n} sites: {where}): read-only after init")
+        if bad:
+            errors.add(name)
+            print(f"  error: {name} ({kind}, {n} sites: {where}): {bad} of them outside "
+                  f"ct_work_rs_danger_text[]: a flip of it may be deferred to a CPU that "
+                  f"runs them before it takes its sync")
+        elif ro[0] <= key < ro[1]:
+            print(f"  ok: {name} ({kind}, {n} sites: {where}): never deferred, and "
+                  f"read-only after init")
         else:
-            warned.add(name)
-            print(f"  warning: {name} ({kind}, {n} sites: {where}) can be flipped after "
-                  f"boot: a flip of it is never deferred, and interrupts every isolated CPU")
+            print(f"  note: {name} ({kind}, {n} sites: {where}): never deferred; it can be "
+                  f"flipped after boot, and a flip of it interrupts every isolated CPU")
     rc = 0
-    for k in args.expect_warning:
-        if not any(w == k or w.endswith(k) for w in warned):
-            print(f"danger-zone: error: expected a warning about {k}, got none", file=sys.stderr)
+    for k in args.expect_error:
+        if not any(k in w for w in errors):
+            print(f"danger-zone: error: expected an error about {k}, got none", file=sys.stderr)
             rc = 1
-    if args.strict and warned:
+    if args.strict and errors and not args.expect_error:
         rc = 1
     return rc
 

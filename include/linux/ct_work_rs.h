@@ -140,10 +140,17 @@ bool ct_work_rs_cpu_running(int cpu);
 /* The work word of @cpu, if it is online and isolated (nohz_full). */
 u32 *ct_work_rs_word(int cpu);
 /*
- * The text a CPU may run before it takes its work at entry: .noinstr.text
- * and .entry.text, as [start, end) pairs in @bounds.
+ * The text a CPU may run before it takes its work at entry, as [start, end)
+ * pairs: .noinstr.text and .entry.text, where the entry code is, and the
+ * static call trampolines, which it calls (and which live apart, in
+ * .static_call.text). A batch that writes any byte of it is never
+ * deferred. Data, so that scripts/danger-zone.py checks, in the built
+ * image, the very rule the sender follows.
  */
-void ct_work_rs_entry_text(unsigned long bounds[4]);
+#define CT_WORK_RS_DANGER_RANGES	3
+extern const unsigned long ct_work_rs_danger_text[CT_WORK_RS_DANGER_RANGES][2];
+/* Bounds of .static_call.text (include/asm-generic/vmlinux.lds.h). */
+extern char __static_call_text_start[], __static_call_text_end[];
 /* Work each CPU ran at kernel entry instead of taking an IPI. */
 unsigned long ct_work_rs_runs(int cpu);
 #ifdef CONFIG_TEXT_POKE_RS_DEFER_DEBUG

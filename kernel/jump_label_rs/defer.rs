@@ -157,19 +157,16 @@ pub fn may_defer(sites: &[PokeLoc], base: usize) -> bool {
     if !enabled() || next_isolated(-1) >= kernel::cpu::nr_cpu_ids() as c_int {
         return false;
     }
-    let mut b = [0usize; 4];
-    // SAFETY: `b` is valid for writes of four `unsigned long`s.
-    unsafe { bindings::ct_work_rs_entry_text(b.as_mut_ptr()) };
-    let inside = |a: usize| (b[0]..b[1]).contains(&a) || (b[2]..b[3]).contains(&a);
-    !sites.iter().any(|s| inside(s.addr(base)))
+    !sites.iter().any(|s| entry_text(s.addr(base)))
 }
 
-/// Whether a CPU may run the text at `addr` before it takes its work at entry.
+/// Whether a CPU may run the text at `addr` before it takes its work at entry: the entry code,
+/// and the static call trampolines it calls (`ct_work_rs_danger_text`).
 pub fn entry_text(addr: usize) -> bool {
-    let mut b = [0usize; 4];
-    // SAFETY: `b` is valid for writes of four `unsigned long`s.
-    unsafe { bindings::ct_work_rs_entry_text(b.as_mut_ptr()) };
-    (b[0]..b[1]).contains(&addr) || (b[2]..b[3]).contains(&addr)
+    // SAFETY: `ct_work_rs_danger_text` is set when the kernel is linked (and relocated before it
+    // runs) and is `const`: nothing writes it, so reading it races with nothing.
+    let ranges = unsafe { (&raw const bindings::ct_work_rs_danger_text).read() };
+    ranges.iter().any(|r| (r[0]..r[1]).contains(&addr))
 }
 
 /// The next online isolated CPU after `cpu`, or `nr_cpu_ids`.

@@ -71,6 +71,7 @@ extern "C" {
     fn text_poke_stress_stop(passes: *mut core::ffi::c_ulong, wrong: *mut core::ffi::c_ulong);
     fn text_poke_sc_call(x: i32) -> i32;
     fn text_poke_sc_set(two: bool);
+    fn text_poke_sc_tramp() -> *mut core::ffi::c_void;
     fn text_poke_trace_start() -> i32;
     fn text_poke_trace_stop(seen: *mut TraceSeen);
 }
@@ -1006,5 +1007,13 @@ mod defer_tests {
             super::site_1::<0, 0> as *const () as usize
         ));
         assert_eq!(site_noinstr(1), 1);
+        // Entry code calls static call trampolines, which are not in its sections: a batch
+        // that rewrites one is not deferred either.
+        // SAFETY: Returns the address of a trampoline; no precondition.
+        let tramp = unsafe { super::text_poke_sc_tramp() } as usize;
+        assert!(defer::entry_text(tramp));
+        assert!(!defer::entry_text(
+            super::text_poke_sc_call as *const () as usize
+        ));
     }
 }

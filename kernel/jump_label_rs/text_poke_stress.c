@@ -328,6 +328,11 @@ noinline int text_poke_sc_call(int x)
 	return static_call(text_poke_rs_sc)(x);
 }
 
+void *text_poke_sc_tramp(void)
+{
+	return STATIC_CALL_TRAMP_ADDR(text_poke_rs_sc);
+}
+
 void text_poke_sc_set(bool two)
 {
 	if (two)

@@ -65,6 +65,8 @@ void text_poke_trace_stop(struct text_poke_trace *seen);
  */
 int text_poke_sc_call(int x);
 void text_poke_sc_set(bool two);
+/* Its trampoline. */
+void *text_poke_sc_tramp(void);
 
 /*
  * Moves the calling task to @cpu, or lets it run anywhere again (@cpu < 0):

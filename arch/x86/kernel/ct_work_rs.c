@@ -14,10 +14,11 @@
  * has not yet made safe: the entry asm (.entry.text) and the C entry up to
  * context tracking (do_syscall_64(), irqentry_enter(), exc_nmi() and their
  * inlined helpers). objtool keeps all of it in .noinstr.text or
- * .entry.text: noinstr code may only call noinstr code. So the sender
- * follows one rule, a superset of the danger zone: a batch that writes any
- * byte in those sections is never deferred (ct_work_rs_entry_text()), and
- * every CPU takes its IPIs. scripts/danger-zone.py lists the static branch
+ * .entry.text: noinstr code may only call noinstr code, and static call
+ * trampolines, which live in .static_call.text. So the sender follows one
+ * rule, a superset of the danger zone: a batch that writes any byte in
+ * those sections is never deferred (ct_work_rs_danger_text[]), and every
+ * CPU takes its IPIs. scripts/danger-zone.py lists the static branch
  * and static call sites in those sections at build time, and warns about
  * every one whose key can be flipped after boot: flipping it costs the
  * isolated CPUs their IPIs. Keys in .data..ro_after_init cannot be flipped
@@ -503,13 +504,12 @@ u32 *ct_work_rs_word(int cpu)
 	return per_cpu_ptr(&ct_work_rs_words, cpu);
 }
 
-void ct_work_rs_entry_text(unsigned long bounds[4])
-{
-	bounds[0] = (unsigned long)__noinstr_text_start;
-	bounds[1] = (unsigned long)__noinstr_text_end;
-	bounds[2] = (unsigned long)__entry_text_start;
-	bounds[3] = (unsigned long)__entry_text_end;
-}
+const unsigned long ct_work_rs_danger_text[CT_WORK_RS_DANGER_RANGES][2] = {
+	{ (unsigned long)__noinstr_text_start, (unsigned long)__noinstr_text_end },
+	{ (unsigned long)__entry_text_start, (unsigned long)__entry_text_end },
+	{ (unsigned long)__static_call_text_start,
+	  (unsigned long)__static_call_text_end },
+};
 
 unsigned long ct_work_rs_runs(int cpu)
 {
