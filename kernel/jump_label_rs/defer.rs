@@ -4,7 +4,9 @@
 //! kernel, the Rust half of the context-tracking hooks, and the sender's side of a sync round.
 //!
 //! The protocol is [`ct_work`]'s; this module applies it to `ct_work_rs_word`, one `u32` per
-//! CPU in C (`arch/x86/kernel/ct_work_rs.c`), and is the only code that touches that word.
+//! CPU in C (`arch/x86/kernel/ct_work_rs.c`), whose hooks only add what needs no atomic: the
+//! load that finds nothing to take, and the store of [`ct_work::exit`] or [`ct_work::exit_off`]
+//! on the way to user space, where no sender writes the word.
 //!
 //! Deferral applies to a CPU only while all of these hold: it is online and `nohz_full` (never a
 //! housekeeping CPU), context tracking is active there (its hooks are what set
@@ -335,28 +337,6 @@ pub unsafe extern "C" fn ct_work_rs_enter(word: *mut u32) -> u32 {
 pub unsafe extern "C" fn ct_work_rs_ran(word: *mut u32) {
     // SAFETY: As the caller guarantees.
     ct_work::ran(&unsafe { CpuWord::at(word) });
-}
-
-/// Return to user space, from `__ct_user_enter()`: with `on` (deferral is switched on), the CPU
-/// now takes work at its next entry ([`ct_work::exit`]); without, senders learn that it is in
-/// user space and send their IPIs at once ([`ct_work::exit_off`]).
-///
-/// As [`ct_work_rs_enter`], runs in the danger zone.
-///
-/// # Safety
-///
-/// `word` is this CPU's `ct_work_rs_word`; the caller runs with interrupts off and executes
-/// only noinstr text until it is in user space.
-#[no_mangle]
-#[link_section = ".noinstr.text"]
-pub unsafe extern "C" fn ct_work_rs_exit(word: *mut u32, on: bool) {
-    // SAFETY: As the caller guarantees.
-    let word = unsafe { CpuWord::at(word) };
-    if on {
-        ct_work::exit(&word);
-    } else {
-        ct_work::exit_off(&word);
-    }
 }
 
 /// A CPU's nesting levels of entries while RCU was not watching (`ct_work_rs_nmi_levels`).

@@ -284,8 +284,8 @@ noinstr void ct_work_rs_user_exit(void)
 /*
  * Deferral's switch is read here and nowhere on entry: with it off, words
  * say CT_WORK_RS_OFF in user space, every sender sends IPIs at once (a CPU
- * that may stay in user space is not waited for), and entry and exit cost
- * one load each (entry leaves that word as it is); a CPU that went to user
+ * that may stay in user space is not waited for), entry costs one load
+ * (it leaves that word as it is) and exit a store; a CPU that went to user
  * space while it was on still takes its bits at entry. A plain variable,
  * not a static key: this runs in the danger zone.
  */
@@ -294,8 +294,14 @@ noinstr void ct_work_rs_user_enter(void)
 	bool on = READ_ONCE(ct_work_rs_enabled) ||
 		  READ_ONCE(ct_work_rs_tlb_enabled);
 
-	if (on || raw_cpu_read(ct_work_rs_words) != CT_WORK_RS_OFF)
-		ct_work_rs_exit(raw_cpu_ptr(&ct_work_rs_words), on);
+	/*
+	 * ct_work::exit() or ct_work::exit_off(): in the kernel, the word
+	 * says kernel (0, or CT_WORK_RS_OFF) and no sender writes it, so a
+	 * plain store does, a release on x86; after it, this CPU runs only
+	 * noinstr text until it is in user space.
+	 */
+	barrier();
+	raw_cpu_write(ct_work_rs_words, on ? CT_WORK_RS_USER : CT_WORK_RS_OFF);
 }
 
 noinstr void __ct_work_rs_nmi_enter(void)
