@@ -41,16 +41,9 @@ enum ct_work_rs_work {
 #ifdef CONFIG_TEXT_POKE_RS_DEFER
 
 /*
- * Called by context tracking, on CPUs where it is active, with interrupts
- * off and from noinstr code:
- *
- * ct_work_rs_user_exit()	first thing on entry from user space, before
- *				RCU watches (__ct_user_exit());
- * ct_work_rs_user_enter()	last thing before user space, after RCU
- *				stopped watching (__ct_user_enter());
- * ct_work_rs_nmi_enter()	an NMI or interrupt came while RCU was not
- *				watching, first thing (ct_nmi_enter());
- * ct_work_rs_nmi_exit()	its way back, last thing (ct_nmi_exit()).
+ * x86's context-tracking work hooks (<linux/context_tracking_work.h>, by
+ * way of <asm/context_tracking_work.h>), in that order: ct_work_user_exit(),
+ * ct_work_user_enter(), ct_work_nmi_enter(), ct_work_nmi_exit().
  */
 void ct_work_rs_user_exit(void);
 void ct_work_rs_user_enter(void);
@@ -178,17 +171,12 @@ bool ct_work_rs_defer(int cpu, unsigned int work);
 /* The same, in .noinstr.text. */
 unsigned int ct_work_rs_enter(u32 *word);
 void ct_work_rs_ran(u32 *word);
-void ct_work_rs_exit(u32 *word, bool on);
 unsigned int ct_work_rs_nmi_take(u32 *word, u32 *levels);
 void ct_work_rs_nmi_ran(u32 *word, u32 *levels);
 void ct_work_rs_nmi_give(u32 *word, u32 *levels);
 
 #else /* !CONFIG_TEXT_POKE_RS_DEFER */
 
-static __always_inline void ct_work_rs_user_exit(void) { }
-static __always_inline void ct_work_rs_user_enter(void) { }
-static __always_inline void ct_work_rs_nmi_enter(void) { }
-static __always_inline void ct_work_rs_nmi_exit(void) { }
 static inline void ct_work_rs_stats_show(struct seq_file *m) { }
 static inline void ct_work_rs_debugfs_init(struct dentry *dir) { }
 #define ct_work_rs_tlb_needs_ipi NULL

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Work for CPUs in user space that waits for their next kernel entry
+ * instead of interrupting them: the hooks context tracking calls for it.
+ *
+ * An architecture that defers such work (x86: text-poke syncs and kernel
+ * TLB flushes, arch/x86/kernel/ct_work_rs.c) implements them in
+ * <asm/context_tracking_work.h> as arch_ct_work_*(), and its option
+ * selects CONTEXT_TRACKING_WORK. Context tracking calls them on CPUs where
+ * it is active, with interrupts off and from noinstr code:
+ *
+ * ct_work_user_exit()	first thing on entry from user space, before RCU
+ *			watches (__ct_user_exit()): the work runs before
+ *			any text that may have changed meanwhile;
+ * ct_work_user_enter()	last thing before user space, after RCU stopped
+ *			watching (__ct_user_enter()): from here on, work
+ *			for this CPU may wait;
+ * ct_work_nmi_enter()	an NMI or interrupt came while RCU was not
+ *			watching (ct_nmi_enter()), first thing: it may
+ *			have come from user space;
+ * ct_work_nmi_exit()	its way back, last thing (ct_nmi_exit()).
+ */
+#ifndef _LINUX_CONTEXT_TRACKING_WORK_H
+#define _LINUX_CONTEXT_TRACKING_WORK_H
+
+#include <linux/compiler_types.h>
+
+#ifdef CONFIG_CONTEXT_TRACKING_WORK
+#include <asm/context_tracking_work.h>
+#else
+static __always_inline void arch_ct_work_user_exit(void) { }
+static __always_inline void arch_ct_work_user_enter(void) { }
+static __always_inline void arch_ct_work_nmi_enter(void) { }
+static __always_inline void arch_ct_work_nmi_exit(void) { }
+#endif
+
+static __always_inline void ct_work_user_exit(void)
+{
+	arch_ct_work_user_exit();
+}
+
+static __always_inline void ct_work_user_enter(void)
+{
+	arch_ct_work_user_enter();
+}
+
+static __always_inline void ct_work_nmi_enter(void)
+{
+	arch_ct_work_nmi_enter();
+}
+
+static __always_inline void ct_work_nmi_exit(void)
+{
+	arch_ct_work_nmi_exit();
+}
+
+#endif /* _LINUX_CONTEXT_TRACKING_WORK_H */
