@@ -14,6 +14,7 @@
 #ifndef _LINUX_CT_WORK_RS_H
 #define _LINUX_CT_WORK_RS_H
 
+#include <linux/compiler.h>
 #include <linux/compiler_types.h>
 #include <linux/percpu.h>
 #include <linux/types.h>
@@ -45,8 +46,7 @@ enum ct_work_rs_work {
  * way of <asm/context_tracking_work.h>), in that order: ct_work_user_exit(),
  * ct_work_user_enter(), ct_work_nmi_enter(), ct_work_nmi_exit().
  */
-void ct_work_rs_user_exit(void);
-void ct_work_rs_user_enter(void);
+void __ct_work_rs_user_exit(void);
 void __ct_work_rs_nmi_enter(void);
 void __ct_work_rs_nmi_exit(void);
 
@@ -63,6 +63,44 @@ DECLARE_PER_CPU_ALIGNED(u32, ct_work_rs_words);
 #define CT_WORK_RS_LEVEL_USER	0x1
 #define CT_WORK_RS_LEVEL_TOOK	0x2
 DECLARE_PER_CPU(u32, ct_work_rs_nmi_levels);
+
+/* Whether deferral is on: text_poke_defer= at boot, text_poke/defer later. */
+extern bool ct_work_rs_enabled;
+/* Whether kernel TLB flushes are deferred: tlb_defer=, text_poke/defer_tlb. */
+extern bool ct_work_rs_tlb_enabled;
+
+/*
+ * Entry from user space, inlined into __ct_user_exit(): a word that says
+ * kernel (0, or CT_WORK_RS_OFF: this CPU left for user space while
+ * deferral was off) has no work and gets none meanwhile, and stays as it
+ * is until this CPU's next return to user space.
+ */
+static __always_inline void ct_work_rs_user_exit(void)
+{
+	if (unlikely(raw_cpu_read(ct_work_rs_words) & ~CT_WORK_RS_OFF))
+		__ct_work_rs_user_exit();
+}
+
+/*
+ * Return to user space, inlined into __ct_user_enter(): ct_work::exit() or
+ * ct_work::exit_off(). In the kernel the word says kernel (0, or
+ * CT_WORK_RS_OFF) and no sender writes it, so a plain store does, a
+ * release on x86; after it, this CPU runs only noinstr text until it is in
+ * user space. Deferral's switches are read here and nowhere on entry:
+ * with them off, words say CT_WORK_RS_OFF in user space, every sender
+ * sends IPIs at once (a CPU that may stay in user space is not waited
+ * for), entry costs one load and exit a store; a CPU that went to user
+ * space while they were on still takes its bits at entry. Plain variables,
+ * not static keys: this runs in the danger zone.
+ */
+static __always_inline void ct_work_rs_user_enter(void)
+{
+	barrier();
+	if (READ_ONCE(ct_work_rs_enabled) || READ_ONCE(ct_work_rs_tlb_enabled))
+		raw_cpu_write(ct_work_rs_words, CT_WORK_RS_USER);
+	else
+		raw_cpu_write(ct_work_rs_words, CT_WORK_RS_OFF);
+}
 
 /*
  * Every interrupt from idle comes here too, on every CPU: a word that says
@@ -92,10 +130,6 @@ static __always_inline void ct_work_rs_nmi_exit(void)
 			      levels >> CT_WORK_RS_LEVEL_BITS);
 }
 
-/* Whether deferral is on: text_poke_defer= at boot, text_poke/defer later. */
-extern bool ct_work_rs_enabled;
-/* Whether kernel TLB flushes are deferred: tlb_defer=, text_poke/defer_tlb. */
-extern bool ct_work_rs_tlb_enabled;
 /* How long a round waits for an isolated CPU in the kernel: text_poke/defer_wait_ns. */
 extern unsigned long ct_work_rs_wait_ns;
 

@@ -98,6 +98,9 @@ struct ct_work_rs_audit {
 	atomic_t added[CT_WORK_RS_KINDS];
 	unsigned int ran[CT_WORK_RS_KINDS];
 	unsigned int lost[CT_WORK_RS_KINDS];
+	/* The entry's TLB flushes by INVPCID and by the CR4.PGE toggle. */
+	unsigned int invpcid;
+	unsigned int cr4;
 };
 
 static DEFINE_PER_CPU(struct ct_work_rs_audit, ct_work_rs_audit);
@@ -131,6 +134,16 @@ static __always_inline void ct_work_rs_audit_ran(unsigned int ran)
 	}
 }
 
+static __always_inline void ct_work_rs_audit_flush(bool invpcid)
+{
+	struct ct_work_rs_audit *a = raw_cpu_ptr(&ct_work_rs_audit);
+
+	if (invpcid)
+		WRITE_ONCE(a->invpcid, a->invpcid + 1);
+	else
+		WRITE_ONCE(a->cr4, a->cr4 + 1);
+}
+
 static __always_inline bool ct_work_rs_skip_work(void)
 {
 	return unlikely(raw_atomic_read(&ct_work_rs_skip)) &&
@@ -160,15 +173,25 @@ static void ct_work_rs_audit_show(struct seq_file *m, int cpu)
 			   READ_ONCE(a->ran[k]), kinds[k], READ_ONCE(a->lost[k]));
 }
 
-static u64 ct_work_rs_audit_lost(void)
+/* Work lost at entry, and the entry's TLB flushes by each way, all told. */
+static void ct_work_rs_audit_stats(struct seq_file *m)
 {
-	u64 lost = 0;
+	u64 lost = 0, invpcid = 0, cr4 = 0;
 	int cpu, k;
 
-	for_each_possible_cpu(cpu)
+	for_each_possible_cpu(cpu) {
+		struct ct_work_rs_audit *a = per_cpu_ptr(&ct_work_rs_audit, cpu);
+
 		for (k = 0; k < CT_WORK_RS_KINDS; k++)
-			lost += READ_ONCE(per_cpu(ct_work_rs_audit, cpu).lost[k]);
-	return lost;
+			lost += READ_ONCE(a->lost[k]);
+		invpcid += READ_ONCE(a->invpcid);
+		cr4 += READ_ONCE(a->cr4);
+	}
+	seq_printf(m, "lost_at_entry %llu\n", lost);
+	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS)) {
+		seq_printf(m, "tlb_flush_invpcid %llu\n", invpcid);
+		seq_printf(m, "tlb_flush_cr4 %llu\n", cr4);
+	}
 }
 
 static int ct_work_rs_skip_get(void *data, u64 *val)
@@ -194,11 +217,12 @@ static void ct_work_rs_audit_debugfs_init(struct dentry *dir)
 }
 #else
 static __always_inline void ct_work_rs_audit_ran(unsigned int ran) { }
+static __always_inline void ct_work_rs_audit_flush(bool invpcid) { }
 static __always_inline bool ct_work_rs_skip_work(void) { return false; }
 static inline void ct_work_rs_audit_forget(unsigned int work, unsigned int n) { }
 static inline void ct_work_rs_audit_show(struct seq_file *m, int cpu) { }
 static inline void ct_work_rs_audit_debugfs_init(struct dentry *dir) { }
-static inline u64 ct_work_rs_audit_lost(void) { return 0; }
+static inline void ct_work_rs_audit_stats(struct seq_file *m) { }
 #endif
 
 static atomic64_t text_poke_rs_deferred;
@@ -247,7 +271,10 @@ static noinstr noinline unsigned int ct_work_rs_run_work(unsigned int work)
 	 * it has not run asks for every kind.
 	 */
 	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS) && (work & CT_WORK_RS_TLB_FLUSH)) {
-		ct_work_rs_flush_tlb_all(cpu_feature_enabled(X86_FEATURE_INVPCID));
+		bool invpcid = cpu_feature_enabled(X86_FEATURE_INVPCID);
+
+		ct_work_rs_flush_tlb_all(invpcid);
+		ct_work_rs_audit_flush(invpcid);
 		ran |= CT_WORK_RS_TLB_FLUSH;
 	}
 	if (work & CT_WORK_RS_SYNC_CORE) {
@@ -261,47 +288,19 @@ static noinstr noinline unsigned int ct_work_rs_run_work(unsigned int work)
 /*
  * Until the work taken has run, the word says so, and an NMI or machine
  * check nesting here runs every kind of work itself
- * (ct_work::enter_taking()). A word that says kernel (0, or CT_WORK_RS_OFF:
- * this CPU left for user space while deferral was off) has no work and gets
- * none meanwhile; it stays as it is until this CPU's next return to user
- * space.
+ * (ct_work::enter_taking()).
  */
-noinstr void ct_work_rs_user_exit(void)
+noinstr void __ct_work_rs_user_exit(void)
 {
 	u32 *word = raw_cpu_ptr(&ct_work_rs_words);
 	unsigned int work;
 
-	if (!(raw_cpu_read(ct_work_rs_words) & ~CT_WORK_RS_OFF))
-		return;
 	work = ct_work_rs_enter(word);
 	if (unlikely(work)) {
 		work = ct_work_rs_run_work(work);
 		ct_work_rs_ran(word);
 		ct_work_rs_audit_ran(work);
 	}
-}
-
-/*
- * Deferral's switch is read here and nowhere on entry: with it off, words
- * say CT_WORK_RS_OFF in user space, every sender sends IPIs at once (a CPU
- * that may stay in user space is not waited for), entry costs one load
- * (it leaves that word as it is) and exit a store; a CPU that went to user
- * space while it was on still takes its bits at entry. A plain variable,
- * not a static key: this runs in the danger zone.
- */
-noinstr void ct_work_rs_user_enter(void)
-{
-	bool on = READ_ONCE(ct_work_rs_enabled) ||
-		  READ_ONCE(ct_work_rs_tlb_enabled);
-
-	/*
-	 * ct_work::exit() or ct_work::exit_off(): in the kernel, the word
-	 * says kernel (0, or CT_WORK_RS_OFF) and no sender writes it, so a
-	 * plain store does, a release on x86; after it, this CPU runs only
-	 * noinstr text until it is in user space.
-	 */
-	barrier();
-	raw_cpu_write(ct_work_rs_words, on ? CT_WORK_RS_USER : CT_WORK_RS_OFF);
 }
 
 noinstr void __ct_work_rs_nmi_enter(void)
@@ -540,8 +539,7 @@ void ct_work_rs_stats_show(struct seq_file *m)
 	seq_printf(m, "wait_expired %lld\n",
 		   atomic64_read(&text_poke_rs_wait_expired));
 	seq_printf(m, "run_at_entry %llu\n", runs);
-	if (IS_ENABLED(CONFIG_TEXT_POKE_RS_DEFER_DEBUG))
-		seq_printf(m, "lost_at_entry %llu\n", ct_work_rs_audit_lost());
+	ct_work_rs_audit_stats(m);
 	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS)) {
 		seq_printf(m, "tlb_deferred %lld\n",
 			   atomic64_read(&ct_work_rs_tlb_deferred));
