@@ -19,7 +19,7 @@ st=/sys/kernel/debug/text_poke/stats
 iso="2 3"
 
 . /tests/cases.inc
-plan 9
+plan 10
 stat() { sed -n "s/^$1 //p" $st; }
 counts() { for c in $iso; do printf '%s/%s ' "$(irq CAL $c)" "$(irq TLB $c)"; done; }
 
@@ -48,6 +48,8 @@ else
 fi
 
 lost0=$(stat lost_at_entry)
+inv0=$(stat tlb_flush_invpcid)
+cr40=$(stat tlb_flush_cr4)
 pairs=1000
 for mode in off on; do
 	t=tlb_vmalloc_storm_$mode
@@ -89,6 +91,26 @@ for c in $iso; do
 done
 [ $n -gt 0 ] || why="$why; no flush added to an isolated CPU"
 [ "$(stat lost_at_entry)" = "$lost0" ] || why="$why; $(($(stat lost_at_entry) - lost0)) kinds of work lost at entry"
+if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
+
+# The way the entries flushed: INVPCID where the CPU has it, else the
+# CR4.PGE toggle, with page table isolation or without (make test boots
+# this test with pti=on too).
+t=tlb_flush_path
+flags=" $(sed -n 's/^flags[[:space:]]*: //p' /proc/cpuinfo | head -n 1) "
+has() { case "$flags" in *" $1 "*) echo 1 ;; *) echo 0 ;; esac; }
+inv=$(($(stat tlb_flush_invpcid) - inv0))
+cr4=$(($(stat tlb_flush_cr4) - cr40))
+echo "@@ info $t pcid=$(has pcid) invpcid=$(has invpcid) pti=$(has pti) entry_flushes_invpcid=$inv entry_flushes_cr4=$cr4"
+why=
+if [ "$(has invpcid)" = 1 ]; then
+	[ $inv -gt 0 ] && [ $cr4 = 0 ] || why="the CPU has INVPCID, and the entries flushed $inv times by it and $cr4 by CR4.PGE"
+else
+	[ $cr4 -gt 0 ] && [ $inv = 0 ] || why="the CPU has no INVPCID, and the entries flushed $inv times by it and $cr4 by CR4.PGE"
+fi
+case " $(cat /proc/cmdline) " in
+*" pti=on "*) [ "$(has pti)" = 1 ] || why="$why; booted with pti=on, and page table isolation is off" ;;
+esac
 if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 
 # The stale-mapping test, on each isolated CPU, deferral on: the flush of
