@@ -32,11 +32,14 @@ struct seq_file;
 #define CT_WORK_RS_USER		0x1
 #define CT_WORK_RS_WORK_SHIFT	1
 #define CT_WORK_RS_OFF		0x40000000
+/* "Kernel", and an entry took work it has not run yet: the word alone. */
+#define CT_WORK_RS_TAKING	0x80000000
 
 /* Kinds of work, as bits of the word above its context bit. */
 enum ct_work_rs_work {
 	CT_WORK_RS_SYNC_CORE	= 1 << 0,
 	CT_WORK_RS_TLB_FLUSH	= 1 << 1,
+	CT_WORK_RS_ALL		= CT_WORK_RS_SYNC_CORE | CT_WORK_RS_TLB_FLUSH,
 };
 
 #ifdef CONFIG_TEXT_POKE_RS_DEFER
@@ -62,6 +65,7 @@ DECLARE_PER_CPU_ALIGNED(u32, ct_work_rs_words);
 #define CT_WORK_RS_LEVEL_BITS	2
 #define CT_WORK_RS_LEVEL_USER	0x1
 #define CT_WORK_RS_LEVEL_TOOK	0x2
+#define CT_WORK_RS_LEVEL_MASK	0x3
 DECLARE_PER_CPU(u32, ct_work_rs_nmi_levels);
 
 /* Whether deferral is on: text_poke_defer= at boot, text_poke/defer later. */
@@ -202,7 +206,11 @@ bool ct_work_rs_flush_tlb_local(bool cr4);
 
 /* Implemented in Rust (kernel/jump_label_rs/defer.rs). */
 bool ct_work_rs_defer(int cpu, unsigned int work);
-/* The same, in .noinstr.text. */
+/*
+ * The entry side of the protocol on a word and a CPU's levels, noinstr
+ * (arch/x86/kernel/ct_work_rs.c): ct_work::enter_taking(), ran(),
+ * nmi_enter(), nmi_ran() and nmi_exit() of kernel/jump_label_rs/ct_work.rs.
+ */
 unsigned int ct_work_rs_enter(u32 *word);
 void ct_work_rs_ran(u32 *word);
 unsigned int ct_work_rs_nmi_take(u32 *word, u32 *levels);

@@ -24,7 +24,10 @@
 //!
 //! Entry takes the bits and changes the context in the same exchange, so a sender racing with
 //! it either set its bits before (they are run) or fails its compare-and-exchange and sends the
-//! IPI. This module uses only `core`: the host tests check every interleaving of it.
+//! IPI. This module uses only `core`: the host tests check every interleaving of it. The kernel's
+//! entry side is C (`arch/x86/kernel/ct_work_rs.c`, where only noinstr code may run), one function
+//! for each of this module's, which the KUnit suite checks against them for every value a word
+//! and a CPU's levels can hold.
 
 /// A CPU's context, as the work word records it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -143,7 +146,8 @@ impl Value {
     }
 }
 
-/// The per-CPU word, as this module needs to access it: every operation is a full barrier.
+/// The per-CPU word, as this module needs to access it: every read-modify-write is a full
+/// barrier, every store a release.
 pub trait Word {
     /// Reads the word.
     fn load(&self) -> Value;

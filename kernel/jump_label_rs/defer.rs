@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Deferral of text-poke syncs to isolated CPUs in user space: the per-CPU work word of this
-//! kernel, the Rust half of the context-tracking hooks, and the sender's side of a sync round.
+//! Deferral of text-poke syncs to isolated CPUs in user space: the sender's side of the per-CPU
+//! work word of this kernel, and of a sync round.
 //!
-//! The protocol is [`ct_work`]'s; this module applies it to `ct_work_rs_word`, one `u32` per
-//! CPU in C (`arch/x86/kernel/ct_work_rs.c`), whose hooks only add what needs no atomic: the
-//! load that finds nothing to take, and the store of [`ct_work::exit`] or [`ct_work::exit_off`]
-//! on the way to user space, where no sender writes the word.
+//! The protocol is [`ct_work`]'s; this module applies the sender's side of it to
+//! `ct_work_rs_word`, one `u32` per CPU in C (`arch/x86/kernel/ct_work_rs.c`). The entry side
+//! runs before instrumentation is allowed, so it is C there, one noinstr function for each of
+//! [`ct_work`]'s, which the KUnit suite checks against them.
 //!
 //! Deferral applies to a CPU only while all of these hold: it is online and `nohz_full` (never a
 //! housekeeping CPU), context tracking is active there (its hooks are what set
@@ -17,7 +17,7 @@
 //!
 //! C header: [`include/linux/ct_work_rs.h`](srctree/include/linux/ct_work_rs.h).
 
-use crate::ct_work::{self, Deferral, Levels, Value, Word, Work};
+use crate::ct_work::{self, Deferral, Value, Word, Work};
 use crate::poke::PokeLoc;
 use core::{
     ffi::c_int,
@@ -39,14 +39,21 @@ const _: () = assert!(Work::TLB_FLUSH.bits() == bindings::ct_work_rs_work_CT_WOR
 const _: () = assert!(Value::USER.raw() == bindings::CT_WORK_RS_USER);
 const _: () = assert!(Value::USER_OFF.raw() == bindings::CT_WORK_RS_OFF);
 const _: () = assert!(ct_work::WORK_SHIFT == bindings::CT_WORK_RS_WORK_SHIFT);
+const _: () = assert!(Value::KERNEL_TAKING.raw() == bindings::CT_WORK_RS_TAKING);
+const _: () = assert!(
+    ct_work::LEVEL_BITS == bindings::CT_WORK_RS_LEVEL_BITS
+        && ct_work::LEVEL_USER == bindings::CT_WORK_RS_LEVEL_USER
+        && ct_work::LEVEL_TOOK == bindings::CT_WORK_RS_LEVEL_TOOK
+);
 
-/// A CPU's work word.
+/// A CPU's work word, as a sender sees it: the entry side is C (`ct_work_rs.c`).
 ///
-/// Every read-modify-write is sequentially consistent (a `LOCK`ed instruction or `XCHG` on
-/// x86), so the text a sender wrote before setting a bit is visible to the CPU that takes it.
-/// The store of [`ct_work::exit`] is a release: after it the CPU runs only the exit path's
-/// noinstr text, which no deferred batch writes, so nothing it runs later needs ordering
-/// against it beyond its own earlier accesses.
+/// Every read-modify-write is fully ordered (a `LOCK`ed instruction or `XCHG` on x86, as the
+/// kernel's own fully ordered atomics), so the text a sender wrote before setting a bit is
+/// visible to the CPU that takes it; the load only decides whether to try one. `core`'s atomics
+/// rather than `kernel::sync::atomic`, whose operations are calls into C helpers: a round asks
+/// every isolated CPU, and the calls cost a one-site flip with two isolated CPUs in user space
+/// about 2% (`make demo`, isolation). This side never runs before instrumentation is allowed.
 struct CpuWord<'a>(&'a AtomicU32);
 
 impl CpuWord<'_> {
@@ -74,7 +81,7 @@ impl CpuWord<'_> {
 impl Word for CpuWord<'_> {
     #[inline(always)]
     fn load(&self) -> Value {
-        Value::from_raw(self.0.load(Ordering::SeqCst))
+        Value::from_raw(self.0.load(Ordering::Acquire))
     }
 
     #[inline(always)]
@@ -306,103 +313,4 @@ pub fn sync(may_defer: bool) {
     // SAFETY: `round` and its mask live until the call returns; the round may sleep, as every
     // batch may.
     unsafe { bindings::text_poke_rs_sync_round(&mut round) };
-}
-
-/// Kernel entry from user space, from `__ct_user_exit()` when the word does not say kernel:
-/// takes the work pending and returns it for the caller to run before anything else, then to
-/// tell [`ct_work_rs_ran`] ([`ct_work::enter_taking`]).
-///
-/// Runs in the danger zone: it lives in `.noinstr.text`, and everything it uses is inlined;
-/// nothing panics or calls out.
-///
-/// # Safety
-///
-/// `word` is this CPU's `ct_work_rs_word`, and the caller runs with interrupts off.
-#[no_mangle]
-#[link_section = ".noinstr.text"]
-pub unsafe extern "C" fn ct_work_rs_enter(word: *mut u32) -> u32 {
-    // SAFETY: As the caller guarantees.
-    ct_work::enter_taking(&unsafe { CpuWord::at(word) }).bits()
-}
-
-/// The work [`ct_work_rs_enter`] returned has run ([`ct_work::ran`]).
-///
-/// As [`ct_work_rs_enter`], runs in the danger zone.
-///
-/// # Safety
-///
-/// As for [`ct_work_rs_enter`].
-#[no_mangle]
-#[link_section = ".noinstr.text"]
-pub unsafe extern "C" fn ct_work_rs_ran(word: *mut u32) {
-    // SAFETY: As the caller guarantees.
-    ct_work::ran(&unsafe { CpuWord::at(word) });
-}
-
-/// A CPU's nesting levels of entries while RCU was not watching (`ct_work_rs_nmi_levels`).
-struct CpuLevels(*mut u32);
-
-impl Levels for CpuLevels {
-    #[inline(always)]
-    fn load(&self) -> u32 {
-        // SAFETY: `CpuLevels` is only made of this CPU's `ct_work_rs_nmi_levels`, which only
-        // this CPU accesses: a nested entry runs to its end between two of these accesses.
-        unsafe { self.0.read_volatile() }
-    }
-
-    #[inline(always)]
-    fn store(&self, levels: u32) {
-        // SAFETY: As in `load()`.
-        unsafe { self.0.write_volatile(levels) }
-    }
-}
-
-/// An NMI, or an interrupt while RCU was not watching, from `ct_nmi_enter()` when the word
-/// does not say kernel: returns the work to run and records this entry's level
-/// ([`ct_work::nmi_enter`]).
-///
-/// As [`ct_work_rs_enter`], runs in the danger zone.
-///
-/// # Safety
-///
-/// `word` is this CPU's `ct_work_rs_word` and `levels` its `ct_work_rs_nmi_levels`; the caller
-/// runs with interrupts off.
-#[no_mangle]
-#[link_section = ".noinstr.text"]
-pub unsafe extern "C" fn ct_work_rs_nmi_take(word: *mut u32, levels: *mut u32) -> u32 {
-    // SAFETY: As the caller guarantees.
-    ct_work::nmi_enter(&unsafe { CpuWord::at(word) }, &CpuLevels(levels)).bits()
-}
-
-/// The work [`ct_work_rs_nmi_take`] returned has run ([`ct_work::nmi_ran`]).
-///
-/// As [`ct_work_rs_enter`], runs in the danger zone.
-///
-/// # Safety
-///
-/// As for [`ct_work_rs_nmi_take`].
-#[no_mangle]
-#[link_section = ".noinstr.text"]
-pub unsafe extern "C" fn ct_work_rs_nmi_ran(word: *mut u32, levels: *mut u32) {
-    const _: () = assert!(
-        ct_work::LEVEL_BITS == bindings::CT_WORK_RS_LEVEL_BITS
-            && ct_work::LEVEL_USER == bindings::CT_WORK_RS_LEVEL_USER
-    );
-    // SAFETY: As the caller guarantees.
-    ct_work::nmi_ran(&unsafe { CpuWord::at(word) }, &CpuLevels(levels));
-}
-
-/// The way back from [`ct_work_rs_nmi_take`], from `ct_nmi_exit()` when this entry's level says
-/// it took the word from user space ([`ct_work::nmi_exit`]).
-///
-/// As [`ct_work_rs_enter`], runs in the danger zone.
-///
-/// # Safety
-///
-/// As for [`ct_work_rs_nmi_take`].
-#[no_mangle]
-#[link_section = ".noinstr.text"]
-pub unsafe extern "C" fn ct_work_rs_nmi_give(word: *mut u32, levels: *mut u32) {
-    // SAFETY: As the caller guarantees.
-    ct_work::nmi_exit(&unsafe { CpuWord::at(word) }, &CpuLevels(levels));
 }

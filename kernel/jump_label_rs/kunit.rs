@@ -793,7 +793,7 @@ fn site_noinstr(x: u32) -> u32 {
 mod defer_tests {
     use super::site_noinstr;
     use crate::{
-        ct_work::{self, Context, Deferral, Value, Word, Work},
+        ct_work::{self, Context, Deferral, Levels, Value, Word, Work},
         defer::{self, Refusal},
     };
     use core::sync::atomic::{AtomicU32, Ordering::SeqCst};
@@ -824,6 +824,137 @@ mod defer_tests {
     }
 
     const BOTH: Work = Work::SYNC_CORE.union(Work::TLB_FLUSH);
+
+    /// A simulated CPU's levels.
+    struct SimLevels(AtomicU32);
+
+    impl Levels for SimLevels {
+        fn load(&self) -> u32 {
+            self.0.load(SeqCst)
+        }
+
+        fn store(&self, levels: u32) {
+            self.0.store(levels, SeqCst)
+        }
+    }
+
+    /// The C side's step `f` on a copy of `w` and `l`: what it returned (0 for nothing) and left
+    /// in the word and the levels.
+    fn c_step(f: impl Fn(*mut u32, *mut u32) -> u32, w: Value, l: u32) -> (u32, u32, u32) {
+        let (mut word, mut levels) = (w.raw(), l);
+        let ret = f(&mut word, &mut levels);
+        (ret, word, levels)
+    }
+
+    /// The same step of `ct_work`.
+    fn rust_step(f: impl Fn(&Sim, &SimLevels) -> u32, w: Value, l: u32) -> (u32, u32, u32) {
+        let (word, levels) = (Sim(AtomicU32::new(w.raw())), SimLevels(AtomicU32::new(l)));
+        let ret = f(&word, &levels);
+        (ret, word.load().raw(), levels.load())
+    }
+
+    // The C side's steps, on a word and levels of `c_step()`'s: each C function only accesses
+    // the word and the levels it is given.
+    fn c_enter(w: *mut u32, _: *mut u32) -> u32 {
+        // SAFETY: `w` is valid for the call, and the function only accesses it.
+        unsafe { bindings::ct_work_rs_enter(w) }
+    }
+
+    fn c_ran(w: *mut u32, _: *mut u32) -> u32 {
+        // SAFETY: As in `c_enter()`.
+        unsafe { bindings::ct_work_rs_ran(w) };
+        0
+    }
+
+    fn c_nmi_enter(w: *mut u32, l: *mut u32) -> u32 {
+        // SAFETY: `w` and `l` are valid for the call, and the function only accesses them.
+        unsafe { bindings::ct_work_rs_nmi_take(w, l) }
+    }
+
+    fn c_nmi_ran(w: *mut u32, l: *mut u32) -> u32 {
+        // SAFETY: As in `c_nmi_enter()`.
+        unsafe { bindings::ct_work_rs_nmi_ran(w, l) };
+        0
+    }
+
+    fn c_nmi_exit(w: *mut u32, l: *mut u32) -> u32 {
+        // SAFETY: As in `c_nmi_enter()`.
+        unsafe { bindings::ct_work_rs_nmi_give(w, l) };
+        0
+    }
+
+    // The same steps of `ct_work`.
+    fn rust_enter(w: &Sim, _: &SimLevels) -> u32 {
+        ct_work::enter_taking(w).bits()
+    }
+
+    fn rust_ran(w: &Sim, _: &SimLevels) -> u32 {
+        ct_work::ran(w);
+        0
+    }
+
+    fn rust_nmi_enter(w: &Sim, l: &SimLevels) -> u32 {
+        ct_work::nmi_enter(w, l).bits()
+    }
+
+    fn rust_nmi_ran(w: &Sim, l: &SimLevels) -> u32 {
+        ct_work::nmi_ran(w, l);
+        0
+    }
+
+    fn rust_nmi_exit(w: &Sim, l: &SimLevels) -> u32 {
+        ct_work::nmi_exit(w, l);
+        0
+    }
+
+    /// The entry side is C, where it runs before instrumentation is allowed: each of its
+    /// functions leaves a word and a CPU's levels as the function of `ct_work` it implements
+    /// does, and returns the same work, from every value they can hold.
+    #[test]
+    fn entry_side_follows_the_protocol() {
+        let user = |w: Work| Value::from_raw(Value::USER.raw() | w.bits() << ct_work::WORK_SHIFT);
+        let words = [
+            Value::KERNEL,
+            Value::USER,
+            user(Work::SYNC_CORE),
+            user(Work::TLB_FLUSH),
+            user(BOTH),
+            Value::KERNEL_TAKING,
+            Value::USER_OFF,
+        ];
+        for w in words {
+            for l in [0, 1, 2, 3, 0b0100, 0b0111, 0b1001, 0b1110] {
+                let steps = [
+                    ("enter", c_step(c_enter, w, l), rust_step(rust_enter, w, l)),
+                    ("ran", c_step(c_ran, w, l), rust_step(rust_ran, w, l)),
+                    (
+                        "nmi_enter",
+                        c_step(c_nmi_enter, w, l),
+                        rust_step(rust_nmi_enter, w, l),
+                    ),
+                    (
+                        "nmi_ran",
+                        c_step(c_nmi_ran, w, l),
+                        rust_step(rust_nmi_ran, w, l),
+                    ),
+                    (
+                        "nmi_exit",
+                        c_step(c_nmi_exit, w, l),
+                        rust_step(rust_nmi_exit, w, l),
+                    ),
+                ];
+                for (name, c, rust) in steps {
+                    if c != rust {
+                        kernel::pr_err!(
+                            "{name} from word {:#x}, levels {l:#x}: C left {c:x?}, ct_work {rust:x?}\n",
+                            w.raw()
+                        );
+                    }
+                    assert_eq!(c, rust);
+                }
+            }
+        }
+    }
 
     #[test]
     fn state_machine_on_simulated_cpus() {

@@ -286,6 +286,94 @@ static noinstr noinline unsigned int ct_work_rs_run_work(unsigned int work)
 }
 
 /*
+ * The entry side of the work word's protocol. Its rules are Rust
+ * (kernel/jump_label_rs/ct_work.rs: the host tests check every
+ * interleaving of them, nested NMIs and machine checks among them), but
+ * the entry runs them before instrumentation is allowed, where only
+ * noinstr C and the uninstrumented raw_*() atomics belong: so here they
+ * are in C, one function for each of ct_work.rs's, and the KUnit case
+ * entry_side_follows_the_protocol checks every one against ct_work.rs for
+ * every value a word and a CPU's levels can hold.
+ *
+ * Stores that end a state are plain stores after a compiler barrier,
+ * releases on x86; an exchange is a full barrier.
+ */
+static __always_inline unsigned int ct_work_rs_work_of(u32 word)
+{
+	return word >> CT_WORK_RS_WORK_SHIFT & CT_WORK_RS_ALL;
+}
+
+static __always_inline void ct_work_rs_set(u32 *word, u32 value)
+{
+	barrier();
+	WRITE_ONCE(*word, value);
+}
+
+/* ct_work::enter_taking(), for a word that does not say kernel. */
+noinstr unsigned int ct_work_rs_enter(u32 *word)
+{
+	unsigned int work = ct_work_rs_work_of(raw_xchg(word, CT_WORK_RS_TAKING));
+
+	if (!work)
+		ct_work_rs_set(word, 0);
+	return work;
+}
+
+/* ct_work::ran() */
+noinstr void ct_work_rs_ran(u32 *word)
+{
+	ct_work_rs_set(word, 0);
+}
+
+/* ct_work::nmi_enter() */
+noinstr unsigned int ct_work_rs_nmi_take(u32 *word, u32 *levels)
+{
+	u32 now = READ_ONCE(*word), level = 0, old;
+	unsigned int work;
+
+	if (now == CT_WORK_RS_TAKING || !now || now == CT_WORK_RS_OFF) {
+		WRITE_ONCE(*levels, READ_ONCE(*levels) << CT_WORK_RS_LEVEL_BITS);
+		return now == CT_WORK_RS_TAKING ? CT_WORK_RS_ALL : 0;
+	}
+	/*
+	 * An entry nesting from here to the exchange finds the word as it
+	 * was and leaves it so; from the exchange on, it finds it taking,
+	 * and pushes and pops its own level.
+	 */
+	old = raw_xchg(word, CT_WORK_RS_TAKING);
+	work = ct_work_rs_work_of(old);
+	if (old & CT_WORK_RS_USER)
+		level |= CT_WORK_RS_LEVEL_USER;
+	if (work)
+		level |= CT_WORK_RS_LEVEL_TOOK;
+	WRITE_ONCE(*levels, READ_ONCE(*levels) << CT_WORK_RS_LEVEL_BITS | level);
+	if (!work)
+		ct_work_rs_set(word, 0);
+	return work;
+}
+
+/* ct_work::nmi_ran() */
+noinstr void ct_work_rs_nmi_ran(u32 *word, u32 *levels)
+{
+	u32 all = READ_ONCE(*levels);
+
+	if (all & CT_WORK_RS_LEVEL_TOOK) {
+		ct_work_rs_set(word, 0);
+		WRITE_ONCE(*levels, all & ~CT_WORK_RS_LEVEL_TOOK);
+	}
+}
+
+/* ct_work::nmi_exit() */
+noinstr void ct_work_rs_nmi_give(u32 *word, u32 *levels)
+{
+	u32 all = READ_ONCE(*levels);
+
+	WRITE_ONCE(*levels, all >> CT_WORK_RS_LEVEL_BITS);
+	if (all & CT_WORK_RS_LEVEL_USER)
+		ct_work_rs_set(word, CT_WORK_RS_USER);
+}
+
+/*
  * Until the work taken has run, the word says so, and an NMI or machine
  * check nesting here runs every kind of work itself
  * (ct_work::enter_taking()).
