@@ -3,8 +3,10 @@
  * Deferred work for isolated CPUs in user space, x86 side: the per-CPU work
  * word, the context-tracking hooks that take the work at kernel entry and
  * run it, the sync round of the Rust text-poke batch that defers to them,
- * and the switches. The protocol itself is Rust: kernel/jump_label_rs/
- * ct_work.rs (checked by every interleaving on the host) and defer.rs.
+ * and the switches. The protocol's rules are Rust: kernel/jump_label_rs/
+ * ct_work.rs (checked by every interleaving on the host), and defer.rs for
+ * the sender; its entry side, which runs before instrumentation is
+ * allowed, is the noinstr C below, one function for each of ct_work.rs's.
  *
  * The danger zone: a CPU coming from user space takes its work in
  * ct_work_rs_user_exit(), the first thing __ct_user_exit() does on a CPU
@@ -749,7 +751,8 @@ static int ct_work_rs_cpus_show(struct seq_file *m, void *v)
 		seq_printf(m, "cpu%d %s work %#x runs %lu isolated %d", cpu,
 			   word & CT_WORK_RS_USER ? "user" :
 			   word == CT_WORK_RS_OFF ? "user-off" : "kernel",
-			   (word & ~CT_WORK_RS_OFF) >> CT_WORK_RS_WORK_SHIFT,
+			   word & CT_WORK_RS_USER ?
+			   word >> CT_WORK_RS_WORK_SHIFT : 0,
 			   ct_work_rs_runs(cpu), !!ct_work_rs_word(cpu));
 		ct_work_rs_audit_show(m, cpu);
 		seq_putc(m, '\n');
