@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `scripts/summarize.py`, which turns make test's logs into its closing line and exit status:
+//! a run whose logs are complete and clean passes, and each way a test, a boot or a build can
+//! fail or vanish fails it.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// One run's logs, in a directory of its own.
+struct Run {
+    dir: PathBuf,
+}
+
+/// A KUnit boot that ran `suite` with two passing cases.
+fn kunit_json(suite: &str) -> String {
+    format!(
+        r#"{{"name": "main", "test_cases": [], "sub_groups": [{{"name": "{suite}",
+            "test_cases": [{{"name": "a", "status": "PASS"}}, {{"name": "b", "status": "PASS"}}],
+            "sub_groups": []}}]}}"#
+    )
+}
+
+/// A user-space boot, 1 of 1, of a test that plans two cases and reports them.
+const GOOD_BOOT: &str = "@@ host boot 1/1 tests=one: qpw=1
+@@ boot ok
+@@ run one
+@@ plan one 2
+@@ case one_a ok
+@@ case one_b ok
+@@ done one 0
+@@ info boot planned=2 reported=2
+@@ end 0
+";
+
+impl Run {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("summarize-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let run = Self { dir };
+        run.write(
+            "host.log",
+            "test result: ok. 3 passed; 0 failed; 0 ignored; 0 measured\n",
+        );
+        run.write("check.log", "check: rustfmt: ok\n");
+        run.write("kunit.json", &kunit_json("suite_x"));
+        run.write("guest.log", "[    1.0] Testing tracer nop: PASSED\n");
+        run.write("cases.log", GOOD_BOOT);
+        run
+    }
+
+    fn write(&self, name: &str, text: &str) {
+        fs::write(self.dir.join(name), text).unwrap();
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.join(name).to_str().unwrap().to_owned()
+    }
+
+    /// Runs summarize.py on the logs; returns its exit status and its output.
+    fn summarize(&self) -> (i32, String) {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/summarize.py");
+        let out = Command::new("python3")
+            .arg(script)
+            .args(["--cargo", &self.path("host.log")])
+            .args(["--checks", &self.path("check.log")])
+            .args(["--kunit", &self.path("kunit.json")])
+            .args(["--suite", "suite_x"])
+            .args(["--guest", &self.path("guest.log")])
+            .args(["--cases", &self.path("cases.log")])
+            .output()
+            .expect("python3 runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out.status.code().unwrap_or(-1), text)
+    }
+
+    /// Asserts that summarize.py fails the run, naming `why` in its output.
+    fn fails_with(&self, why: &str) {
+        let (rc, out) = self.summarize();
+        assert_eq!(rc, 1, "expected a failed run:\n{out}");
+        assert!(out.contains(why), "expected '{why}' in:\n{out}");
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn complete_clean_run_passes() {
+    let (rc, out) = Run::new("clean").summarize();
+    assert_eq!(rc, 0, "{out}");
+    // 3 host, 1 lint, 2 KUnit, 1 self-test, 2 user-space.
+    assert!(out.contains("9 passed, 0 failed, 0 skipped"), "{out}");
+}
+
+#[test]
+fn boot_that_ends_non_zero_fails() {
+    let run = Run::new("end1");
+    run.write("cases.log", &GOOD_BOOT.replace("@@ end 0", "@@ end 1"));
+    run.fails_with("'@@ end 1' with no failed case");
+}
+
+#[test]
+fn boot_that_never_ends_fails() {
+    let run = Run::new("noend");
+    run.write("cases.log", &GOOD_BOOT.replace("@@ end 0\n", ""));
+    run.fails_with("no '@@ end'");
+}
+
+#[test]
+fn test_with_fewer_cases_than_planned_fails() {
+    let run = Run::new("short");
+    run.write(
+        "cases.log",
+        &GOOD_BOOT
+            .replace("@@ case one_b ok\n", "")
+            .replace("reported=2", "reported=1"),
+    );
+    run.fails_with("reported 1 of its 2 planned cases");
+}
+
+#[test]
+fn test_without_a_plan_fails() {
+    let run = Run::new("noplan");
+    run.write("cases.log", &GOOD_BOOT.replace("@@ plan one 2\n", ""));
+    run.fails_with("no plan");
+}
+
+#[test]
+fn test_that_dies_early_fails() {
+    // It exits 1 after its first case, with none failed, and init.sh goes on.
+    let run = Run::new("died");
+    run.write(
+        "cases.log",
+        &GOOD_BOOT
+            .replace("@@ case one_b ok\n", "")
+            .replace("@@ done one 0", "@@ done one 1"),
+    );
+    run.fails_with("exit 1 with no case failed");
+}
+
+#[test]
+fn test_that_never_ran_fails() {
+    let run = Run::new("neverran");
+    run.write(
+        "cases.log",
+        &GOOD_BOOT.replace("tests=one:", "tests=one,two:"),
+    );
+    run.fails_with("two never ran");
+}
+
+#[test]
+fn boot_that_never_ran_fails() {
+    let run = Run::new("noboot");
+    run.write("cases.log", &GOOD_BOOT.replace("boot 1/1", "boot 1/2"));
+    run.fails_with("boot 2/2: did not run");
+}
+
+#[test]
+fn failed_case_fails() {
+    let run = Run::new("failed");
+    run.write(
+        "cases.log",
+        &GOOD_BOOT
+            .replace("@@ case one_b ok", "@@ case one_b FAILED: wrong")
+            .replace("@@ done one 0", "@@ done one 1")
+            .replace("@@ end 0", "@@ end 1"),
+    );
+    let (rc, out) = run.summarize();
+    assert_eq!(rc, 1, "{out}");
+    assert!(out.contains("1 failed"), "{out}");
+}
+
+#[test]
+fn kunit_suite_that_did_not_run_fails() {
+    let run = Run::new("nosuite");
+    run.write("kunit.json", &kunit_json("suite_y"));
+    run.fails_with("KUnit suite suite_x did not run");
+}
+
+#[test]
+fn missing_kunit_results_fail() {
+    let run = Run::new("nokunit");
+    fs::remove_file(run.dir.join("kunit.json")).unwrap();
+    run.fails_with("KUnit: no results");
+}
+
+#[test]
+fn kernel_warning_fails() {
+    let run = Run::new("warning");
+    run.write(
+        "guest.log",
+        "[    1.0] Testing tracer nop: PASSED\n[    2.0] WARNING: CPU: 1 at mm/swap.c:1\n",
+    );
+    let (rc, out) = run.summarize();
+    assert_eq!(rc, 1, "{out}");
+}
+
+#[test]
+fn missing_host_results_fail() {
+    let run = Run::new("nohost");
+    run.write("host.log", "error: could not compile\n");
+    run.fails_with("host tests: no cargo test result found");
+}
