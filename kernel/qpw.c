@@ -4,12 +4,13 @@
  *
  * The switch, set once at boot: qpw=0|1, else CONFIG_QPW_DEFAULT, else on
  * when nohz_full= or isolcpus= isolate CPUs, the systems whose isolated
- * CPUs the queued work would wake.
+ * CPUs the queued work would wake. Always on with PREEMPT_RT.
  */
 
 #define pr_fmt(fmt) "qpw: " fmt
 
 #include <linux/errno.h>
+#include <linux/export.h>
 #include <linux/init.h>
 #include <linux/kstrtox.h>
 #include <linux/printk.h>
@@ -17,6 +18,8 @@
 #include <linux/sched/isolation.h>
 
 DEFINE_STATIC_KEY_MAYBE(CONFIG_QPW_DEFAULT, qpw_key);
+/* For qpw_enabled() in modules. */
+EXPORT_SYMBOL_GPL(qpw_key);
 
 /* -1: not given at boot. */
 static int qpw_param __initdata = -1;
@@ -44,6 +47,13 @@ static int __init qpw_init(void)
 		  IS_ENABLED(CONFIG_QPW_DEFAULT) ||
 		  housekeeping_enabled(HK_TYPE_KERNEL_NOISE) ||
 		  housekeeping_enabled(HK_TYPE_DOMAIN_BOOT);
+
+	/* A local_lock is a per-CPU spinlock there: see qpw_enabled(). */
+	if (IS_ENABLED(CONFIG_PREEMPT_RT)) {
+		if (qpw_param == 0)
+			pr_warn("qpw=0 refused on PREEMPT_RT, where qpw locks are always spinlocks\n");
+		on = true;
+	}
 
 	if (on)
 		static_branch_enable(&qpw_key);

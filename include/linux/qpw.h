@@ -12,7 +12,7 @@
  * CPU: the owner takes its own spinlock on its fast path, and a CPU that
  * wants the cache drained takes the owner's spinlock and drains it itself.
  * qpw_queue_work_on() then runs the work at once, on the caller, for the
- * target CPU (qpw_work_cpu() tells the work function which), and
+ * target CPU (qpw_work_lock() tells the work function which), and
  * qpw_flush_work() has nothing to wait for.
  *
  * Off or on is chosen once, at boot (qpw=0|1, or CONFIG_QPW_DEFAULT; on by
@@ -21,18 +21,27 @@
  * other. Without CONFIG_QPW a qpw lock is a local_lock and the work is
  * queued, as before.
  *
+ * On PREEMPT_RT a local_lock is a per-CPU spinlock already (a sleeping
+ * one, as every spinlock_t there): a qpw lock is always that spinlock,
+ * taken by its owner as local_lock() takes it (migration off, the lock of
+ * the CPU the task runs on) and by another CPU directly, with or without
+ * CONFIG_QPW, and qpw_enabled() is always true.
+ *
  * The owner's side:	local_qpw_lock(lock), local_qpw_unlock(lock),
  *			local_qpw_lock_irqsave(lock, flags), ...
- * The work's side:	qpw_lock(lock, cpu), qpw_unlock(lock, cpu),
- *			qpw_lock_irqsave(lock, flags, cpu), ...
- *			where @cpu is qpw_work_cpu(work): the owner, when
- *			the work was queued on it (off), or any CPU (on).
+ * The work's side:	cpu = qpw_work_lock(lock, work), then
+ *			qpw_lock(lock, cpu), qpw_lock_irqsave(lock, flags, cpu),
+ *			... for other locks of that CPU, and qpw_unlock(lock,
+ *			cpu): with qpw on @cpu is the work's target, with it
+ *			off the CPU the work runs on (or, for qpw_lock(), a
+ *			dead CPU, whose data nobody else touches any more).
  * @lock is a per-CPU pointer (&pcpu_var.lock), as for local_lock(); a
  * static one starts as QPW_LOCK_UNLOCKED.
  */
 #ifndef _LINUX_QPW_H
 #define _LINUX_QPW_H
 
+#include <linux/cpumask.h>
 #include <linux/jump_label.h>
 #include <linux/local_lock.h>
 #include <linux/percpu.h>
@@ -52,48 +61,59 @@ static inline void init_qpw_work(struct qpw_work *qw, work_func_t fn, int cpu)
 	qw->cpu = cpu;
 }
 
-/* In the work function: the CPU whose data to work on. */
-static inline int qpw_work_cpu(struct work_struct *work)
-{
-	return container_of(work, struct qpw_work, work)->cpu;
-}
+/* A spinlock of its own beside the local_lock: with CONFIG_QPW, but not on RT. */
+#if defined(CONFIG_QPW) && !defined(CONFIG_PREEMPT_RT)
+#define QPW_SPINLOCK 1
+#endif
 
 struct qpw_lock {
-	/* The owner's lock with qpw off, and without CONFIG_QPW. */
+	/*
+	 * The owner's lock with qpw off, and without CONFIG_QPW. On
+	 * PREEMPT_RT a per-CPU spinlock, which other CPUs take too.
+	 */
 	local_lock_t ll;
-#ifdef CONFIG_QPW
+#ifdef QPW_SPINLOCK
 	/* With qpw on: taken by the owner, and by a CPU draining its data. */
 	spinlock_t sl;
 #endif
 };
 
-#ifdef CONFIG_QPW
-
+#ifdef QPW_SPINLOCK
 #define QPW_LOCK_UNLOCKED						\
 	{ .ll = INIT_LOCAL_LOCK(qpw_lock.ll), .sl = __SPIN_LOCK_UNLOCKED(qpw_lock.sl) }
+#else
+#define QPW_LOCK_UNLOCKED	{ .ll = INIT_LOCAL_LOCK(qpw_lock.ll) }
+#endif
 
+#ifdef CONFIG_QPW
 DECLARE_STATIC_KEY_MAYBE(CONFIG_QPW_DEFAULT, qpw_key);
+#endif
 
 /*
- * Whether qpw locks are spinlocks that other CPUs take. The branch lays
- * out the default of the build (CONFIG_QPW_DEFAULT) in line, the other
- * mode behind a jump.
+ * Whether qpw locks are spinlocks that other CPUs take: always on
+ * PREEMPT_RT; else with CONFIG_QPW as chosen at boot, where the branch
+ * lays out the default of the build (CONFIG_QPW_DEFAULT) in line, the
+ * other mode behind a jump.
  */
 static __always_inline bool qpw_enabled(void)
 {
+	if (IS_ENABLED(CONFIG_PREEMPT_RT))
+		return true;
+#ifdef CONFIG_QPW
 	return static_branch_maybe(CONFIG_QPW_DEFAULT, &qpw_key);
-}
-
-#else /* !CONFIG_QPW */
-
-#define QPW_LOCK_UNLOCKED	{ .ll = INIT_LOCAL_LOCK(qpw_lock.ll) }
-
-static __always_inline bool qpw_enabled(void)
-{
+#else
 	return false;
+#endif
 }
 
-#endif /* CONFIG_QPW */
+/*
+ * Whether the owner takes the spinlock of its own (qpw on, not RT): else
+ * it takes the local_lock, which on RT is the spinlock other CPUs take.
+ */
+static __always_inline bool __qpw_spinlock_enabled(void)
+{
+	return !IS_ENABLED(CONFIG_PREEMPT_RT) && qpw_enabled();
+}
 
 /*
  * Initialises one CPU's instance of a qpw lock that is not static (of a
@@ -102,33 +122,46 @@ static __always_inline bool qpw_enabled(void)
 static inline void qpw_lock_init(struct qpw_lock *lock)
 {
 	local_lock_init(&lock->ll);
-#ifdef CONFIG_QPW
+#ifdef QPW_SPINLOCK
 	spin_lock_init(&lock->sl);
 #endif
 }
 
-/* The spinlock of @cpu, or of this CPU: with qpw on only. */
+/*
+ * As qpw_lock_init(), with the lock class @key named @name (static, as
+ * lockdep keeps them): a class for each user of a per-CPU allocation.
+ */
+static inline void qpw_lock_init_key(struct qpw_lock *lock, const char *name,
+				     struct lock_class_key *key)
+{
+	qpw_lock_init(lock);
+	lockdep_set_class_and_name(&lock->ll, key, name);
+#ifdef QPW_SPINLOCK
+	/* Never held with ll: they are the same lock in either mode. */
+	lockdep_set_class_and_name(&lock->sl, key, name);
+#endif
+}
+
+/* The spinlock of @cpu that other CPUs take: with qpw on only. */
 static __always_inline spinlock_t *
 __qpw_spinlock(struct qpw_lock __percpu *lock, int cpu)
 {
-#ifdef CONFIG_QPW
+#ifdef CONFIG_PREEMPT_RT
+	return per_cpu_ptr(&lock->ll, cpu);
+#elif defined(QPW_SPINLOCK)
 	return per_cpu_ptr(&lock->sl, cpu);
 #else
 	return NULL;
 #endif
 }
 
+#ifdef QPW_SPINLOCK
 static __always_inline spinlock_t *
 __qpw_this_spinlock(struct qpw_lock __percpu *lock)
 {
-#ifdef CONFIG_QPW
 	return this_cpu_ptr(&lock->sl);
-#else
-	return NULL;
-#endif
 }
 
-#ifdef CONFIG_QPW
 /*
  * This CPU's spinlock, for its owner, with preemption or interrupts off
  * already: taken inline, as spin_lock() takes it but for the second
@@ -136,10 +169,15 @@ __qpw_this_spinlock(struct qpw_lock __percpu *lock)
  */
 static __always_inline void __qpw_this_lock(struct qpw_lock __percpu *lock)
 {
+#ifdef CONFIG_DEBUG_SPINLOCK
+	/* do_raw_spin_lock() is out of line there, and modules cannot call it. */
+	spin_lock(__qpw_this_spinlock(lock));
+#else
 	raw_spinlock_t *l = &__qpw_this_spinlock(lock)->rlock;
 
 	spin_acquire(&l->dep_map, 0, 0, _THIS_IP_);
 	LOCK_CONTENDED(l, do_raw_spin_trylock, do_raw_spin_lock);
+#endif
 }
 
 /*
@@ -162,6 +200,8 @@ static __always_inline void __qpw_this_unlock(struct qpw_lock __percpu *lock)
 #ifdef QPW_UNLOCK_STORE
 	barrier();
 	raw_cpu_write(lock->sl.rlock.raw_lock.locked, 0);
+#elif defined(CONFIG_DEBUG_SPINLOCK)
+	spin_unlock(__qpw_this_spinlock(lock));
 #else
 	raw_spinlock_t *l = &__qpw_this_spinlock(lock)->rlock;
 
@@ -169,7 +209,7 @@ static __always_inline void __qpw_this_unlock(struct qpw_lock __percpu *lock)
 	do_raw_spin_unlock(l);
 #endif
 }
-#else
+#else /* !QPW_SPINLOCK */
 static __always_inline void __qpw_this_lock(struct qpw_lock __percpu *lock)
 {
 }
@@ -180,36 +220,62 @@ static __always_inline void __qpw_this_unlock(struct qpw_lock __percpu *lock)
 #endif
 
 /*
- * local_lock() and local_unlock() with qpw off; without lockdep they are
- * preempt_disable() and preempt_enable() (local_irq_save() and
- * local_irq_restore() for the _irqsave forms), and then the lock's
- * address is not even looked up.
+ * local_lock() and its kin, for the owner's side when the qpw lock is not
+ * a spinlock of its own. Without lockdep, on a non-RT kernel, that is
+ * preempt_disable() (local_irq_save() for the _irqsave forms), and then
+ * the lock's address is not even looked up; on PREEMPT_RT it is
+ * migrate_disable() and this CPU's spinlock, which other CPUs take.
  */
-#define __qpw_local_lock(lock)						\
-	do {								\
-		if (IS_ENABLED(CONFIG_DEBUG_LOCK_ALLOC))		\
-			local_lock(&(lock)->ll);			\
-		else							\
-			preempt_disable();				\
-	} while (0)
+#define __QPW_LOCAL_LOCK	\
+	(IS_ENABLED(CONFIG_PREEMPT_RT) || IS_ENABLED(CONFIG_DEBUG_LOCK_ALLOC))
 
-#define __qpw_local_unlock(lock)					\
-	do {								\
-		if (IS_ENABLED(CONFIG_DEBUG_LOCK_ALLOC))		\
-			local_unlock(&(lock)->ll);			\
-		else							\
-			preempt_enable();				\
-	} while (0)
+static __always_inline void __qpw_local_lock(struct qpw_lock __percpu *lock)
+{
+	if (__QPW_LOCAL_LOCK)
+		local_lock(&lock->ll);
+	else
+		preempt_disable();
+}
+
+static __always_inline void __qpw_local_unlock(struct qpw_lock __percpu *lock)
+{
+	if (__QPW_LOCAL_LOCK)
+		local_unlock(&lock->ll);
+	else
+		preempt_enable();
+}
+
+static __always_inline unsigned long
+__qpw_local_lock_irqsave(struct qpw_lock __percpu *lock)
+{
+	unsigned long flags;
+
+	if (__QPW_LOCAL_LOCK)
+		local_lock_irqsave(&lock->ll, flags);
+	else
+		local_irq_save(flags);
+	return flags;
+}
+
+static __always_inline void
+__qpw_local_unlock_irqrestore(struct qpw_lock __percpu *lock, unsigned long flags)
+{
+	if (__QPW_LOCAL_LOCK)
+		local_unlock_irqrestore(&lock->ll, flags);
+	else
+		local_irq_restore(flags);
+}
 
 /*
  * The owner's side: @lock is a per-CPU pointer (&pcpu_var.lock), as for
- * local_lock(). With qpw on, preemption goes off first, so that the lock
- * taken is this CPU's and stays this CPU's until the unlock, as a
- * local_lock's holder stays on its CPU.
+ * local_lock(). With the spinlock of its own, preemption goes off first,
+ * so that the lock taken is this CPU's and stays this CPU's until the
+ * unlock, as a local_lock's holder stays on its CPU. Else it is
+ * local_lock() (above).
  */
 static __always_inline void local_qpw_lock(struct qpw_lock __percpu *lock)
 {
-	if (qpw_enabled()) {
+	if (__qpw_spinlock_enabled()) {
 		preempt_disable();
 		__qpw_this_lock(lock);
 	} else {
@@ -223,7 +289,7 @@ static __always_inline void local_qpw_unlock(struct qpw_lock __percpu *lock)
 	__qpw_this_unlock(lock);
 	preempt_enable();
 #else
-	if (qpw_enabled()) {
+	if (__qpw_spinlock_enabled()) {
 		__qpw_this_unlock(lock);
 		preempt_enable();
 	} else {
@@ -237,13 +303,11 @@ __local_qpw_lock_irqsave(struct qpw_lock __percpu *lock)
 {
 	unsigned long flags;
 
-	if (qpw_enabled()) {
+	if (__qpw_spinlock_enabled()) {
 		local_irq_save(flags);
 		__qpw_this_lock(lock);
-	} else if (IS_ENABLED(CONFIG_DEBUG_LOCK_ALLOC)) {
-		local_lock_irqsave(&lock->ll, flags);
 	} else {
-		local_irq_save(flags);
+		flags = __qpw_local_lock_irqsave(lock);
 	}
 	return flags;
 }
@@ -258,28 +322,59 @@ local_qpw_unlock_irqrestore(struct qpw_lock __percpu *lock, unsigned long flags)
 	__qpw_this_unlock(lock);
 	local_irq_restore(flags);
 #else
-	if (qpw_enabled()) {
+	if (__qpw_spinlock_enabled()) {
 		__qpw_this_unlock(lock);
 		local_irq_restore(flags);
-	} else if (IS_ENABLED(CONFIG_DEBUG_LOCK_ALLOC)) {
-		local_unlock_irqrestore(&lock->ll, flags);
 	} else {
-		local_irq_restore(flags);
+		__qpw_local_unlock_irqrestore(lock, flags);
 	}
 #endif
 }
 
 /*
- * The work's side: the data of @cpu, which is this CPU when qpw is off
- * (the work runs in a kworker bound to it, or @cpu is dead and nobody else
- * touches its data), and any CPU when it is on.
+ * The work's side, with qpw off: @cpu is this CPU, whose local_lock the
+ * caller took, or a dead one, whose data nobody else touches any more.
+ */
+static __always_inline void __qpw_assert_local(int cpu)
+{
+	lockdep_assert(cpu == smp_processor_id() || !cpu_online(cpu));
+}
+
+/*
+ * The work's side: locks the data a qpw_work is for and returns its CPU.
+ * With qpw on, that is the work's target, whichever CPU runs the work.
+ * With it off, the CPU the work runs on, under its local_lock: the work
+ * was queued on its target and runs anywhere else only once the target
+ * has gone offline, when draining the target is no longer the work's job
+ * (the CPU hotplug callbacks drain a dead CPU, as they always did).
+ */
+static __always_inline int qpw_work_lock(struct qpw_lock __percpu *lock,
+					 struct work_struct *work)
+{
+	int cpu;
+
+	if (qpw_enabled()) {
+		cpu = container_of(work, struct qpw_work, work)->cpu;
+		spin_lock(__qpw_spinlock(lock, cpu));
+	} else {
+		local_lock(&lock->ll);
+		cpu = smp_processor_id();
+	}
+	return cpu;
+}
+
+/*
+ * Another lock of the data of @cpu, or that of a dead CPU: any CPU's with
+ * qpw on; with it off, this CPU's or a dead one's.
  */
 static __always_inline void qpw_lock(struct qpw_lock __percpu *lock, int cpu)
 {
-	if (qpw_enabled())
+	if (qpw_enabled()) {
 		spin_lock(__qpw_spinlock(lock, cpu));
-	else
+	} else {
 		local_lock(&lock->ll);
+		__qpw_assert_local(cpu);
+	}
 }
 
 static __always_inline void qpw_unlock(struct qpw_lock __percpu *lock, int cpu)
@@ -295,10 +390,12 @@ __qpw_lock_irqsave(struct qpw_lock __percpu *lock, int cpu)
 {
 	unsigned long flags;
 
-	if (qpw_enabled())
+	if (qpw_enabled()) {
 		spin_lock_irqsave(__qpw_spinlock(lock, cpu), flags);
-	else
+	} else {
 		local_lock_irqsave(&lock->ll, flags);
+		__qpw_assert_local(cpu);
+	}
 	return flags;
 }
 

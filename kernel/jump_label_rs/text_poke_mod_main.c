@@ -14,6 +14,8 @@
 #include <linux/jump_label.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
+#include <linux/percpu.h>
+#include <linux/qpw.h>
 #include <linux/string.h>
 #include <linux/sysfs.h>
 
@@ -54,6 +56,36 @@ static const struct kernel_param_ops page_sites_ops = {
 };
 module_param_cb(page_sites, &page_sites_ops, NULL, 0444);
 MODULE_PARM_DESC(page_sites, "The sites over pages of their own");
+
+/*
+ * A per-CPU count under a qpw lock, as a module's per-CPU cache would keep
+ * one: <linux/qpw.h> builds and links in a module, in every configuration
+ * make test builds this module in (lockdep's debugged spinlocks included).
+ */
+struct text_poke_mod_pcpu {
+	struct qpw_lock lock;
+	unsigned long reads;
+};
+
+static DEFINE_PER_CPU(struct text_poke_mod_pcpu, text_poke_mod_pcpu) = {
+	.lock = QPW_LOCK_UNLOCKED,
+};
+
+static int qpw_reads_get(char *buf, const struct kernel_param *kp)
+{
+	unsigned long reads;
+
+	local_qpw_lock(&text_poke_mod_pcpu.lock);
+	reads = this_cpu_inc_return(text_poke_mod_pcpu.reads);
+	local_qpw_unlock(&text_poke_mod_pcpu.lock);
+	return sysfs_emit(buf, "%lu\n", reads);
+}
+
+static const struct kernel_param_ops qpw_reads_ops = {
+	.get = qpw_reads_get,
+};
+module_param_cb(qpw_reads, &qpw_reads_ops, NULL, 0444);
+MODULE_PARM_DESC(qpw_reads, "Reads of this parameter on this CPU, counted under a qpw lock");
 
 /*
  * The sites over pages that do not hold what the key's value asks for: the

@@ -434,11 +434,15 @@ bool text_poke_rs_run_mappable(const unsigned long *pages, unsigned int n)
 
 /*
  * Maps the text pages at @pages[0..@n) (page addresses) in the poking mm
- * for text_poke_rs_run_write(), under the PTE lock: preemption stays off
- * until text_poke_rs_run_unmap(), interrupts are off only while a chunk
- * of writes is made. Returns 0, or an error with nothing mapped: -EINVAL
- * for a bad @n, -EAGAIN before the runs' page table is made at boot,
- * -EFAULT for a page that is not text that can be mapped (with a warning).
+ * for text_poke_rs_run_write(), under the PTE lock, held until
+ * text_poke_rs_run_unmap(); interrupts are off only while a chunk of
+ * writes is made. Preemption stays off, but for PREEMPT_RT, whose PTE lock
+ * sleeps: there the task may be preempted between chunks, though not moved
+ * to another CPU (the lock disables migration), and each chunk switches to
+ * the poking mm and back with interrupts off. Returns 0, or an
+ * error with nothing mapped: -EINVAL for a bad @n, -EAGAIN before the
+ * runs' page table is made at boot, -EFAULT for a page that is not text
+ * that can be mapped (with a warning).
  */
 int text_poke_rs_run_map(struct text_poke_rs_run *run,
 			 const unsigned long *pages, unsigned int n)
