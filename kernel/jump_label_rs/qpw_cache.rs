@@ -69,7 +69,7 @@ impl<T: Send> Cache<T> {
             cached.push(AtomicUsize::new(0), GFP_KERNEL)?;
         }
         Ok(Self {
-            percpu: qpw::PerCpu::new(|_| Magazine::new())?,
+            percpu: kernel::new_qpw_percpu!(|_| Magazine::new(), "qpw_cache")?,
             cached,
         })
     }
@@ -109,30 +109,30 @@ impl<T: Send> Cache<T> {
     }
 
     /// Frees the objects cached by `cpu`, from here (qpw on) or from `cpu` (qpw off), and
-    /// returns how many there were. Might sleep.
-    pub fn drain_cpu(&self, cpu: CpuId) -> usize {
+    /// returns how many there were. Might sleep. Fails as [`qpw::PerCpu::with_cpu`] does.
+    pub fn drain_cpu(&self, cpu: CpuId) -> Result<usize> {
         let mag = self.percpu.with_cpu(cpu, |mag| {
             self.set_cached(cpu, 0);
             mag.take()
-        });
+        })?;
         // Freed outside the lock, by the caller.
-        mag.len
+        Ok(mag.len)
     }
 
     /// Drains every online CPU that holds objects, and returns how many were freed. Might sleep.
-    pub fn drain_all(&self) -> usize {
+    pub fn drain_all(&self) -> Result<usize> {
         qpw::online_cpus()
             .filter(|cpu| {
                 self.cached
                     .get(cpu.as_u32() as usize)
                     .is_some_and(|c| c.load(Ordering::Relaxed) > 0)
             })
-            .map(|cpu| self.drain_cpu(cpu))
-            .sum()
+            .try_fold(0, |n, cpu| Ok(n + self.drain_cpu(cpu)?))
     }
 
     /// Puts `obj` in the magazine of `cpu`, or gives it back when that is full. Might sleep.
-    pub fn free_on(&self, cpu: CpuId, obj: KBox<T>) -> Option<KBox<T>> {
+    /// Fails as [`qpw::PerCpu::with_cpu`] does, and frees `obj` then.
+    pub fn free_on(&self, cpu: CpuId, obj: KBox<T>) -> Result<Option<KBox<T>>> {
         self.percpu.with_cpu(cpu, |mag| {
             let full = mag.push(obj);
             self.set_cached(cpu, mag.len);
@@ -268,12 +268,12 @@ mod tests {
         // A full magazine frees what does not fit.
         assert_eq!(cache.cached(), DEPTH);
         assert_eq!(ledger.count(FREED), 4);
-        assert_eq!(cache.drain_all(), DEPTH);
+        assert_eq!(cache.drain_all()?, DEPTH);
         assert_eq!(cache.cached(), 0);
         assert_eq!(ledger.count(FREED), DEPTH + 4);
         assert_eq!(ledger.wrong.load(Ordering::Relaxed), 0);
         // Nothing left to drain: nothing drained.
-        assert_eq!(cache.drain_all(), 0);
+        assert_eq!(cache.drain_all()?, 0);
         Ok(())
     }
 
@@ -301,7 +301,7 @@ mod tests {
     #[test]
     fn recursive_local_lock_is_refused() -> Result {
         let edeadlk = Some(Error::from_errno(-(bindings::EDEADLK as i32)));
-        let percpu = qpw::PerCpu::new(|_| 0u32)?;
+        let percpu = kernel::new_qpw_percpu!(|_| 0u32)?;
         let mut irq = InIrq {
             percpu: &percpu,
             res: None,
@@ -322,8 +322,221 @@ mod tests {
         // Every increment that was let through, and none other.
         let total: u32 = qpw::online_cpus()
             .map(|cpu| percpu.with_cpu(cpu, |v| *v))
-            .sum();
+            .sum::<Result<u32>>()?;
         assert_eq!(total, 3);
+        Ok(())
+    }
+
+    /// A [`qpw::PerCpu`] whose locks are taken while this CPU's task holds another's: each has
+    /// a lock class of its own, or lockdep would see one lock taken twice.
+    #[test]
+    fn two_percpus_nest() -> Result {
+        let outer = kernel::new_qpw_percpu!(|_| 0u32)?;
+        let inner = kernel::new_qpw_percpu!(|_| 0u32)?;
+        let mut a = outer.local()?;
+        let mut b = inner.local()?;
+        *a += 1;
+        *b += 1;
+        assert_eq!(a.cpu(), b.cpu());
+        Ok(())
+    }
+
+    /// What an interrupt got from `local()` while a [`qpw::PerCpu::with_cpu`] closure ran on
+    /// the CPU it came on: with qpw off in the target's kworker, on the target, holding its own
+    /// CPU's `u32`; with it on in this task, on this CPU, holding the target's.
+    struct DrainIrq<'a> {
+        percpu: &'a qpw::PerCpu<u32>,
+        res: Option<Result>,
+        ran: i32,
+    }
+
+    extern "C" fn local_in_drain_irq(arg: *mut c_void) {
+        // SAFETY: `arg` is the `DrainIrq` of `local_in_an_interrupt_during_a_drain()`, whose
+        // closure waits for this to run and does not touch it meanwhile.
+        let irq = unsafe { &mut *arg.cast::<DrainIrq<'_>>() };
+        irq.res = Some(irq.percpu.local().map(|mut v| *v += 100));
+    }
+
+    #[test]
+    fn local_in_an_interrupt_during_a_drain() -> Result {
+        let edeadlk = Some(Error::from_errno(-(bindings::EDEADLK as i32)));
+        let percpu = kernel::new_qpw_percpu!(|_| 0u32)?;
+        for cpu in qpw::online_cpus() {
+            let mut irq = DrainIrq {
+                percpu: &percpu,
+                res: None,
+                ran: -1,
+            };
+            let irq_ptr = core::ptr::from_mut(&mut irq) as usize;
+            percpu.with_cpu(cpu, |v| {
+                *v += 1;
+                let arg = irq_ptr as *mut c_void;
+                // SAFETY: `irq` outlives the interrupt: `text_poke_irq_run()` waits for it,
+                // and nothing else touches `irq` meanwhile.
+                let ran = unsafe { text_poke_irq_run(local_in_drain_irq, arg) };
+                // SAFETY: As above; the interrupt is over.
+                unsafe { (*arg.cast::<DrainIrq<'_>>()).ran = ran };
+                *v += 1;
+            })?;
+            assert_eq!(irq.ran, 0);
+            // Refused, wherever the closure ran: neither a second `&mut` of the `u32` the
+            // closure holds (qpw off) nor a spin on the lock this CPU holds (qpw on).
+            assert_eq!(irq.res.map(Result::err), Some(edeadlk));
+            assert_eq!(percpu.with_cpu(cpu, |v| *v)?, 2);
+        }
+        Ok(())
+    }
+
+    /// What the calls made from inside a [`qpw::PerCpu::with_cpu`] closure got.
+    struct Nested {
+        same: Option<Error>,
+        other: Option<Error>,
+        local: Option<Error>,
+    }
+
+    /// The calls a closure of `with_cpu(cpu)` may not make on its own `PerCpu`: `with_cpu` of
+    /// the same CPU and of another, and `local()`.
+    fn nested_calls(percpu: &qpw::PerCpu<u32>, cpu: CpuId, other: CpuId) -> Result<Nested> {
+        percpu.with_cpu(cpu, |v| {
+            *v += 1;
+            Nested {
+                same: percpu.with_cpu(cpu, |v| *v += 10).err(),
+                other: percpu.with_cpu(other, |v| *v += 10).err(),
+                local: percpu.local().map(|mut v| *v += 10).err(),
+            }
+        })
+    }
+
+    /// A closure of `with_cpu()` that calls into its own `PerCpu` again, for an online CPU and
+    /// for an offline one: refused, in either mode, where it would take a lock it holds (a
+    /// spinlock with qpw on, the offline CPU's owner field with it off), sleep in its kworker's
+    /// atomic section (qpw off), or take a second CPU's lock under the first (qpw on).
+    #[test]
+    fn nested_calls_are_refused() -> Result {
+        let edeadlk = Some(Error::from_errno(-(bindings::EDEADLK as i32)));
+        let percpu = kernel::new_qpw_percpu!(|_| 0u32)?;
+        let this = CpuId::current();
+        let mut expected = 0;
+        for cpu in qpw::online_cpus() {
+            // Another online CPU than the target, for the second nested call.
+            let other = qpw::online_cpus()
+                .find(|c| c.as_u32() != cpu.as_u32())
+                .unwrap_or(this);
+            let n = nested_calls(&percpu, cpu, other)?;
+            assert_eq!(n.same, edeadlk);
+            assert_eq!(n.other, edeadlk);
+            assert_eq!(n.local, edeadlk);
+            expected += 1;
+        }
+        let cpu = victim().ok_or(ENODEV)?;
+        // SAFETY: `cpu` is neither CPU 0 nor this one; it comes back below.
+        assert_eq!(unsafe { bindings::remove_cpu(cpu.as_u32()) }, 0);
+        let offline = nested_calls(&percpu, cpu, this);
+        // SAFETY: Taken offline above.
+        let back = unsafe { bindings::add_cpu(cpu.as_u32()) };
+        assert_eq!(back, 0);
+        let n = offline?;
+        assert_eq!(n.same, edeadlk);
+        assert_eq!(n.other, edeadlk);
+        assert_eq!(n.local, edeadlk);
+        expected += 1;
+        // Only the outer closures ran.
+        let total: u32 = qpw::online_cpus()
+            .map(|cpu| percpu.with_cpu(cpu, |v| *v))
+            .sum::<Result<u32>>()?;
+        assert_eq!(total, expected);
+        Ok(())
+    }
+
+    /// Two executors working on the `u32` of one offline CPU at once.
+    struct OfflineRace {
+        percpu: qpw::PerCpu<u32>,
+        cpu: CpuId,
+        inside: AtomicUsize,
+        overlaps: AtomicUsize,
+        calls: AtomicUsize,
+        failed: AtomicUsize,
+    }
+
+    static RACE: AtomicPtr<OfflineRace> = AtomicPtr::new(core::ptr::null_mut());
+
+    /// Iterations of the busy loop inside the closure: long enough for the emulator to switch
+    /// vCPUs while one is inside.
+    const INSIDE_SPINS: usize = 2000;
+
+    extern "C" fn offline_pass() -> c_ulong {
+        // SAFETY: The test clears `RACE` and stops the executors before the race is dropped.
+        let Some(race) = (unsafe { RACE.load(Ordering::Acquire).as_ref() }) else {
+            return 1;
+        };
+        let res = race.percpu.with_cpu(race.cpu, |v| {
+            if race.inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                race.overlaps.fetch_add(1, Ordering::Relaxed);
+            }
+            let seen = *v;
+            for _ in 0..INSIDE_SPINS {
+                core::hint::spin_loop();
+            }
+            *v = seen + 1;
+            race.inside.fetch_sub(1, Ordering::SeqCst);
+        });
+        match res {
+            Ok(()) => race.calls.fetch_add(1, Ordering::Relaxed),
+            Err(_) => race.failed.fetch_add(1, Ordering::Relaxed),
+        };
+        0
+    }
+
+    /// Passes each executor makes at least.
+    const OFFLINE_CALLS: usize = 200;
+
+    #[test]
+    fn two_tasks_on_one_offline_cpu() -> Result {
+        let cpu = victim().ok_or(ENODEV)?;
+        let race = KBox::new(
+            OfflineRace {
+                percpu: kernel::new_qpw_percpu!(|_| 0u32)?,
+                cpu,
+                inside: AtomicUsize::new(0),
+                overlaps: AtomicUsize::new(0),
+                calls: AtomicUsize::new(0),
+                failed: AtomicUsize::new(0),
+            },
+            GFP_KERNEL,
+        )?;
+        // SAFETY: `cpu` is neither CPU 0 nor this one; it comes back below.
+        assert_eq!(unsafe { bindings::remove_cpu(cpu.as_u32()) }, 0);
+        RACE.store((&raw const *race).cast_mut(), Ordering::Release);
+        // SAFETY: `offline_pass` may run on any CPU; nothing else runs executors.
+        let started = unsafe { text_poke_stress_start(offline_pass, 2) };
+        let mut waits = 0;
+        while race.calls.load(Ordering::Relaxed) < 2 * OFFLINE_CALLS && waits < 20_000 {
+            fsleep(Delta::from_micros(100));
+            waits += 1;
+        }
+        let (mut passes, mut wrong) = (0, 0);
+        // SAFETY: Both pointers are valid for writes.
+        unsafe { text_poke_stress_stop(&mut passes, &mut wrong) };
+        RACE.store(core::ptr::null_mut(), Ordering::Release);
+        // SAFETY: Taken offline above.
+        let back = unsafe { bindings::add_cpu(cpu.as_u32()) };
+        let calls = race.calls.load(Ordering::Relaxed);
+        pr_info!(
+            "qpw_cache: {} calls on offline CPU {} from {} executors, {} overlaps, qpw {}\n",
+            calls,
+            cpu.as_u32(),
+            started,
+            race.overlaps.load(Ordering::Relaxed),
+            if qpw::enabled() { "on" } else { "off" }
+        );
+        assert_eq!(back, 0);
+        assert_eq!(started, 2);
+        assert_eq!(wrong, 0);
+        assert_eq!(race.failed.load(Ordering::Relaxed), 0);
+        assert!(calls >= 2 * OFFLINE_CALLS);
+        // One closure at a time, and no increment lost.
+        assert_eq!(race.overlaps.load(Ordering::Relaxed), 0);
+        assert_eq!(race.percpu.with_cpu(cpu, |v| *v as usize)?, calls);
         Ok(())
     }
 
@@ -373,11 +586,14 @@ mod tests {
         // SAFETY: `pass` may run on any CPU; nothing else runs executors.
         let started = unsafe { text_poke_stress_start(pass, 3) };
         // Drains while the executors allocate and free, until they have made enough passes.
-        let (mut drained, mut drains) = (0, 0);
+        let (mut drained, mut drains, mut failed) = (0, 0, 0);
         while drains < MAX_DRAINS
             && (drains < MIN_DRAINS || shared.passes.load(Ordering::Relaxed) < MIN_PASSES)
         {
-            drained += shared.cache.drain_all();
+            match shared.cache.drain_all() {
+                Ok(n) => drained += n,
+                Err(_) => failed += 1,
+            }
             drains += 1;
             // Lets the executors refill their magazines: under an emulator that runs the vCPUs
             // in turn, draining back to back mostly finds a vCPU holding its lock, descheduled.
@@ -387,7 +603,7 @@ mod tests {
         // SAFETY: Both pointers are valid for writes.
         unsafe { text_poke_stress_stop(&mut passes, &mut wrong) };
         SHARED.store(core::ptr::null_mut(), Ordering::Release);
-        drained += shared.cache.drain_all();
+        drained += shared.cache.drain_all()?;
         let ledger = &shared.ledger;
         pr_info!(
             "qpw_cache: {} passes on {} CPUs, {} drains, {} objects made, {} drained, qpw {}\n",
@@ -401,6 +617,7 @@ mod tests {
         assert!(started >= 1);
         assert!(passes >= MIN_PASSES as c_ulong);
         assert_eq!(wrong, 0);
+        assert_eq!(failed, 0);
         // Every object made was freed once, by the cache or by a drain; none is lost.
         assert_eq!(ledger.wrong.load(Ordering::Relaxed), 0);
         assert_eq!(shared.cache.cached(), 0);
@@ -425,16 +642,18 @@ mod tests {
         for _ in 0..4 {
             let obj = alloc(&cache, &ledger).ok_or(ENOMEM)?;
             ledger.step(obj.id, OUT, CACHED);
-            assert!(cache.free_on(cpu, obj).is_none());
+            assert!(cache.free_on(cpu, obj)?.is_none());
         }
         // SAFETY: `cpu` is neither CPU 0 nor this one; it comes back below.
         let ret = unsafe { bindings::remove_cpu(cpu.as_u32()) };
         assert_eq!(ret, 0);
         // The objects of an offline CPU are drained from here, in both modes.
-        let drained = cache.drain_all() + cache.drain_cpu(cpu);
+        let drained = cache
+            .drain_all()
+            .and_then(|n| Ok(n + cache.drain_cpu(cpu)?));
         // SAFETY: Taken offline above.
         let back = unsafe { bindings::add_cpu(cpu.as_u32()) };
-        assert_eq!(drained, 4);
+        assert_eq!(drained, Ok(4));
         assert_eq!(ledger.count(FREED), 4);
         assert_eq!(ledger.wrong.load(Ordering::Relaxed), 0);
         assert_eq!(back, 0);
@@ -450,7 +669,9 @@ mod tests {
         if let Some(obj) = alloc(&shared.cache, &shared.ledger) {
             free(&shared.cache, &shared.ledger, obj);
         }
-        shared.cache.drain_all();
+        if shared.cache.drain_all().is_err() {
+            return 1;
+        }
         shared.passes.fetch_add(1, Ordering::Relaxed);
         0
     }
@@ -485,7 +706,7 @@ mod tests {
         // SAFETY: Both pointers are valid for writes.
         unsafe { text_poke_stress_stop(&mut passes, &mut wrong) };
         SHARED.store(core::ptr::null_mut(), Ordering::Release);
-        shared.cache.drain_all();
+        assert!(shared.cache.drain_all().is_ok());
         let ledger = &shared.ledger;
         assert!(started >= 1);
         assert_eq!(cycles, HOTPLUG_CYCLES);

@@ -3,6 +3,7 @@
 #include <linux/cpumask.h>
 #include <linux/percpu.h>
 #include <linux/qpw.h>
+#include <linux/sched.h>
 
 __rust_helper bool rust_helper_qpw_enabled(void)
 {
@@ -14,10 +15,11 @@ __rust_helper void *rust_helper_qpw_per_cpu_ptr(void __percpu *ptr, int cpu)
 	return per_cpu_ptr(ptr, cpu);
 }
 
-/* @lock: this CPU's instance, as local_lock_init() takes it. */
-__rust_helper void rust_helper_qpw_lock_init(struct qpw_lock *lock)
+/* @lock: one CPU's instance, of the class @key named @name. */
+__rust_helper void rust_helper_qpw_lock_init_key(struct qpw_lock *lock, const char *name,
+						 struct lock_class_key *key)
 {
-	qpw_lock_init(lock);
+	qpw_lock_init_key(lock, name, key);
 }
 
 __rust_helper void rust_helper_local_qpw_lock(struct qpw_lock __percpu *lock)
@@ -30,21 +32,21 @@ __rust_helper void rust_helper_local_qpw_unlock(struct qpw_lock __percpu *lock)
 	local_qpw_unlock(lock);
 }
 
-/* For PerCpu::local(): this CPU's data is looked at before it is locked. */
-__rust_helper void rust_helper_preempt_disable(void)
+/* For PerCpu::local(): this CPU's owner is looked at before the lock is taken. */
+__rust_helper void rust_helper_migrate_disable(void)
 {
-	preempt_disable();
+	migrate_disable();
 }
 
-__rust_helper void rust_helper_preempt_enable(void)
+__rust_helper void rust_helper_migrate_enable(void)
 {
-	preempt_enable();
+	migrate_enable();
 }
 
-/* Returns the CPU whose data local_qpw_lock() guards. */
-__rust_helper int rust_helper_qpw_this_cpu(void)
+/* PerCpu's lock is not interrupt-safe: task context only. */
+__rust_helper bool rust_helper_qpw_in_task(void)
 {
-	return smp_processor_id();
+	return in_task();
 }
 
 __rust_helper void rust_helper_qpw_lock(struct qpw_lock __percpu *lock, int cpu)

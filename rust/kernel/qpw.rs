@@ -5,10 +5,13 @@
 //! A [`PerCpu<T>`] holds one `T` for every possible CPU, each under its CPU's qpw lock. The
 //! owning CPU reaches its own through [`PerCpu::local`], a guard that keeps the task on that CPU
 //! until it is dropped, as a `local_lock` would. Another CPU's `T` is reached through
-//! [`PerCpu::with_cpu`]: with `qpw=1` the caller takes that CPU's spinlock and runs the closure
-//! itself, without disturbing the CPU; with `qpw=0` the closure is queued on that CPU, which runs
-//! it under its local lock while the caller waits, as C code draining a per-CPU cache does with
-//! `queue_work_on()` and `flush_work()`.
+//! [`PerCpu::with_cpu`]: with `qpw=1` (always on `PREEMPT_RT`) the caller takes that CPU's
+//! spinlock and runs the closure itself, without disturbing the CPU; with `qpw=0` the closure is
+//! queued on that CPU, which runs it under its local lock while the caller waits, as C code
+//! draining a per-CPU cache does with `queue_work_on()` and `flush_work()`.
+//!
+//! Both are for task context: the lock is not interrupt-safe, and from an interrupt either
+//! fails. Each `PerCpu` has a lock class of its own ([`new_qpw_percpu!`]).
 //!
 //! C header: [`include/linux/qpw.h`](srctree/include/linux/qpw.h)
 
@@ -17,7 +20,12 @@ use crate::{
     cpu::CpuId,
     error::{code::*, Error, Result},
     ffi::{c_long, c_void},
-    sync::atomic::{Atomic, Relaxed},
+    str::{CStr, CStrExt},
+    sync::{
+        atomic::{Acquire, Atomic, Relaxed, Release},
+        LockClassKey,
+    },
+    task::Task,
     types::{NotThreadSafe, Opaque},
 };
 use core::{
@@ -25,10 +33,12 @@ use core::{
     marker::PhantomData,
     mem::{align_of, size_of},
     ops::{Deref, DerefMut},
-    ptr::NonNull,
+    pin::Pin,
+    ptr::{null_mut, NonNull},
 };
 
-/// Whether qpw is on in this boot: remote work taken under the target's spinlock.
+/// Whether qpw is on in this boot: remote work taken under the target's spinlock. Always on
+/// `PREEMPT_RT`, where a `local_lock` is a per-CPU spinlock already.
 pub fn enabled() -> bool {
     // SAFETY: Reads a static key.
     unsafe { bindings::qpw_enabled() }
@@ -44,14 +54,37 @@ pub fn online_cpus() -> impl Iterator<Item = CpuId> {
     })
 }
 
+/// Creates a [`PerCpu`] whose locks have a lock class of their own, named after the call site or
+/// `$name`.
+#[macro_export]
+macro_rules! new_qpw_percpu {
+    ($init:expr $(, $name:literal)? $(,)?) => {
+        $crate::qpw::PerCpu::new(
+            $init, $crate::optional_name!($($name)?), $crate::static_lock_class!())
+    };
+}
+pub use new_qpw_percpu;
+
+/// Taking the lock here could deadlock.
+fn edeadlk() -> Error {
+    Error::from_errno(-(bindings::EDEADLK as i32))
+}
+
+/// Whether this is task context: neither a hard nor a soft interrupt, nor an NMI.
+fn in_task() -> bool {
+    // SAFETY: Reads the preemption count.
+    unsafe { bindings::qpw_in_task() }
+}
+
 /// One CPU's lock and data. The lock comes first: the per-CPU pointer of a slot is that of its
 /// lock, which the C side takes.
 #[repr(C)]
 struct Slot<T> {
     lock: Opaque<bindings::qpw_lock>,
-    /// Whether a [`LocalGuard`] of this CPU is alive: set before the lock is taken, cleared once
-    /// it is released, by the CPU itself with preemption off.
-    held: Atomic<bool>,
+    /// The task that holds the `T`, or null: set once the task has the lock (or, with qpw off,
+    /// the `T` of an offline CPU, which this field locks on its own), cleared before it lets go.
+    /// Only the holder writes it; a task finds its own pointer here only while it holds the `T`.
+    owner: Atomic<*mut bindings::task_struct>,
     data: UnsafeCell<T>,
 }
 
@@ -61,10 +94,15 @@ struct Slot<T> {
 ///
 /// `ptr` is a per-CPU allocation of one [`Slot<T>`] per possible CPU, owned by this object, in
 /// which every possible CPU's lock is initialised and its data holds a valid `T`. A CPU's data is
-/// only reached with its lock held: by the CPU itself ([`LocalGuard`]), or through
-/// [`PerCpu::with_cpu`].
+/// only reached by the task recorded as its owner, which holds its lock: the CPU itself
+/// ([`LocalGuard`]), or a task in [`PerCpu::with_cpu`] (which, with qpw off and the CPU offline,
+/// holds it through the owner field alone).
 pub struct PerCpu<T> {
     ptr: NonNull<c_void>,
+    /// How many [`PerCpu::with_cpu`] calls hold a `T` from a CPU that is not its own, or
+    /// without a lock (an offline CPU's, qpw off): while any does, a task looks for itself
+    /// among every CPU's owners before it takes a lock.
+    remote: Atomic<u32>,
     _p: PhantomData<T>,
 }
 
@@ -83,8 +121,14 @@ fn possible(cpu: u32) -> bool {
 }
 
 impl<T> PerCpu<T> {
-    /// Allocates one `T` for every possible CPU, each made by `init` for its CPU.
-    pub fn new(mut init: impl FnMut(CpuId) -> T) -> Result<Self> {
+    /// Allocates one `T` for every possible CPU, each made by `init` for its CPU, under locks of
+    /// the class `key` named `name`. [`new_qpw_percpu!`] gives each call site a class of its
+    /// own.
+    pub fn new(
+        mut init: impl FnMut(CpuId) -> T,
+        name: &'static CStr,
+        key: Pin<&'static LockClassKey>,
+    ) -> Result<Self> {
         // SAFETY: Allocates zeroed per-CPU memory of a slot's size and alignment, or fails.
         let raw =
             unsafe { bindings::qpw_alloc_percpu(size_of::<Slot<T>>(), align_of::<Slot<T>>()) };
@@ -97,16 +141,22 @@ impl<T> PerCpu<T> {
             // SAFETY: `cpu` was just checked to be a valid CPU number.
             let id = unsafe { CpuId::from_u32_unchecked(cpu) };
             // SAFETY: `slot` is valid for writes and suitably aligned (the allocation's alignment
-            // is the slot's); the lock is initialised before anyone can take it.
+            // is the slot's); the lock is initialised before anyone can take it; `name` and `key`
+            // are static, as lockdep needs them.
             unsafe {
-                bindings::qpw_lock_init(Opaque::cast_into(&raw const (*slot).lock));
-                (&raw mut (*slot).held).write(Atomic::new(false));
+                bindings::qpw_lock_init_key(
+                    Opaque::cast_into(&raw const (*slot).lock),
+                    name.as_char_ptr(),
+                    key.as_ptr(),
+                );
+                (&raw mut (*slot).owner).write(Atomic::new(null_mut()));
                 (&raw mut (*slot).data).cast::<T>().write(init(id));
             }
         }
         // INVARIANT: Every possible CPU's slot was initialised above.
         Ok(Self {
             ptr,
+            remote: Atomic::new(0),
             _p: PhantomData,
         })
     }
@@ -118,41 +168,66 @@ impl<T> PerCpu<T> {
 
     /// The slot of `cpu`.
     fn slot(&self, cpu: i32) -> *mut Slot<T> {
-        // SAFETY: `cpu` is a valid CPU number (callers take it from a `CpuId` or from
-        // `smp_processor_id()`), and by the type invariant the allocation has its slot.
+        // SAFETY: `cpu` is a possible CPU (callers take it from a `CpuId` checked with
+        // `possible()` or from `raw_smp_processor_id()`), and by the type invariant the allocation
+        // has its slot.
         unsafe { bindings::qpw_per_cpu_ptr(self.ptr.as_ptr(), cpu) }.cast()
     }
 
-    /// Whether a [`LocalGuard`] of `cpu` is alive.
-    fn held(&self, cpu: i32) -> &Atomic<bool> {
+    /// The task that holds the `T` of `cpu`, or null.
+    fn owner(&self, cpu: i32) -> &Atomic<*mut bindings::task_struct> {
         let slot = self.slot(cpu);
         // SAFETY: The slot is initialised (type invariant) and lives as long as `self`.
-        unsafe { &(*slot).held }
+        unsafe { &(*slot).owner }
     }
 
-    /// Locks this CPU's `T`: the task stays on this CPU until the guard is dropped (preemption is
-    /// off, as under `local_lock()`). Not for hard interrupt context, as a `local_lock()`: the
-    /// lock leaves interrupts on.
+    /// Whether this task holds the `T` of any CPU: a [`LocalGuard`], or the closure of a
+    /// [`PerCpu::with_cpu`] is running. Taking any lock of `self` again could deadlock then.
     ///
-    /// Fails with `EDEADLK` if this CPU holds it already: a second call while the first guard is
-    /// alive, or a call from an interrupt that came while this CPU's task held it (or was
-    /// releasing it). A `local_lock` would nest, or deadlock with qpw on; this refuses instead.
+    /// A task that holds its own CPU's `T` (a guard, or the work of `with_cpu` with qpw off)
+    /// cannot leave that CPU, and is found there. One that holds another CPU's counted itself in
+    /// `remote` first, and is found among all owners. A task that holds none never finds itself
+    /// as an owner, wherever it runs.
+    fn held_by_me(&self) -> bool {
+        let me = Task::current_raw();
+        // SAFETY: Reads this CPU's number.
+        let cpu = unsafe { bindings::raw_smp_processor_id() } as i32;
+        self.owner(cpu).load(Relaxed) == me
+            || (self.remote.load(Relaxed) != 0
+                && (0..crate::cpu::nr_cpu_ids())
+                    .filter(|&c| possible(c))
+                    .any(|c| self.owner(c as i32).load(Relaxed) == me))
+    }
+
+    /// Locks this CPU's `T`: the task stays on this CPU until the guard is dropped, as under
+    /// `local_lock()` (preemption off, or on `PREEMPT_RT` migration off and this CPU's
+    /// spinlock).
+    ///
+    /// Fails with `EDEADLK` if this task holds it already (a second call while the first guard
+    /// is alive) or holds another CPU's `T` (in a closure of [`PerCpu::with_cpu`]), and from an
+    /// interrupt, which could have come while this CPU's task or a remote
+    /// [`PerCpu::with_cpu`] held it: the lock is not interrupt-safe. A `local_lock` would nest,
+    /// or deadlock with qpw on; this refuses instead.
     pub fn local(&self) -> Result<LocalGuard<'_, T>> {
-        // SAFETY: Paired with the `preempt_enable()` below: `cpu` stays this CPU meanwhile.
-        unsafe { bindings::preempt_disable() };
-        // SAFETY: Preemption is off.
-        let cpu = unsafe { bindings::qpw_this_cpu() };
-        let held = self.held(cpu);
-        let ret = if held.load(Relaxed) {
-            Err(Error::from_errno(-(bindings::EDEADLK as i32)))
+        if !in_task() {
+            return Err(edeadlk());
+        }
+        // SAFETY: Paired with the `migrate_enable()` below: `cpu` stays this CPU meanwhile, and
+        // afterwards while the lock is held.
+        unsafe { bindings::migrate_disable() };
+        // SAFETY: Migration is off.
+        let cpu = unsafe { bindings::raw_smp_processor_id() } as i32;
+        let ret = if self.held_by_me() {
+            Err(edeadlk())
         } else {
-            // Set before the lock is taken: an interrupt that comes once it is taken sees it.
-            held.store(true, Relaxed);
+            let me = Task::current_raw();
+            let owner = self.owner(cpu);
             // SAFETY: By the type invariant, `self.lock()` is the per-CPU pointer of initialised
-            // qpw locks; this CPU does not hold its own (`held` was clear).
+            // qpw locks; this task holds none of them (it is no CPU's owner).
             unsafe { bindings::local_qpw_lock(self.lock()) };
-            // INVARIANT: This CPU's lock was taken above, and `cpu` is this CPU, which the lock
-            // keeps this task on.
+            owner.store(me, Relaxed);
+            // INVARIANT: This CPU's lock was taken above and this task recorded as its owner;
+            // `cpu` is this CPU, which the lock keeps the task on.
             Ok(LocalGuard {
                 owner: self,
                 cpu,
@@ -160,21 +235,32 @@ impl<T> PerCpu<T> {
             })
         };
         // SAFETY: Disabled above.
-        unsafe { bindings::preempt_enable() };
+        unsafe { bindings::migrate_enable() };
         ret
     }
 
-    /// Runs `f` on the `T` of `cpu`, under that CPU's lock. With qpw on, the caller takes the
-    /// lock and runs `f` itself; `cpu` is not disturbed. With qpw off, `f` is queued on `cpu`,
-    /// which runs it under its local lock, and the caller waits for it; if `cpu` is offline,
-    /// the caller runs `f` with CPU hotplug held off, since nothing else touches the `T` of an
-    /// offline CPU. Might sleep.
-    pub fn with_cpu<R, F>(&self, cpu: CpuId, f: F) -> R
+    /// Runs `f` on the `T` of `cpu`, under that CPU's lock, and returns its result. With qpw on,
+    /// the caller takes the lock and runs `f` itself; `cpu` is not disturbed. With qpw off, `f`
+    /// is queued on `cpu`, which runs it under its local lock, and the caller waits for it; if
+    /// `cpu` is offline, the caller runs `f` itself with CPU hotplug held off and the `T` of
+    /// `cpu` locked against other callers. Might sleep.
+    ///
+    /// Fails with `EINVAL` if `cpu` is not a possible CPU, and with `EDEADLK` from an interrupt
+    /// or while this task holds any CPU's `T` of `self`: a [`LocalGuard`], or from inside the
+    /// closure of another `with_cpu` call. `f` must not sleep: with qpw on it runs under a
+    /// spinlock.
+    pub fn with_cpu<R, F>(&self, cpu: CpuId, f: F) -> Result<R>
     where
         T: Send,
         R: Send,
         F: FnOnce(&mut T) -> R + Send,
     {
+        if !possible(cpu.as_u32()) {
+            return Err(EINVAL);
+        }
+        if !in_task() || self.held_by_me() {
+            return Err(edeadlk());
+        }
         crate::task::might_sleep();
         let cpu = cpu.as_u32() as i32;
         let mut call = Call {
@@ -183,7 +269,9 @@ impl<T> PerCpu<T> {
             f: Some(f),
             ret: None,
         };
-        if !enabled() {
+        if enabled() {
+            call.run();
+        } else {
             // SAFETY: Takes the CPU hotplug lock for reading; released below.
             unsafe { bindings::cpus_read_lock() };
             // SAFETY: `cpu` is a valid CPU number.
@@ -198,20 +286,14 @@ impl<T> PerCpu<T> {
                         crate::static_lock_class!().as_ptr(),
                     )
                 };
+            } else {
+                call.run_offline();
             }
-        }
-        // With qpw on, `f` runs here. With it off it ran on `cpu` above, and this does nothing,
-        // unless `cpu` is offline: then nobody else reaches its `T` while hotplug is held off.
-        call.run();
-        if !enabled() {
             // SAFETY: Taken above.
             unsafe { bindings::cpus_read_unlock() };
         }
-        match call.ret {
-            Some(ret) => ret,
-            // `f` ran, here or on `cpu`, and stored its result.
-            None => unreachable!(),
-        }
+        // `f` ran, here or on `cpu`, and stored its result.
+        call.ret.ok_or(EINVAL)
     }
 }
 
@@ -224,23 +306,48 @@ struct Call<'a, T, F, R> {
 }
 
 impl<T, F: FnOnce(&mut T) -> R, R> Call<'_, T, F, R> {
-    /// Runs `f` under the lock of `cpu`, if it has not run yet: with qpw off, on `cpu` or with
-    /// hotplug held off while `cpu` is offline.
-    fn run(&mut self) {
+    /// Runs `f` on the `T` of `cpu`, whose owner the caller has become.
+    fn call(&mut self) {
         let Some(f) = self.f.take() else {
             return;
         };
-        let lock = self.owner.lock();
-        // SAFETY: `lock` is the per-CPU pointer of initialised locks (type invariant); `cpu` is
-        // this CPU, or an offline one, or qpw is on (see `with_cpu`).
-        unsafe { bindings::qpw_lock(lock, self.cpu) };
         let slot = self.owner.slot(self.cpu);
-        // SAFETY: The lock of `cpu` is held: nobody else reaches its `T`, valid by the type
-        // invariant.
+        // SAFETY: This task holds the `T` of `cpu` (it is recorded as its owner, see the
+        // callers): nobody else reaches it, and it is valid by the type invariant.
         let data = unsafe { &mut *UnsafeCell::raw_get(&raw const (*slot).data) };
         self.ret = Some(f(data));
+    }
+
+    /// Runs `f` under the lock of `cpu`: with qpw on from any CPU, with it off on `cpu`.
+    fn run(&mut self) {
+        let lock = self.owner.lock();
+        // SAFETY: `lock` is the per-CPU pointer of initialised locks (type invariant); `cpu` is
+        // this CPU, or qpw is on (see `with_cpu`). This task holds no lock of `self`
+        // (`held_by_me()` was false; a kworker holds none).
+        unsafe { bindings::qpw_lock(lock, self.cpu) };
+        self.owner.remote.fetch_add(1, Relaxed);
+        let owner = self.owner.owner(self.cpu);
+        owner.store(Task::current_raw(), Relaxed);
+        self.call();
+        owner.store(null_mut(), Relaxed);
+        self.owner.remote.fetch_sub(1, Relaxed);
         // SAFETY: Taken above.
         unsafe { bindings::qpw_unlock(lock, self.cpu) };
+    }
+
+    /// Runs `f` for `cpu`, offline with qpw off and CPU hotplug held off: its lock is never
+    /// taken, since no task runs there, and the owner field excludes other callers.
+    /// Another caller holding it is waited for asleep, so that it runs whatever the priorities.
+    fn run_offline(&mut self) {
+        let owner = self.owner.owner(self.cpu);
+        let me = Task::current_raw();
+        self.owner.remote.fetch_add(1, Relaxed);
+        while owner.cmpxchg(null_mut(), me, Acquire).is_err() {
+            crate::time::delay::fsleep(crate::time::Delta::from_micros(50));
+        }
+        self.call();
+        owner.store(null_mut(), Release);
+        self.owner.remote.fetch_sub(1, Relaxed);
     }
 
     /// The work of [`PerCpu::with_cpu`] on the target CPU.
@@ -273,8 +380,9 @@ impl<T> Drop for PerCpu<T> {
 ///
 /// # Invariants
 ///
-/// The lock of CPU `cpu` in `owner` is held, and `cpu` is the CPU this task runs on until the
-/// guard is dropped.
+/// The lock of CPU `cpu` in `owner` is held by this task, recorded as its owner, and `cpu` is the
+/// CPU this task runs on until the guard is dropped.
+#[must_use = "the lock is released at once if the guard is not kept"]
 pub struct LocalGuard<'a, T> {
     owner: &'a PerCpu<T>,
     cpu: i32,
@@ -284,7 +392,8 @@ pub struct LocalGuard<'a, T> {
 impl<T> LocalGuard<'_, T> {
     /// The CPU whose `T` this is: the one the task runs on.
     pub fn cpu(&self) -> CpuId {
-        // SAFETY: `cpu` came from `smp_processor_id()`.
+        // SAFETY: `cpu` came from `raw_smp_processor_id()`, on the CPU the guard keeps the task
+        // on.
         unsafe { CpuId::from_i32_unchecked(self.cpu) }
     }
 }
@@ -309,14 +418,9 @@ impl<T> DerefMut for LocalGuard<'_, T> {
 
 impl<T> Drop for LocalGuard<'_, T> {
     fn drop(&mut self) {
-        // SAFETY: Paired with the `preempt_enable()` below: the task stays on `cpu` until `held`
-        // is cleared.
-        unsafe { bindings::preempt_disable() };
-        // SAFETY: Taken in `PerCpu::local()` on this CPU (type invariant).
+        self.owner.owner(self.cpu).store(null_mut(), Relaxed);
+        // SAFETY: Taken in `PerCpu::local()` on this CPU, which the task has not left (type
+        // invariant).
         unsafe { bindings::local_qpw_unlock(self.owner.lock()) };
-        // Cleared once the lock is released: an interrupt in between is refused, not deadlocked.
-        self.owner.held(self.cpu).store(false, Relaxed);
-        // SAFETY: Disabled above.
-        unsafe { bindings::preempt_enable() };
     }
 }
