@@ -6,7 +6,7 @@
 # QEMU, once per text_poke= mode, run the lint checks on the built tree,
 # boot the other configurations, then boot the same image once more with a
 # busybox user space for the tests KUnit cannot run (scripts/guest-test/),
-# and the lockdep and kmemleak image with them too. Ends with one line "N
+# and the PREEMPT_RT, lockdep and kmemleak image with them too. Ends with one line "N
 # passed, N failed, N skipped" counting host, lint, KUnit, boot self-test
 # and user-space cases together; exits non-zero on any failure, on a suite
 # that did not run and on a guest that crashed or timed out.
@@ -78,40 +78,50 @@ msg "lint: rustfmt, rustc/clippy/objtool warnings, danger zone, checkpatch --str
 grep '^check:' "$logs/check.log" || echo "check: lint: FAILED (no result, log: $logs/check.log)" |
 	tee -a "$logs/check.log"
 
-# Lockdep (CONFIG_PROVE_LOCKING, CONFIG_DEBUG_ATOMIC_SLEEP) and kmemleak: a
-# second configuration, in a build directory of its own, runs the qpw_cache
-# suite with qpw=1 and qpw=0, and after the user-space tests below, those
-# tests again. A lock taken recursively, in the wrong context or in an
-# order that can deadlock, or a sleep under a lock, prints a WARNING or a
-# BUG, which fails the run; so does an object this project's code
-# allocated and left unreferenced (upstream's kmemleak-test.ko, whose
-# leaks the scan must find, shows that it finds them). No ftrace self-tests: they are slow
+# PREEMPT_RT with lockdep (CONFIG_PROVE_LOCKING, CONFIG_DEBUG_ATOMIC_SLEEP),
+# the list and VM checks, and kmemleak: a second configuration, in a build
+# directory of its own, runs every suite above once (qpw is always on with
+# PREEMPT_RT), and after the user-space tests below, those tests again. A
+# lock taken recursively, in the wrong context or in an order that can
+# deadlock, a sleeping lock taken with preemption or interrupts off, or a
+# folio on an LRU list twice, prints a WARNING or a BUG, which fails the
+# run; so does an object this project's code allocated and left
+# unreferenced (upstream's kmemleak-test.ko, whose leaks the scan must
+# find, shows that it finds them). No ftrace self-tests: they are slow
 # under lockdep, and the boots above run them.
-lockdep_build=$JLRS_CACHE/$JLRS_BASE_VERSION/build-lockdep
-for q in 1 0; do
-	msg "lockdep kernel build (build dir $lockdep_build) and KUnit qpw_cache, qpw=$q"
-	jsons+=(--kunit-of "$JLRS_CACHE/$JLRS_BASE_VERSION/kunit-lockdep-qpw$q.json" qpw_cache)
-	kunit_boot "lockdep-qpw$q" "$lockdep_build" \
-		--kconfig_add=CONFIG_PROVE_LOCKING=y --kconfig_add=CONFIG_DEBUG_ATOMIC_SLEEP=y \
-		--kconfig_add=CONFIG_DEBUG_KMEMLEAK=y --kconfig_add=CONFIG_DEBUG_KMEMLEAK_AUTO_SCAN=n \
-		--kconfig_add=CONFIG_SAMPLE_KMEMLEAK=m \
-		--kernel_args=text_poke=rust --kernel_args=qpw=$q --kernel_args=ftrace=nop qpw_cache
-done
+rt_build=$JLRS_CACHE/$JLRS_BASE_VERSION/build-rt
+msg "PREEMPT_RT and lockdep kernel build (build dir $rt_build) and KUnit"
+jsons+=(--kunit "$JLRS_CACHE/$JLRS_BASE_VERSION/kunit-rt.json")
+kunit_boot rt "$rt_build" \
+	--kconfig_add=CONFIG_EXPERT=y --kconfig_add=CONFIG_PREEMPT_RT=y \
+	--kconfig_add=CONFIG_PROVE_LOCKING=y --kconfig_add=CONFIG_DEBUG_ATOMIC_SLEEP=y \
+	--kconfig_add=CONFIG_DEBUG_LIST=y --kconfig_add=CONFIG_DEBUG_VM=y \
+	--kconfig_add=CONFIG_DEBUG_KMEMLEAK=y --kconfig_add=CONFIG_DEBUG_KMEMLEAK_AUTO_SCAN=n \
+	--kconfig_add=CONFIG_SAMPLE_KMEMLEAK=m \
+	--kernel_args=text_poke=rust --kernel_args=ftrace=nop
 
 # The overlay in other configurations (scripts/kunitconfig/): one with
 # Rust but CONFIG_TEXT_POKE_RS=n, where Rust static keys go through
 # upstream's C update and batch, one without Rust, and a paravirtualized
 # one that can boot as a Xen PV guest (PARAVIRT_XXL, where kernel TLB
 # flushes are not deferred). Each builds in a directory of its own and
-# boots once: the Rust static-key suite in the first, upstream's list
-# suite in the second as a sign of life, the deferral suite in the last.
-for cfg in rs-off:rust_static_key rust-off:list-kunit-test paravirt:text_poke_rs_defer; do
-	name=${cfg%%:*} suite=${cfg#*:}
-	msg "kernel build with scripts/kunitconfig/$name and KUnit $suite"
+# boots: the Rust static-key suite in the first, upstream's list suite in
+# the second as a sign of life, the deferral suite in the last, which is
+# also the lockdep build without PREEMPT_RT: it boots twice more for the
+# qpw cache suite, with qpw=1 and with qpw=0 (local_locks and queued
+# work, which only a non-RT kernel has).
+for cfg in rs-off:rust_static_key:- rust-off:list-kunit-test:- \
+	paravirt:text_poke_rs_defer:- paravirt-qpw1:qpw_cache:qpw=1 \
+	paravirt-qpw0:qpw_cache:qpw=0; do
+	IFS=: read -r name suite arg <<< "$cfg"
+	kcfg=${name%-qpw?}
+	args=("$suite")
+	[ "$arg" = - ] || args=(--kernel_args="$arg" "$suite")
+	msg "kernel build with scripts/kunitconfig/$kcfg and KUnit $suite ${arg#-}"
 	jsons+=(--kunit-of "$JLRS_CACHE/$JLRS_BASE_VERSION/kunit-$name.json" "$suite")
-	JLRS_KUNITCONFIG=$JLRS_TOP/scripts/kunitconfig/$name
+	JLRS_KUNITCONFIG=$JLRS_TOP/scripts/kunitconfig/$kcfg
 	export JLRS_KUNITCONFIG
-	kunit_boot "$name" "$JLRS_CACHE/$JLRS_BASE_VERSION/build-$name" "$suite"
+	kunit_boot "$name" "$JLRS_CACHE/$JLRS_BASE_VERSION/build-$kcfg" "${args[@]}"
 	unset JLRS_KUNITCONFIG
 done
 
@@ -122,11 +132,11 @@ guest_rc=0
 [ "$guest_rc" = 0 ] || msg "user-space tests failed (exit $guest_rc, log: $cases)"
 jsons+=(--guest "$cases" --cases "$cases")
 
-msg "tests with user space under lockdep and kmemleak (build dir $lockdep_build)"
-cases=$logs/guest-test-lockdep.log
+msg "tests with user space under PREEMPT_RT, lockdep and kmemleak (build dir $rt_build)"
+cases=$logs/guest-test-rt.log
 rc=0
-JLRS_GUEST_BUILD=$lockdep_build "$JLRS_TOP/scripts/guest-test.sh" "$cases" || rc=$?
-[ "$rc" = 0 ] || { msg "user-space tests under lockdep failed (exit $rc, log: $cases)"; guest_rc=$rc; }
+JLRS_GUEST_BUILD=$rt_build "$JLRS_TOP/scripts/guest-test.sh" "$cases" || rc=$?
+[ "$rc" = 0 ] || { msg "user-space tests under PREEMPT_RT failed (exit $rc, log: $cases)"; guest_rc=$rc; }
 jsons+=(--guest "$cases" --cases "$cases")
 
 msg "Linux $JLRS_BASE_VERSION (Debian linux-source-7.2 $JLRS_BASE_DEB_VERSION), $(($(date +%s) - start)) s"

@@ -31,6 +31,16 @@
  *			batch, and PAUSEs 1000 times, again and again (the
  *			pages are dropped with MADV_DONTNEED every LRU_PAGES
  *			writes); prints "faults N".
+ *   syscalls hotplug FILE
+ *			the CPU-hotplug torture of remote drains: while FILE
+ *			starts with '0', writes to one new page of its own
+ *			after another (up to HOTPLUG_PAGES, none dropped),
+ *			each waiting in its CPU's LRU batch until a drain,
+ *			and sleeps a millisecond after each; then PAUSEs until
+ *			FILE starts with '2' and prints "faults F full U
+ *			after A": A of the F pages it faulted in on an LRU
+ *			list then, U 1 if it ran out of pages before FILE
+ *			left '0'.
  *   syscalls pipe N	seed 004's pipe ping-pong ("perf bench sched pipe"):
  *			this task and a child it forks pass a byte back and
  *			forth through two pipes N times, then "rounds N ns T"
@@ -45,6 +55,7 @@
 #define SYS_mmap		9
 #define SYS_pipe		22
 #define SYS_madvise		28
+#define SYS_nanosleep		35
 #define SYS_getpid		39
 #define SYS_fork		57
 #define SYS_exit		60
@@ -119,6 +130,10 @@ static __attribute__((noreturn)) void vcheck(const char *file, unsigned long spi
 
 static char area[LRU_PAGES][4096] __attribute__((aligned(4096)));
 
+/* The hotplug torture's pages: every one it faults in stays mapped. */
+#define HOTPLUG_PAGES		16384
+static char hotplug_area[HOTPLUG_PAGES][4096] __attribute__((aligned(4096)));
+
 /* The 8-byte entry at @index of the file open at @fd, or -1. */
 static long entry_at(long fd, unsigned long index, unsigned long *e)
 {
@@ -127,8 +142,8 @@ static long entry_at(long fd, unsigned long index, unsigned long *e)
 	return syscall3(SYS_read, fd, (long)e, 8) == 8 ? 0 : -1;
 }
 
-/* How many of the first @n pages of area are on an LRU list, or -1. */
-static long on_lru(unsigned long n)
+/* How many of the first @n pages at @base are on an LRU list, or -1. */
+static long pages_on_lru(char (*base)[4096], unsigned long n)
 {
 	long map, flags, count = 0;
 	unsigned long i, e, f;
@@ -137,7 +152,7 @@ static long on_lru(unsigned long n)
 	flags = syscall3(SYS_open, (long)"/proc/kpageflags", O_RDONLY, 0);
 	for (i = 0; i < n && count >= 0; i++) {
 		if (map < 0 || flags < 0 ||
-		    entry_at(map, (unsigned long)area[i] / 4096, &e)) {
+		    entry_at(map, (unsigned long)base[i] / 4096, &e)) {
 			count = -1;
 			break;
 		}
@@ -152,6 +167,12 @@ static long on_lru(unsigned long n)
 	syscall3(SYS_close, map, 0, 0);
 	syscall3(SYS_close, flags, 0, 0);
 	return count;
+}
+
+/* How many of the first @n pages of area are on an LRU list, or -1. */
+static long on_lru(unsigned long n)
+{
+	return pages_on_lru(area, n);
 }
 
 static __attribute__((noreturn)) void lru(unsigned long n, const char *file)
@@ -188,10 +209,56 @@ static __attribute__((noreturn)) void lru(unsigned long n, const char *file)
 		syscall3(SYS_exit, before < 0 || after < 0, 0, 0);
 }
 
+/* Step @i of a refill: a write to a new page, and 1000 PAUSEs. */
+static void refill_one(unsigned long i)
+{
+	unsigned long j;
+
+	if (i && i % LRU_PAGES == 0)
+		syscall3(SYS_madvise, (long)area, sizeof(area), MADV_DONTNEED);
+	*(volatile char *)area[i % LRU_PAGES] = 1;
+	for (j = 0; j < 1000; j++)
+		__asm__ volatile("pause");
+}
+
+static __attribute__((noreturn)) void hotplug(const char *file)
+{
+	struct { long sec, nsec; } ms = { 0, 1000000 };
+	volatile char *go;
+	unsigned long n, full;
+	char buf[64], *p = buf;
+	long fd, after;
+
+	fd = syscall3(SYS_open, (long)file, O_RDONLY, 0);
+	go = (volatile char *)syscall6(SYS_mmap, 0, 4096, PROT_READ, MAP_SHARED, fd, 0);
+	if (fd < 0 || (unsigned long)go > -4096UL) {
+		syscall3(SYS_write, 2, (long)"cannot map the file\n", 20);
+		syscall3(SYS_exit, 1, 0, 0);
+	}
+	for (n = 0; *go == '0' && n < HOTPLUG_PAGES; n++) {
+		*(volatile char *)hotplug_area[n] = 1;
+		syscall3(SYS_nanosleep, (long)&ms, 0, 0);
+	}
+	full = *go == '0';
+	while (*go != '2')
+		__asm__ volatile("pause");
+	after = pages_on_lru(hotplug_area, n);
+	p = put_string(p, "faults ");
+	p = put_number(p, n);
+	p = put_string(p, " full ");
+	p = put_number(p, full);
+	p = put_string(p, " after ");
+	p = put_number(p, after < 0 ? n + 1 : (unsigned long)after);
+	*p++ = '\n';
+	syscall3(SYS_write, 1, (long)buf, p - buf);
+	for (;;)
+		syscall3(SYS_exit, after < 0, 0, 0);
+}
+
 static __attribute__((noreturn)) void refill(const char *file)
 {
 	volatile char *go;
-	unsigned long i, j;
+	unsigned long i;
 	char buf[64], *p = buf;
 	long fd;
 
@@ -201,13 +268,8 @@ static __attribute__((noreturn)) void refill(const char *file)
 		syscall3(SYS_write, 2, (long)"cannot map the file\n", 20);
 		syscall3(SYS_exit, 1, 0, 0);
 	}
-	for (i = 0; *go != '1'; i++) {
-		if (i && i % LRU_PAGES == 0)
-			syscall3(SYS_madvise, (long)area, sizeof(area), MADV_DONTNEED);
-		*(volatile char *)area[i % LRU_PAGES] = 1;
-		for (j = 0; j < 1000; j++)
-			__asm__ volatile("pause");
-	}
+	for (i = 0; *go != '1'; i++)
+		refill_one(i);
 	p = put_string(p, "faults ");
 	p = put_number(p, i);
 	*p++ = '\n';
@@ -290,6 +352,8 @@ __attribute__((used, noreturn)) static void start(long *sp)
 		lru(number(argv[2]), argv[3]);
 	if (sp[0] == 3 && s[0] == 'r')
 		refill(argv[2]);
+	if (sp[0] == 3 && s[0] == 'h')
+		hotplug(argv[2]);
 	if (sp[0] == 3 && s[0] == 'p')
 		pingpong(number(argv[2]));
 	n = number(s);

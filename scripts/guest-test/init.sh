@@ -75,7 +75,7 @@ for t in /tests/*.sh; do
 	fi
 	run "$name" "$t"
 done
-# With kmemleak (make test's lockdep build): after every test, no object
+# With kmemleak (make test's PREEMPT_RT build): after every test, no object
 # allocated by this project's code is left unreferenced.
 [ -e /sys/kernel/debug/kmemleak ] && run kmemleak /tests/kmemleak.inc
 echo "@@ info boot planned=$planned reported=$reported"

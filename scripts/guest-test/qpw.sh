@@ -8,12 +8,20 @@
 # isolated CPUs receive no interrupt (RES, CAL) and their kworkers do not
 # run; with qpw=0 the drain is queued on them. Either way the tasks' pages
 # end on the LRU lists, and were not there before the drains.
+# Then the hotplug torture: tasks on CPUs 1-3 fault in page after page,
+# each waiting in their CPU's LRU batch, while CPU 0 drains every CPU
+# again and again and CPUs 1-3 go offline and online (each task pinned to
+# its CPU again when it comes back); afterwards every page each task
+# faulted in is on an LRU list, none lost in a batch, and the kernel
+# logged nothing (a folio moved twice trips the list and VM checks of the
+# PREEMPT_RT build). With PREEMPT_RT
+# qpw is always on: the qpw=0 boot must say it refused qpw=0.
 b=/sys/kernel/debug/text_poke_bench/run
 iso="2 3"
 go=/tmp/qpw.go
 
 . /tests/cases.inc
-plan 3
+plan 4
 # The context switches of the kworkers bound to CPU $1.
 kworkers() {
 	awk -v c="$1" 'FNR == 1 { k = 0 }
@@ -35,8 +43,16 @@ mode=$(dmesg | sed -n 's/.*qpw: remote per-CPU work .*(qpw=\([01]\)).*/\1/p' | t
 if [ -z "$mode" ]; then
 	fail $t "no 'qpw: remote per-CPU work' line in the kernel log (CONFIG_QPW off?)"
 	skip qpw${want}_drain_isolated_cpus "the qpw mode is not known"
+	skip qpw${want}_drain_hotplug "the qpw mode is not known"
 	no_warning qpw${want}_no_warning
 	exit $rc
+elif [ "$want" = 0 ] && uname -v | grep -q PREEMPT_RT; then
+	# Always on with PREEMPT_RT, whose local_locks are spinlocks.
+	if [ "$mode" = 1 ] && dmesg | grep -q 'qpw: qpw=0 refused on PREEMPT_RT'; then
+		ok $t
+	else
+		fail $t "PREEMPT_RT booted with qpw=0: the kernel says qpw=$mode, and no refusal logged"
+	fi
 elif [ -n "$want" ] && [ "$mode" != "$want" ]; then
 	fail $t "booted with qpw=$want, the kernel says qpw=$mode"
 else
@@ -89,6 +105,51 @@ for out in $outs; do
 done
 echo "@@ info $t drains=$drains res/cal/kworker_before=$before res/cal/kworker_after=$after pages=$(cat $outs | tr '\n' ' ')"
 rm -f $go $outs
+if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
+
+t=qpw${mode}_drain_hotplug
+why=
+printf 0 > $go
+outs=
+for c in 1 2 3; do
+	out=/tmp/qpwhp.$c
+	taskset -c $c /demo/syscalls hotplug $go > $out &
+	outs="$outs $out"
+	eval "pid_$c=\$!"
+done
+stop=/tmp/qpwhp.stop
+rm -f $stop
+# The drains, from CPU 0, until told to stop.
+taskset -c 0 sh -c "n=0; while [ ! -e $stop ]; do echo 'lrudrain 5' > $b || exit 1; n=\$((n + 1)); done; echo \$n > $stop.n" &
+drainer=$!
+cycles=0
+for i in 1 2 3 4 5; do
+	for c in 1 2 3; do
+		echo 0 > /sys/devices/system/cpu/cpu$c/online || why="$why; cpu$c did not go offline"
+		echo 1 > /sys/devices/system/cpu/cpu$c/online || why="$why; cpu$c did not come back"
+		# Its task was moved away when it went: back to it.
+		eval "pid=\$pid_$c"
+		taskset -p -c $c "$pid" > /dev/null || why="$why; task $pid not pinned to cpu$c again"
+	done
+	cycles=$((cycles + 1))
+done
+touch $stop
+wait $drainer || why="$why; lrudrain failed"
+# The tasks stop faulting; one more drain puts their last pages on the LRU.
+printf 1 1<>$go
+sleep 1
+echo "lrudrain 1" > $b || why="$why; the last lrudrain failed"
+printf 2 1<>$go
+wait
+for out in $outs; do
+	read -r _ f _ full _ post < $out 2>/dev/null
+	[ -n "$post" ] || { why="$why; $out: no answer from the task"; continue; }
+	[ "$f" -gt 0 ] || why="$why; $out: the task made no fault while CPUs went and came"
+	[ "$full" = 0 ] || why="$why; $out: the task ran out of pages before CPUs stopped going and coming"
+	[ "$post" = "$f" ] || why="$why; $out: $post of $f pages on the LRU after the drains"
+done
+echo "@@ info $t cycles=$cycles drain_loops=$(cat $stop.n 2>/dev/null) tasks=$(cat $outs | tr '\n' ' ')"
+rm -f $go $outs $stop $stop.n
 if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 
 no_warning qpw${mode}_no_warning
