@@ -59,11 +59,6 @@ use kernel::{
         JumpEntry, //
     },
     prelude::*,
-    sync::atomic::{
-        Atomic,
-        Relaxed,
-        Release, //
-    },
 };
 
 use crate::{
@@ -308,16 +303,6 @@ fn finish_keys(text: &mut TextMutex, queued: c_int) -> c_int {
     }
 }
 
-/// The count of a key, as the atomic it is.
-///
-/// # Safety
-///
-/// `key` is a valid key that outlives the reference.
-unsafe fn count<'a>(key: *mut bindings::static_key) -> &'a Atomic<i32> {
-    // SAFETY: `key` is valid, as the caller guarantees; its count is only accessed atomically.
-    unsafe { Atomic::from_ptr(&raw mut (*key).enabled.counter) }
-}
-
 /// Holds `cpus_read_lock()` and `jump_label_mutex`, in that order.
 struct JumpLabelLock;
 
@@ -372,42 +357,20 @@ pub unsafe extern "C" fn jump_label_rs_commit(
     let claims = unsafe { core::slice::from_raw_parts_mut(claims, n) };
     let _locks = JumpLabelLock::lock();
 
-    // Mark what changes, as the C helpers do, under `jump_label_mutex`: fast paths only ever
-    // move a count between positive values.
+    // Mark what changes, as `static_key_enable()` and `static_key_disable()` do, under
+    // `jump_label_mutex`: fast paths only ever move a count between positive values.
     for c in claims.iter_mut() {
-        // SAFETY: The caller guarantees the key is valid.
-        let count = unsafe { count(c.key) };
-        c.flip = if c.enable {
-            let flip = count.cmpxchg(0, -1, Relaxed).is_ok();
-            if !flip {
-                kernel::warn_on!(count.load(Relaxed) != 1);
-            }
-            flip
-        } else {
-            let flip = count.cmpxchg(1, 0, Relaxed).is_ok();
-            if !flip {
-                kernel::warn_on!(count.load(Relaxed) != 0);
-            }
-            flip
-        };
+        // SAFETY: The caller guarantees the key is valid; `jump_label_mutex` is held.
+        c.flip = unsafe { bindings::jump_label_rs_key_begin(c.key, c.enable) };
     }
 
-    let flips = || claims.iter().filter(|c| c.flip);
-    let ret = update_keys(flips().map(|c| c.key));
-    if ret != 0 {
-        for c in flips() {
-            // SAFETY: As above.
-            unsafe { count(c.key) }.store(if c.enable { 0 } else { 1 }, Release);
-        }
-        return ret;
+    let ret = update_keys(claims.iter().filter(|c| c.flip).map(|c| c.key));
+    for c in claims.iter().filter(|c| c.flip) {
+        // SAFETY: As above; the key's sites were updated (or, `ret` says, none was written).
+        // Whoever sees a key enabled also sees its sites written, as in `static_key_enable()`.
+        unsafe { bindings::jump_label_rs_key_end(c.key, c.enable, ret) };
     }
-    for c in flips().filter(|c| c.enable) {
-        // Whoever sees the key enabled also sees its sites written, as in
-        // `static_key_enable()`.
-        // SAFETY: As above.
-        unsafe { count(c.key) }.store(1, Release);
-    }
-    0
+    ret
 }
 
 /// Writes the sites of `keys` for their counts, as one batch: every site of every key is

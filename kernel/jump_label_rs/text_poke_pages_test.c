@@ -380,7 +380,8 @@ static void text_poke_pages_fail_none(void)
  * pages at a time, two runs a phase: every one of the six fails in turn.
  * In serial mode each site is its own batch of three text_poke() writes,
  * and the sites applied before the one that fails are put back too: the
- * three writes of the first, a middle and the last site fail in turn.
+ * three writes of the first, a middle and the last site fail in turn; then
+ * a first reference (static_key_slow_inc()) meets the same failure.
  * Upstream's text_poke() BUG()s on a write that does not read back.
  */
 static void text_poke_pages_write_fails(struct kunit *test)
@@ -417,6 +418,19 @@ static void text_poke_pages_write_fails(struct kunit *test)
 				       "write check %u", nth[i]);
 		text_poke_pages_expect(test, false, nth[i]);
 	}
+	/*
+	 * A first reference refused the same way says why, as StaticKey::inc()
+	 * returns it: -EIO, no reference taken.
+	 */
+	kunit_warning_suppress(test) {
+		text_poke_pages_fail_nth(1);
+		ret = jump_label_rs_inc(&text_poke_pages_key.key, false);
+		text_poke_pages_fail_none();
+		KUNIT_EXPECT_SUPPRESSED_WARNING_COUNT(test, 1);
+	}
+	KUNIT_EXPECT_EQ(test, ret, -EIO);
+	KUNIT_EXPECT_EQ(test, static_key_count(&text_poke_pages_key.key), 0);
+	text_poke_pages_expect(test, false, 1);
 	static_branch_enable(&text_poke_pages_key);
 	text_poke_pages_expect(test, true, 0);
 	static_branch_disable(&text_poke_pages_key);

@@ -222,22 +222,17 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
     /// Takes a reference on the key: `static_key_slow_inc()`.
     ///
     /// The first reference enables the key. A key that starts enabled starts with one reference.
-    /// Fails with `EOVERFLOW`, and changes nothing, if the count would overflow, and with
-    /// `EINVAL` as [`enable`](Self::enable) does if the first reference finds a site corrupted.
+    /// Fails with `EOVERFLOW` and a warning, and changes nothing, if the count would overflow,
+    /// and as [`enable`](Self::enable) does (`EINVAL`, `ENOMEM`, `EFAULT`, `EIO`) if the first
+    /// reference's update is refused.
     ///
     /// Takes `cpus_read_lock()` and `jump_label_mutex`: may sleep.
     pub fn inc(&self) -> Result {
         might_sleep();
         self.initialized()?;
-        // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep.
-        if unsafe { bindings::static_key_slow_inc(self.as_raw()) } {
-            Ok(())
-        } else if self.count() == i32::MAX {
-            Err(EOVERFLOW)
-        } else {
-            // The first reference was refused; the count was put back.
-            Err(EINVAL)
-        }
+        // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep
+        // and, being allowed to flip keys, holds none of the locks the update takes.
+        unsafe { inc_key(self.as_raw(), false) }
     }
 
     /// Drops a reference on the key: `static_key_slow_dec()`.
@@ -320,13 +315,7 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
         self.initialized()?;
         // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep and
         // holds `cpus_read_lock()`.
-        if unsafe { bindings::static_key_slow_inc_cpuslocked(self.as_raw()) } {
-            Ok(())
-        } else if self.count() == i32::MAX {
-            Err(EOVERFLOW)
-        } else {
-            Err(EINVAL)
-        }
+        unsafe { inc_key(self.as_raw(), true) }
     }
 
     /// [`dec`](Self::dec) for a caller that holds `cpus_read_lock()`:
@@ -1074,6 +1063,41 @@ impl Drop for TextLock {
 unsafe fn set_key(key: *mut bindings::static_key, enable: bool, cpuslocked: bool) -> Result {
     // SAFETY: A valid key, in a context the update may run in, as the caller guarantees.
     crate::error::to_result(unsafe { bindings::jump_label_rs_set(key, enable, cpuslocked) })
+}
+
+/// Takes a reference on `key`: `static_key_slow_inc()` (`_cpuslocked` if `cpuslocked`), told
+/// why it took none; see [`StaticKey::inc`].
+///
+/// Not generic, so that modules using static keys need none of the symbols it uses.
+///
+/// # Safety
+///
+/// `key` is a valid key, and the caller may sleep, holds `cpus_read_lock()` if and only if
+/// `cpuslocked`, and holds neither `jump_label_mutex` nor `text_mutex`.
+#[inline(never)]
+unsafe fn inc_key(key: *mut bindings::static_key, cpuslocked: bool) -> Result {
+    #[cfg(CONFIG_TEXT_POKE_RS)]
+    {
+        // SAFETY: A valid key, in a context the update may run in, as the caller guarantees.
+        crate::error::to_result(unsafe { bindings::jump_label_rs_inc(key, cpuslocked) })
+    }
+    #[cfg(not(CONFIG_TEXT_POKE_RS))]
+    {
+        // SAFETY: As above. Upstream's update cannot refuse: only an overflow takes no
+        // reference.
+        let taken = unsafe {
+            if cpuslocked {
+                bindings::static_key_slow_inc_cpuslocked(key)
+            } else {
+                bindings::static_key_slow_inc(key)
+            }
+        };
+        if taken {
+            Ok(())
+        } else {
+            Err(EOVERFLOW)
+        }
+    }
 }
 
 /// Calls `f` on each site of `key` in the kernel image; see [`StaticKey::for_each_site`].

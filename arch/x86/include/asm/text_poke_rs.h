@@ -196,8 +196,17 @@ int jump_label_rs_commit(struct text_poke_rs_claim *claims, size_t n);
 /* In kernel/jump_label.c. */
 /* @pass over every site of @key, under jump_label_mutex: 0 or an error. */
 int jump_label_rs_key_update(struct static_key *key, enum jump_label_pass pass);
+/*
+ * A transaction's count steps, under jump_label_mutex: whether @key changes
+ * to @enable (marked as changing), then its end once the sites are updated,
+ * or the count put back if the update failed (@ret).
+ */
+bool jump_label_rs_key_begin(struct static_key *key, bool enable);
+void jump_label_rs_key_end(struct static_key *key, bool enable, int ret);
 /* static_key_enable() or _disable() that returns 0 or the refusal's error. */
 int jump_label_rs_set(struct static_key *key, bool enable, bool cpuslocked);
+/* static_key_slow_inc() that returns 0, the refusal's error or -EOVERFLOW. */
+int jump_label_rs_inc(struct static_key *key, bool cpuslocked);
 /* Whether key flips go through the Rust batch: not with text_poke=c or at boot. */
 bool jump_label_rs_batches(void);
 
