@@ -724,11 +724,8 @@ fn ro_key_writable(addr: usize) -> bool {
         let coming = with_owner(addr, |module| {
             (!module.is_null()).then(|| {
                 // SAFETY: `with_owner()` keeps a module it found valid while this runs. Its
-                // `state` is an aligned `enum`; this read is marked (volatile), the loader's
-                // stores are upstream's plain ones: a data race the kernel's C readers of
-                // `mod->state` share, and whose outcome is a snapshot of the old or the new
-                // state (plain aligned word stores are not torn on x86, and KCSAN assumes as
-                // much).
+                // `state` is an aligned `enum` the loader changes with `WRITE_ONCE()` while the
+                // module is listed; this volatile read is `READ_ONCE()`: no data race.
                 let state = unsafe { core::ptr::read_volatile(&raw const (*module).state) };
                 state == bindings::module_state_MODULE_STATE_COMING
             })
@@ -739,10 +736,11 @@ fn ro_key_writable(addr: usize) -> bool {
     }
     #[cfg(not(CONFIG_MODULES))]
     let _ = addr;
-    // SAFETY: `system_state` is an aligned `enum` that lives as long as the kernel. This load is
-    // marked, the boot CPU's stores are upstream's plain ones: a data race every C reader of
-    // `system_state` shares, whose outcome is the old or the new state (plain aligned word
-    // stores are not torn on x86, and KCSAN assumes as much).
+    // SAFETY: `system_state` is an aligned `enum` that lives as long as the kernel. The init task
+    // stores `SYSTEM_FREEING_INITMEM` and `SYSTEM_RUNNING` with `WRITE_ONCE()`, and this load is
+    // marked: no data race with the boot. (Stores before those are made before any other task
+    // can get here; the suspend and reboot paths' later stores are upstream's plain ones,
+    // between values past the one compared.)
     let state = unsafe { Atomic::from_ptr(&raw mut bindings::system_state) }.load(Relaxed);
     state < bindings::system_states_SYSTEM_FREEING_INITMEM
 }
