@@ -31,6 +31,13 @@
 //!   freed, then commits: `entries` tells how many sites the commit wrote. `modkey` sets the
 //!   key.
 //!
+//! - `modrace FLIPS`: lets `text_poke_mod_test.ko`'s init function go on while the key flips,
+//!   until the function returns and FLIPS times more, every other pair of flips a
+//!   [`Transaction`]: each flip made while the module is COMING writes its init sites, and the
+//!   module goes live and frees its init text meanwhile (`make test`, repeated over many
+//!   loads). Ends with the key disabled; `flips` tells how many flips were made, `entries` how
+//!   many sites they wrote, `refused` how many were refused.
+//!
 //! - `holdjl MS`: holds `jump_label_mutex` MS milliseconds, as a key update in flight does,
 //!   and lets `text_poke_mod_test.ko`'s init function return meanwhile: the module must not
 //!   go on to free its init text before the mutex is released (`make test`).
@@ -280,6 +287,7 @@ extern "C" {
     static mut text_poke_rs_mod_key: bindings::static_key_false;
     fn text_poke_rs_upstream_key() -> *mut bindings::static_key_false;
     static mut text_poke_rs_mod_go: bool;
+    static mut text_poke_rs_mod_returning: bool;
     fn text_poke_vstorm(n: u32, pages: u32) -> i32;
     fn text_poke_vread() -> i32;
     fn text_poke_vreuse() -> i32;
@@ -683,6 +691,69 @@ impl Bench {
         ret
     }
 
+    /// The module init text stress: lets the module's init function return while its key
+    /// flips, each flip a batch that writes the module's init sites for as long as it is
+    /// `MODULE_STATE_COMING`: until the init function says it returns, then `flips` times more
+    /// (as the module goes live and frees its init text), every other pair of flips a
+    /// transaction. Ends with the key disabled; `EAGAIN` if the init function never returned
+    /// (within 100,000 flips).
+    fn modrace(&self, flips: u64) -> Result {
+        let key = mod_key();
+        // SAFETY: `bool`s of the kernel image the module's init function reads and writes with
+        // `READ_ONCE()` and `WRITE_ONCE()`.
+        let (go, returning) = unsafe {
+            (
+                Atomic::from_ptr(&raw mut text_poke_rs_mod_go),
+                Atomic::from_ptr(&raw mut text_poke_rs_mod_returning),
+            )
+        };
+        returning.store(false, Relaxed);
+        go.store(true, Relaxed);
+        let before = stats();
+        let mut ret = Ok(());
+        let (mut i, mut left) = (0u64, None);
+        while left != Some(0) && i < 100_000 {
+            if left.is_none() && returning.load(Relaxed) {
+                left = Some(flips);
+            }
+            left = left.map(|n| n - 1);
+            let on = i % 2 == 0;
+            ret = if i % 4 >= 2 {
+                let mut txn = Transaction::new();
+                let claimed = if on {
+                    txn.enable(key)
+                } else {
+                    txn.disable(key)
+                };
+                claimed.and_then(|()| txn.commit())
+            } else if on {
+                key.enable()
+            } else {
+                key.disable()
+            };
+            if ret.is_err() {
+                break;
+            }
+            i += 1;
+        }
+        if left != Some(0) && ret.is_ok() {
+            ret = Err(EAGAIN);
+        }
+        if key.is_enabled() {
+            ret = ret.and(key.disable());
+        }
+        let after = stats();
+        go.store(false, Relaxed);
+        let mut values = [0u64; FIELDS.len()];
+        values[1] = i;
+        values[4] = after.entries - before.entries;
+        if let Some(i) = FIELDS.iter().position(|&f| f == "refused") {
+            values[i] = after.refused - before.refused;
+        }
+        self.record(15, values);
+        ret
+    }
+
     /// Sets the key of the module init text test.
     fn modkey(&self, on: bool) -> Result {
         let before = stats();
@@ -939,6 +1010,7 @@ enum Command {
     Lookup(&'static BenchKey, u64),
     Txn(u64),
     ModTxn(u64),
+    ModRace(u64),
     ModKey(bool),
     Set(&'static BenchKey, bool),
     Sites(&'static BenchKey),
@@ -974,10 +1046,10 @@ fn key_named(word: Option<&str>) -> Result<&'static BenchKey> {
     KEYS.iter().find(|k| k.sites == sites).ok_or(EINVAL)
 }
 
-/// Parses `flip KEY FLIPS`, `lookup KEY FLIPS`, `txn FLIPS`, `modtxn MS`, `modkey 0|1`,
-/// `set KEY 0|1`, `sites KEY`, `faults KEY|txn`, `holdjl MS`, `entry N`, `vstorm N`, `vread`,
-/// `vreuse`, `vcheck`, `vtables pmd|pud`, `lrudrain N`, `lockcost N`, `branch N` or
-/// `upstream FLIPS`, where KEY is a number of sites or `noinstr`.
+/// Parses `flip KEY FLIPS`, `lookup KEY FLIPS`, `txn FLIPS`, `modtxn MS`, `modrace FLIPS`,
+/// `modkey 0|1`, `set KEY 0|1`, `sites KEY`, `faults KEY|txn`, `holdjl MS`, `entry N`,
+/// `vstorm N`, `vread`, `vreuse`, `vcheck`, `vtables pmd|pud`, `lrudrain N`, `lockcost N`,
+/// `branch N` or `upstream FLIPS`, where KEY is a number of sites or `noinstr`.
 fn parse(cmd: &[u8]) -> Result<Command> {
     let text = core::str::from_utf8(cmd).map_err(|_| EINVAL)?;
     let mut words = text.split_ascii_whitespace();
@@ -987,6 +1059,7 @@ fn parse(cmd: &[u8]) -> Result<Command> {
     let cmd = match verb {
         "txn" => Command::Txn(number(words.next())?),
         "modtxn" => Command::ModTxn(number(words.next())?.clamp(1, 10_000)),
+        "modrace" => Command::ModRace(number(words.next())?),
         "modkey" => match number(words.next())? {
             0 => Command::ModKey(false),
             1 => Command::ModKey(true),
@@ -1041,6 +1114,7 @@ fn parse(cmd: &[u8]) -> Result<Command> {
         | Command::Lookup(_, n)
         | Command::Txn(n)
         | Command::ModTxn(n)
+        | Command::ModRace(n)
         | Command::Entry(n)
         | Command::Vmalloc(Vmalloc::Storm(n))
         | Command::LruDrain(n)
@@ -1077,6 +1151,7 @@ fn write_run(bench: &Bench, reader: &mut UserSliceReader) -> Result {
         Command::Lookup(key, flips) => bench.run(key, flips, true),
         Command::Txn(flips) => bench.txn(flips),
         Command::ModTxn(ms) => bench.modtxn(ms),
+        Command::ModRace(flips) => bench.modrace(flips),
         Command::ModKey(on) => bench.modkey(on),
         Command::Set(key, on) => bench.set(key, on),
         Command::Sites(key) => bench.sites(key),
@@ -1113,6 +1188,7 @@ fn show_run(bench: &Bench, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         12 => "upstream",
         13 => "branch",
         14 => "faults",
+        15 => "modrace",
         _ => return writeln!(f, "none"),
     };
     let mode = match bench.mode.load(Ordering::Relaxed) as u32 {

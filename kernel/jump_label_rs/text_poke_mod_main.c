@@ -127,6 +127,7 @@ static int __init text_poke_mod_test_init(void)
 		msleep(20);
 	init_count = static_key_count(&text_poke_rs_mod_key.key);
 	init_taken = static_branch_unlikely(&text_poke_rs_mod_key);
+	WRITE_ONCE(text_poke_rs_mod_returning, true);
 	return 0;
 }
 module_init(text_poke_mod_test_init);

@@ -48,6 +48,8 @@ DEFINE_STATIC_KEY_FALSE(text_poke_rs_mod_key);
 EXPORT_SYMBOL_GPL(text_poke_rs_mod_key);
 bool text_poke_rs_mod_go;
 EXPORT_SYMBOL_GPL(text_poke_rs_mod_go);
+bool text_poke_rs_mod_returning;
+EXPORT_SYMBOL_GPL(text_poke_rs_mod_returning);
 
 DEFINE_STATIC_KEY_FALSE(text_poke_rs_span_key);
 EXPORT_SYMBOL_GPL(text_poke_rs_span_key);

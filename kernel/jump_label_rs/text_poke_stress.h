@@ -18,6 +18,8 @@ struct module;
  */
 DECLARE_STATIC_KEY_FALSE(text_poke_rs_mod_key);
 extern bool text_poke_rs_mod_go;
+/* Set by text_poke_mod_test.ko's init function as it returns. */
+extern bool text_poke_rs_mod_returning;
 struct static_key_false *text_poke_rs_upstream_key(void);
 
 /*
