@@ -20,8 +20,7 @@ set -euo pipefail
 step guest-test
 jlrs_base_env
 # $JLRS_GUEST_BUILD: the build directory of another configuration to boot
-# (its kernel, its modules), such as make test's PREEMPT_RT, lockdep and
-# kmemleak one.
+# (its kernel, its modules), such as make test's PREEMPT_RT and KASAN ones.
 JLRS_BUILD=${JLRS_GUEST_BUILD:-$JLRS_BUILD}
 
 log=${1:-$JLRS_CACHE/$JLRS_BASE_VERSION/logs/guest-test.log}

@@ -10,8 +10,9 @@ Usage: summarize.py --cargo LOG [--checks LOG] --kunit JSON [--kunit JSON ...]
 Every --kunit file is one boot of the kernel; each must have run every suite.
 A --kunit-of file is a boot that ran one suite, SUITE, which it must have run.
 Every --guest file is a boot's kernel log: each ftrace startup self-test
-("Testing ...: PASSED") counts as a case; an oops, BUG, panic, or a warning
-other than the one the static key suite triggers on purpose fails the run.
+("Testing ...: PASSED") counts as a case; an oops, BUG (KASAN's and KCSAN's
+reports among them), panic, UBSAN report, or a warning other than the one
+the static key suite triggers on purpose fails the run.
 Every --cases file is the log of boots with user space (scripts/guest-test.sh):
 each "@@ case NAME ok" line counts as a passed case, each "@@ case NAME
 skipped..." as a skipped one, any other as a failed one. Each boot in it
@@ -274,7 +275,7 @@ def main():
             elif re.search(r"Testing [^:]*:.*FAILED", line):
                 gf += 1
                 print(f"self-test ({path}): {line.strip()}")
-            elif re.search(r"Oops|BUG:|Kernel panic|WARNING:", line):
+            elif re.search(r"Oops|BUG:|Kernel panic|WARNING:|UBSAN:", line):
                 gf += 1
                 print(f"guest ({path}): {line.strip()}")
 

@@ -6,8 +6,8 @@
 # QEMU, once per text_poke= mode, run the lint checks on the built tree,
 # boot the other configurations, then boot the same image once more with a
 # busybox user space for the tests KUnit cannot run (scripts/guest-test/),
-# and the PREEMPT_RT, lockdep and kmemleak image with them too. Ends with one line "N
-# passed, N failed, N skipped" counting host, lint, KUnit, boot self-test
+# and the PREEMPT_RT image and the KASAN image with them too. Ends with one
+# line "N passed, N failed, N skipped" counting host, lint, KUnit, boot self-test
 # and user-space cases together; exits non-zero on any failure, on a suite
 # that did not run and on a guest that crashed or timed out.
 set -euo pipefail
@@ -100,6 +100,24 @@ kunit_boot rt "$rt_build" \
 	--kconfig_add=CONFIG_SAMPLE_KMEMLEAK=m \
 	--kernel_args=text_poke=rust --kernel_args=ftrace=nop
 
+# KASAN (generic, inline) and UBSAN: a third configuration, in a build
+# directory of its own, runs every suite above once and, after the
+# user-space tests below, those tests again. An access out of bounds or to
+# freed memory (a write to a module's freed init text among them) or
+# undefined behaviour prints a BUG or a UBSAN report, which fails the run.
+# With CONFIG_DEBUG_ENTRY objtool validates noinstr code (nothing it calls
+# before instrumentation is allowed may be instrumented: the entry hooks
+# and the INT3 handler among it), and CONFIG_OBJTOOL_WERROR makes any of
+# its warnings fail the build, and with it this run.
+kasan_build=$JLRS_CACHE/$JLRS_BASE_VERSION/build-kasan
+msg "KASAN and UBSAN kernel build (build dir $kasan_build) and KUnit"
+jsons+=(--kunit "$JLRS_CACHE/$JLRS_BASE_VERSION/kunit-kasan.json")
+kunit_boot kasan "$kasan_build" \
+	--kconfig_add=CONFIG_KASAN=y --kconfig_add=CONFIG_KASAN_GENERIC=y \
+	--kconfig_add=CONFIG_KASAN_INLINE=y --kconfig_add=CONFIG_UBSAN=y \
+	--kconfig_add=CONFIG_DEBUG_ENTRY=y --kconfig_add=CONFIG_OBJTOOL_WERROR=y \
+	--kernel_args=text_poke=rust --kernel_args=ftrace=nop
+
 # The overlay in other configurations (scripts/kunitconfig/): one with
 # Rust but CONFIG_TEXT_POKE_RS=n, where Rust static keys go through
 # upstream's C update and batch, one without Rust, and a paravirtualized
@@ -137,6 +155,13 @@ cases=$logs/guest-test-rt.log
 rc=0
 JLRS_GUEST_BUILD=$rt_build "$JLRS_TOP/scripts/guest-test.sh" "$cases" || rc=$?
 [ "$rc" = 0 ] || { msg "user-space tests under PREEMPT_RT failed (exit $rc, log: $cases)"; guest_rc=$rc; }
+jsons+=(--guest "$cases" --cases "$cases")
+
+msg "tests with user space under KASAN and UBSAN (build dir $kasan_build)"
+cases=$logs/guest-test-kasan.log
+rc=0
+JLRS_GUEST_BUILD=$kasan_build "$JLRS_TOP/scripts/guest-test.sh" "$cases" || rc=$?
+[ "$rc" = 0 ] || { msg "user-space tests under KASAN failed (exit $rc, log: $cases)"; guest_rc=$rc; }
 jsons+=(--guest "$cases" --cases "$cases")
 
 msg "Linux $JLRS_BASE_VERSION (Debian linux-source-7.2 $JLRS_BASE_DEB_VERSION), $(($(date +%s) - start)) s"

@@ -207,3 +207,20 @@ fn missing_host_results_fail() {
     run.write("host.log", "error: could not compile\n");
     run.fails_with("host tests: no cargo test result found");
 }
+
+#[test]
+fn sanitizer_reports_fail() {
+    for report in [
+        "BUG: KASAN: slab-use-after-free in text_poke_rs_run_write+0x10/0x20",
+        "BUG: KCSAN: data-race in ct_work_rs_ask / ct_work_rs_enter",
+        "UBSAN: shift-out-of-bounds in kernel/jump_label.c:100:5",
+    ] {
+        let run = Run::new("sanitizer");
+        run.write(
+            "guest.log",
+            &format!("[    1.0] Testing tracer nop: PASSED\n[    2.0] {report}\n"),
+        );
+        let (rc, out) = run.summarize();
+        assert_eq!(rc, 1, "{report}:\n{out}");
+    }
+}
