@@ -54,4 +54,17 @@ static __always_inline void ct_work_nmi_exit(void)
 	arch_ct_work_nmi_exit();
 }
 
+/*
+ * A kernel TLB flush that CPUs in user space may take at their next kernel
+ * entry instead of an IPI: only vmalloc's lazy purge and
+ * vm_unmap_aliases(), whose page tables stay. Every other kernel range
+ * flush, the one before a page-table page is freed first among them, is
+ * flush_tlb_kernel_range(), which reaches every CPU at once; and so is
+ * this one where the architecture does not defer it (x86 says why it may,
+ * in arch/x86/kernel/ct_work_rs.c).
+ */
+#ifndef flush_tlb_kernel_range_deferrable
+#define flush_tlb_kernel_range_deferrable flush_tlb_kernel_range
+#endif
+
 #endif /* _LINUX_CONTEXT_TRACKING_WORK_H */

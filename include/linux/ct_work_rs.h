@@ -225,18 +225,4 @@ static inline void ct_work_rs_debugfs_init(struct dentry *dir) { }
 
 #endif /* CONFIG_TEXT_POKE_RS_DEFER */
 
-/*
- * A kernel TLB flush that an isolated CPU in user space may take at its
- * next entry instead of an IPI: only vmalloc's lazy purge and
- * vm_unmap_aliases(), whose page tables stay (arch/x86/kernel/ct_work_rs.c
- * says why). Every other kernel range flush, the one before a page-table
- * page is freed first among them, is flush_tlb_kernel_range(), which
- * reaches every CPU at once.
- */
-#ifdef CONFIG_TLB_FLUSH_DEFER_RS
-void flush_tlb_kernel_range_deferrable(unsigned long start, unsigned long end);
-#else
-#define flush_tlb_kernel_range_deferrable flush_tlb_kernel_range
-#endif
-
 #endif /* _LINUX_CT_WORK_RS_H */

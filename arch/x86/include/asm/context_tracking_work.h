@@ -30,4 +30,10 @@ static __always_inline void arch_ct_work_nmi_exit(void)
 	ct_work_rs_nmi_exit();
 }
 
+#ifdef CONFIG_TLB_FLUSH_DEFER_RS
+/* With ct_work_rs_tlb_needs_ipi() (arch/x86/mm/tlb.c). */
+void flush_tlb_kernel_range_deferrable(unsigned long start, unsigned long end);
+#define flush_tlb_kernel_range_deferrable flush_tlb_kernel_range_deferrable
+#endif
+
 #endif /* _ASM_X86_CONTEXT_TRACKING_WORK_H */
