@@ -63,7 +63,7 @@ LIST
 	# kmemleak's own test module, which leaks on purpose, where built.
 	ko=$JLRS_BUILD/samples/kmemleak/kmemleak-test.ko
 	[ ! -f "$ko" ] || echo "file /lib/modules/kmemleak-test.ko $ko 0644 0 0"
-	for f in cases.inc kmemleak.inc; do
+	for f in cases.inc audit.inc kmemleak.inc; do
 		echo "file /tests/$f $JLRS_TOP/scripts/guest-test/$f 0644 0 0"
 	done
 	for t in "$JLRS_TOP"/scripts/guest-test/*.sh; do
@@ -73,16 +73,20 @@ LIST
 } > "$work/initramfs.list"
 "$gen" "$work/initramfs.list" > "$work/initramfs.cpio" || die "gen_init_cpio failed"
 
-# The tests init.sh runs in a boot without jlrs_tests=, and the one it
-# runs after them in a kernel with kmemleak.
+# The tests init.sh runs in a boot without jlrs_tests=, and those it runs
+# after them: the deferral audit's check, in a kernel with it, and the
+# kmemleak scan, in a kernel with kmemleak.
 all_tests=
 for t in "$JLRS_TOP"/scripts/guest-test/*.sh; do
 	t=$(basename "$t" .sh)
 	[ "$t" = init ] || all_tests+=$t,
 done
-kmemleak=
+after_tests=
+if grep -qx 'CONFIG_TEXT_POKE_RS_DEFER_DEBUG=y' "$JLRS_BUILD/.config" 2>/dev/null; then
+	after_tests=audit,
+fi
 if grep -qx 'CONFIG_DEBUG_KMEMLEAK=y' "$JLRS_BUILD/.config" 2>/dev/null; then
-	kmemleak=kmemleak,
+	after_tests=${after_tests}kmemleak,
 fi
 status=0
 
@@ -112,7 +116,7 @@ boot() {
 	for a in "$@"; do
 		case $a in jlrs_tests=*) tests=${a#jlrs_tests=},;; esac
 	done
-	tests=$tests$kmemleak
+	tests=$tests$after_tests
 	echo "@@ host boot $i/$n tests=${tests%,}: $*" >> "$log"
 	msg "booting the test kernel with user space (TCG, 4 vCPUs, CPUs 2-3 isolated, $*)"
 	# ftrace=nop: ftrace's startup self-tests already ran in the KUnit boots.

@@ -93,13 +93,16 @@ static DEFINE_PER_CPU(unsigned long, ct_work_rs_run);
  * when it was done. A sender adds before the entry that takes the work
  * exchanges the word, and counts right after, so @ran can only lag @added
  * while work is pending: at the end of an entry that took work, and on a
- * CPU that is not in user space, @added == @ran + @lost, and @lost is 0
- * unless work was dropped.
+ * CPU that is not in user space, @added == @ran + @lost, and @lost is
+ * @skipped, the work entries dropped on purpose (text_poke/defer_skip_work):
+ * anything else lost is a bug, which every boot of make test's user-space
+ * tests checks for at its end (scripts/guest-test/audit.inc).
  */
 struct ct_work_rs_audit {
 	atomic_t added[CT_WORK_RS_KINDS];
 	unsigned int ran[CT_WORK_RS_KINDS];
 	unsigned int lost[CT_WORK_RS_KINDS];
+	unsigned int skipped[CT_WORK_RS_KINDS];
 	/* The entry's TLB flushes by INVPCID and by the CR4.PGE toggle. */
 	unsigned int invpcid;
 	unsigned int cr4;
@@ -146,10 +149,20 @@ static __always_inline void ct_work_rs_audit_flush(bool invpcid)
 		WRITE_ONCE(a->cr4, a->cr4 + 1);
 }
 
-static __always_inline bool ct_work_rs_skip_work(void)
+/* Whether this entry drops the @work it took, on purpose (counted). */
+static __always_inline bool ct_work_rs_skip_work(unsigned int work)
 {
-	return unlikely(raw_atomic_read(&ct_work_rs_skip)) &&
-	       raw_atomic_dec_if_positive(&ct_work_rs_skip) >= 0;
+	struct ct_work_rs_audit *a;
+	int k;
+
+	if (likely(!raw_atomic_read(&ct_work_rs_skip)) ||
+	    raw_atomic_dec_if_positive(&ct_work_rs_skip) < 0)
+		return false;
+	a = raw_cpu_ptr(&ct_work_rs_audit);
+	for (k = 0; k < CT_WORK_RS_KINDS; k++)
+		if (work & BIT(k))
+			WRITE_ONCE(a->skipped[k], a->skipped[k] + 1);
+	return true;
 }
 
 /* The entry benchmark's @n runs of @work, which no sender added. */
@@ -175,21 +188,27 @@ static void ct_work_rs_audit_show(struct seq_file *m, int cpu)
 			   READ_ONCE(a->ran[k]), kinds[k], READ_ONCE(a->lost[k]));
 }
 
-/* Work lost at entry, and the entry's TLB flushes by each way, all told. */
+/*
+ * Work lost at entry and dropped there on purpose, and the entry's TLB
+ * flushes by each way, all told.
+ */
 static void ct_work_rs_audit_stats(struct seq_file *m)
 {
-	u64 lost = 0, invpcid = 0, cr4 = 0;
+	u64 lost = 0, skipped = 0, invpcid = 0, cr4 = 0;
 	int cpu, k;
 
 	for_each_possible_cpu(cpu) {
 		struct ct_work_rs_audit *a = per_cpu_ptr(&ct_work_rs_audit, cpu);
 
-		for (k = 0; k < CT_WORK_RS_KINDS; k++)
+		for (k = 0; k < CT_WORK_RS_KINDS; k++) {
 			lost += READ_ONCE(a->lost[k]);
+			skipped += READ_ONCE(a->skipped[k]);
+		}
 		invpcid += READ_ONCE(a->invpcid);
 		cr4 += READ_ONCE(a->cr4);
 	}
 	seq_printf(m, "lost_at_entry %llu\n", lost);
+	seq_printf(m, "skipped_at_entry %llu\n", skipped);
 	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS)) {
 		seq_printf(m, "tlb_flush_invpcid %llu\n", invpcid);
 		seq_printf(m, "tlb_flush_cr4 %llu\n", cr4);
@@ -220,7 +239,7 @@ static void ct_work_rs_audit_debugfs_init(struct dentry *dir)
 #else
 static __always_inline void ct_work_rs_audit_ran(unsigned int ran) { }
 static __always_inline void ct_work_rs_audit_flush(bool invpcid) { }
-static __always_inline bool ct_work_rs_skip_work(void) { return false; }
+static __always_inline bool ct_work_rs_skip_work(unsigned int work) { return false; }
 static inline void ct_work_rs_audit_forget(unsigned int work, unsigned int n) { }
 static inline void ct_work_rs_audit_show(struct seq_file *m, int cpu) { }
 static inline void ct_work_rs_audit_debugfs_init(struct dentry *dir) { }
@@ -259,13 +278,15 @@ static __always_inline void ct_work_rs_flush_tlb_all(bool invpcid)
 
 /*
  * Out of line: the hooks' path with no work stays a few instructions.
- * Returns the kinds of work it ran.
+ * Returns the kinds of work it ran. Only an entry whose work the audit
+ * checks (@audited) may drop it on purpose (text_poke/defer_skip_work).
  */
-static noinstr noinline unsigned int ct_work_rs_run_work(unsigned int work)
+static noinstr noinline unsigned int ct_work_rs_run_work(unsigned int work,
+							 bool audited)
 {
 	unsigned int ran = 0;
 
-	if (ct_work_rs_skip_work())
+	if (audited && ct_work_rs_skip_work(work))
 		return 0;
 	/*
 	 * The flush first: sync_core() may IRET, on this task's stack. Only
@@ -387,7 +408,7 @@ noinstr void __ct_work_rs_user_exit(void)
 
 	work = ct_work_rs_enter(word);
 	if (unlikely(work)) {
-		work = ct_work_rs_run_work(work);
+		work = ct_work_rs_run_work(work, true);
 		ct_work_rs_ran(word);
 		ct_work_rs_audit_ran(work);
 	}
@@ -404,7 +425,7 @@ noinstr void __ct_work_rs_nmi_enter(void)
 		bool took = raw_cpu_read(ct_work_rs_nmi_levels) &
 			    CT_WORK_RS_LEVEL_TOOK;
 
-		work = ct_work_rs_run_work(work);
+		work = ct_work_rs_run_work(work, took);
 		ct_work_rs_nmi_ran(raw_cpu_ptr(&ct_work_rs_words),
 				   raw_cpu_ptr(&ct_work_rs_nmi_levels));
 		if (took)
@@ -684,7 +705,7 @@ static int ct_work_rs_cpu_online(unsigned int cpu)
 
 	local_irq_save(flags);
 	work = ct_work_rs_enter(this_cpu_ptr(&ct_work_rs_words));
-	ran = ct_work_rs_run_work(work | CT_WORK_RS_SYNC_CORE);
+	ran = ct_work_rs_run_work(work | CT_WORK_RS_SYNC_CORE, false);
 	ct_work_rs_ran(this_cpu_ptr(&ct_work_rs_words));
 	ct_work_rs_audit_ran(ran & work);
 	local_irq_restore(flags);
