@@ -143,26 +143,19 @@ for cfg in rs-off:rust_static_key:- rust-off:list-kunit-test:- \
 	unset JLRS_KUNITCONFIG
 done
 
-msg "tests with user space (scripts/guest-test/)"
-cases=$logs/guest-test.log
+# guest_boots WHAT LOG [BUILD]: the user-space tests (scripts/guest-test/)
+# in the main image, or in the build directory BUILD; their cases in LOG.
 guest_rc=0
-"$JLRS_TOP/scripts/guest-test.sh" "$cases" || guest_rc=$?
-[ "$guest_rc" = 0 ] || msg "user-space tests failed (exit $guest_rc, log: $cases)"
-jsons+=(--guest "$cases" --cases "$cases")
-
-msg "tests with user space under PREEMPT_RT, lockdep and kmemleak (build dir $rt_build)"
-cases=$logs/guest-test-rt.log
-rc=0
-JLRS_GUEST_BUILD=$rt_build "$JLRS_TOP/scripts/guest-test.sh" "$cases" || rc=$?
-[ "$rc" = 0 ] || { msg "user-space tests under PREEMPT_RT failed (exit $rc, log: $cases)"; guest_rc=$rc; }
-jsons+=(--guest "$cases" --cases "$cases")
-
-msg "tests with user space under KASAN and UBSAN (build dir $kasan_build)"
-cases=$logs/guest-test-kasan.log
-rc=0
-JLRS_GUEST_BUILD=$kasan_build "$JLRS_TOP/scripts/guest-test.sh" "$cases" || rc=$?
-[ "$rc" = 0 ] || { msg "user-space tests under KASAN failed (exit $rc, log: $cases)"; guest_rc=$rc; }
-jsons+=(--guest "$cases" --cases "$cases")
+guest_boots() {
+	local what=$1 cases=$logs/$2 rc=0
+	msg "tests with user space$what"
+	JLRS_GUEST_BUILD=${3:-} "$JLRS_TOP/scripts/guest-test.sh" "$cases" || rc=$?
+	[ "$rc" = 0 ] || { msg "user-space tests$what failed (exit $rc, log: $cases)"; guest_rc=$rc; }
+	jsons+=(--guest "$cases" --cases "$cases")
+}
+guest_boots "" guest-test.log
+guest_boots " under PREEMPT_RT, lockdep and kmemleak" guest-test-rt.log "$rt_build"
+guest_boots " under KASAN and UBSAN" guest-test-kasan.log "$kasan_build"
 
 msg "Linux $JLRS_BASE_VERSION (Debian linux-source-7.2 $JLRS_BASE_DEB_VERSION), $(($(date +%s) - start)) s"
 sargs=()
