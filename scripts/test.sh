@@ -108,7 +108,10 @@ kunit_boot rt "$rt_build" \
 # With CONFIG_DEBUG_ENTRY objtool validates noinstr code (nothing it calls
 # before instrumentation is allowed may be instrumented: the entry hooks
 # and the INT3 handler among it), and CONFIG_OBJTOOL_WERROR makes any of
-# its warnings fail the build, and with it this run.
+# its warnings fail the build, and with it this run. It boots with page
+# table isolation, whose entries flush a deferred kernel flush by reloading
+# CR3 (the KUnit case entry_tlb_flush_drops_stale_translations checks that
+# vmalloc mappings are not global then).
 kasan_build=$JLRS_CACHE/$JLRS_BASE_VERSION/build-kasan
 msg "KASAN and UBSAN kernel build (build dir $kasan_build) and KUnit"
 jsons+=(--kunit "$JLRS_CACHE/$JLRS_BASE_VERSION/kunit-kasan.json")
@@ -116,7 +119,7 @@ kunit_boot kasan "$kasan_build" \
 	--kconfig_add=CONFIG_KASAN=y --kconfig_add=CONFIG_KASAN_GENERIC=y \
 	--kconfig_add=CONFIG_KASAN_INLINE=y --kconfig_add=CONFIG_UBSAN=y \
 	--kconfig_add=CONFIG_DEBUG_ENTRY=y --kconfig_add=CONFIG_OBJTOOL_WERROR=y \
-	--kernel_args=text_poke=rust --kernel_args=ftrace=nop
+	--kernel_args=text_poke=rust --kernel_args=ftrace=nop --kernel_args=pti=on
 
 # The overlay in other configurations (scripts/kunitconfig/): one with
 # Rust but CONFIG_TEXT_POKE_RS=n, where Rust static keys go through

@@ -42,6 +42,18 @@ enum ct_work_rs_work {
 	CT_WORK_RS_ALL		= CT_WORK_RS_SYNC_CORE | CT_WORK_RS_TLB_FLUSH,
 };
 
+/*
+ * The ways the entry flushes the TLB for a deferred kernel flush
+ * (arch/x86/kernel/ct_work_rs.c): a CR3 reload with page table isolation,
+ * else INVPCID, else a CR4.PGE toggle.
+ */
+enum ct_work_rs_flush {
+	CT_WORK_RS_FLUSH_CR3,
+	CT_WORK_RS_FLUSH_INVPCID,
+	CT_WORK_RS_FLUSH_CR4,
+	CT_WORK_RS_FLUSH_WAYS,
+};
+
 #ifdef CONFIG_TEXT_POKE_RS_DEFER
 
 /*
@@ -198,8 +210,8 @@ int ct_work_rs_bench_entry(u32 word, unsigned int n, u64 *ns);
 #ifdef CONFIG_TLB_FLUSH_DEFER_RS
 /* The condition of flush_tlb_kernel_range_deferrable()'s IPIs. */
 bool ct_work_rs_tlb_needs_ipi(int cpu, void *info);
-/* The entry's TLB flush on this CPU (with @cr4, the CR4.PGE way). */
-bool ct_work_rs_flush_tlb_local(bool cr4);
+/* The entry's TLB flush on this CPU: its own way (@way < 0), or @way. */
+int ct_work_rs_flush_tlb_local(int way);
 #else
 #define ct_work_rs_tlb_needs_ipi NULL
 #endif

@@ -1094,10 +1094,10 @@ mod defer_tests {
     extern "C" {
         // In kernel/jump_label_rs/text_poke_stress.c.
         fn text_poke_tlb_selftest(
-            cr4: bool,
+            way: i32,
             stale: *mut u64,
             flushed: *mut u64,
-            invpcid: *mut bool,
+            global: *mut bool,
         ) -> i32;
     }
 
@@ -1107,26 +1107,45 @@ mod defer_tests {
     #[cfg(CONFIG_TLB_FLUSH_DEFER_RS)]
     const NEW: u64 = 0xb2b2_b2b2_b2b2_b2b2;
 
-    /// The kernel-entry TLB flush drops a translation the TLB kept after its PTE changed, both
-    /// ways: INVPCID (where the CPU has it) and the CR4.PGE toggle.
+    /// The kernel-entry TLB flush drops a translation the TLB kept after its PTE changed, every
+    /// way that is correct on this CPU: the entry's own, a CR3 reload (with page table
+    /// isolation only), INVPCID (where the CPU has it) and the CR4.PGE toggle. The entry reloads
+    /// CR3, which leaves global entries, exactly when vmalloc mappings are not global.
     #[cfg(CONFIG_TLB_FLUSH_DEFER_RS)]
     #[test]
     fn entry_tlb_flush_drops_stale_translations() {
-        for cr4 in [false, true] {
-            let (mut stale, mut flushed, mut invpcid) = (0u64, 0u64, false);
+        const CR3: i32 = bindings::ct_work_rs_flush_CT_WORK_RS_FLUSH_CR3 as i32;
+        const INVPCID: i32 = bindings::ct_work_rs_flush_CT_WORK_RS_FLUSH_INVPCID as i32;
+        const CR4: i32 = bindings::ct_work_rs_flush_CT_WORK_RS_FLUSH_CR4 as i32;
+        for way in [-1, CR3, INVPCID, CR4] {
+            let (mut stale, mut flushed, mut global) = (0u64, 0u64, true);
             // SAFETY: The pointers are valid for writes; the helper may sleep.
-            let ret =
-                unsafe { text_poke_tlb_selftest(cr4, &mut stale, &mut flushed, &mut invpcid) };
-            assert_eq!(ret, 0);
+            let ret = unsafe { text_poke_tlb_selftest(way, &mut stale, &mut flushed, &mut global) };
+            if way >= 0 && ret == kernel::error::code::EINVAL.to_errno() {
+                // Not correct here: a CR3 reload without page table isolation, INVPCID on a
+                // CPU without it. The toggle always is.
+                assert_ne!(way, CR4);
+                continue;
+            }
+            assert!(ret >= 0);
+            if way >= 0 {
+                assert_eq!(ret, way);
+            } else {
+                let reloaded = ret == CR3;
+                assert_eq!(reloaded, !global);
+            }
             // The TLB (QEMU's, as a CPU's) kept the old translation: the test can see a flush.
             assert_eq!(stale, OLD);
             assert_eq!(flushed, NEW);
-            if cr4 {
-                assert!(!invpcid);
-            }
             kernel::pr_info!(
-                "entry TLB flush by {}: stale translation dropped\n",
-                if invpcid { "INVPCID" } else { "CR4.PGE" }
+                "{} TLB flush by {}: stale translation dropped (vmalloc mapping {}global)\n",
+                if way < 0 { "entry" } else { "forced" },
+                match ret {
+                    CR3 => "CR3 reload",
+                    INVPCID => "INVPCID",
+                    _ => "CR4.PGE",
+                },
+                if global { "" } else { "not " }
             );
         }
     }

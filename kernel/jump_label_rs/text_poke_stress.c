@@ -832,11 +832,13 @@ out:
  * The KUnit test of the entry's TLB flush: a vmalloc page read on this CPU
  * (its translation now in the TLB), its PTE pointed at another page without
  * a flush, read again (QEMU's TLB, as a CPU's, keeps the old translation),
- * then the entry's flush and a third read. Returns what the last two reads
- * saw in *@stale and *@flushed (TEXT_POKE_VOLD or TEXT_POKE_VNEW), and
- * whether INVPCID did the flush.
+ * then the entry's flush, its own way (@way < 0) or @way (enum
+ * ct_work_rs_flush), and a third read. Returns the way that flushed, or
+ * -EINVAL for a way not correct on this CPU; what the last two reads saw in
+ * *@stale and *@flushed (TEXT_POKE_VOLD or TEXT_POKE_VNEW), and whether
+ * the vmalloc mapping was global in *@global.
  */
-int text_poke_tlb_selftest(bool cr4, u64 *stale, u64 *flushed, bool *invpcid)
+int text_poke_tlb_selftest(int way, u64 *stale, u64 *flushed, bool *global)
 {
 	struct page *page;
 	unsigned long flags;
@@ -863,15 +865,16 @@ int text_poke_tlb_selftest(bool cr4, u64 *stale, u64 *flushed, bool *invpcid)
 	local_irq_save(flags);
 	(void)READ_ONCE(*buf);
 	old = *ptep;
+	*global = pte_flags(old) & _PAGE_GLOBAL;
 	set_pte(ptep, mk_pte(page, PAGE_KERNEL));
 	*stale = READ_ONCE(*buf);
-	*invpcid = ct_work_rs_flush_tlb_local(cr4);
+	way = ct_work_rs_flush_tlb_local(way);
 	*flushed = READ_ONCE(*buf);
 	set_pte(ptep, old);
 	local_irq_restore(flags);
 	flush_tlb_kernel_range((unsigned long)buf, (unsigned long)buf + PAGE_SIZE);
 	vfree(buf);
 	__free_page(page);
-	return 0;
+	return way;
 }
 #endif

@@ -219,6 +219,6 @@ extern const struct text_poke_pages_site text_poke_mod_pages_sites_end[];
 /* The KUnit test of the kernel-entry TLB flush: see text_poke_stress.c. */
 #define TEXT_POKE_VOLD	0xa1a1a1a1a1a1a1a1ULL
 #define TEXT_POKE_VNEW	0xb2b2b2b2b2b2b2b2ULL
-int text_poke_tlb_selftest(bool cr4, u64 *stale, u64 *flushed, bool *invpcid);
+int text_poke_tlb_selftest(int way, u64 *stale, u64 *flushed, bool *global);
 
 #endif /* _KERNEL_JUMP_LABEL_RS_TEXT_POKE_STRESS_H */

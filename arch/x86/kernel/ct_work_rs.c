@@ -103,9 +103,8 @@ struct ct_work_rs_audit {
 	unsigned int ran[CT_WORK_RS_KINDS];
 	unsigned int lost[CT_WORK_RS_KINDS];
 	unsigned int skipped[CT_WORK_RS_KINDS];
-	/* The entry's TLB flushes by INVPCID and by the CR4.PGE toggle. */
-	unsigned int invpcid;
-	unsigned int cr4;
+	/* The entry's TLB flushes, each way (enum ct_work_rs_flush). */
+	unsigned int flushes[CT_WORK_RS_FLUSH_WAYS];
 };
 
 static DEFINE_PER_CPU(struct ct_work_rs_audit, ct_work_rs_audit);
@@ -139,14 +138,11 @@ static __always_inline void ct_work_rs_audit_ran(unsigned int ran)
 	}
 }
 
-static __always_inline void ct_work_rs_audit_flush(bool invpcid)
+static __always_inline void ct_work_rs_audit_flush(enum ct_work_rs_flush way)
 {
 	struct ct_work_rs_audit *a = raw_cpu_ptr(&ct_work_rs_audit);
 
-	if (invpcid)
-		WRITE_ONCE(a->invpcid, a->invpcid + 1);
-	else
-		WRITE_ONCE(a->cr4, a->cr4 + 1);
+	WRITE_ONCE(a->flushes[way], a->flushes[way] + 1);
 }
 
 /* Whether this entry drops the @work it took, on purpose (counted). */
@@ -194,7 +190,12 @@ static void ct_work_rs_audit_show(struct seq_file *m, int cpu)
  */
 static void ct_work_rs_audit_stats(struct seq_file *m)
 {
-	u64 lost = 0, skipped = 0, invpcid = 0, cr4 = 0;
+	static const char * const ways[CT_WORK_RS_FLUSH_WAYS] = {
+		[CT_WORK_RS_FLUSH_CR3] = "cr3",
+		[CT_WORK_RS_FLUSH_INVPCID] = "invpcid",
+		[CT_WORK_RS_FLUSH_CR4] = "cr4",
+	};
+	u64 lost = 0, skipped = 0, flushes[CT_WORK_RS_FLUSH_WAYS] = { };
 	int cpu, k;
 
 	for_each_possible_cpu(cpu) {
@@ -204,15 +205,14 @@ static void ct_work_rs_audit_stats(struct seq_file *m)
 			lost += READ_ONCE(a->lost[k]);
 			skipped += READ_ONCE(a->skipped[k]);
 		}
-		invpcid += READ_ONCE(a->invpcid);
-		cr4 += READ_ONCE(a->cr4);
+		for (k = 0; k < CT_WORK_RS_FLUSH_WAYS; k++)
+			flushes[k] += READ_ONCE(a->flushes[k]);
 	}
 	seq_printf(m, "lost_at_entry %llu\n", lost);
 	seq_printf(m, "skipped_at_entry %llu\n", skipped);
-	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS)) {
-		seq_printf(m, "tlb_flush_invpcid %llu\n", invpcid);
-		seq_printf(m, "tlb_flush_cr4 %llu\n", cr4);
-	}
+	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS))
+		for (k = 0; k < CT_WORK_RS_FLUSH_WAYS; k++)
+			seq_printf(m, "tlb_flush_%s %llu\n", ways[k], flushes[k]);
 }
 
 static int ct_work_rs_skip_get(void *data, u64 *val)
@@ -238,7 +238,7 @@ static void ct_work_rs_audit_debugfs_init(struct dentry *dir)
 }
 #else
 static __always_inline void ct_work_rs_audit_ran(unsigned int ran) { }
-static __always_inline void ct_work_rs_audit_flush(bool invpcid) { }
+static __always_inline void ct_work_rs_audit_flush(enum ct_work_rs_flush way) { }
 static __always_inline bool ct_work_rs_skip_work(unsigned int work) { return false; }
 static inline void ct_work_rs_audit_forget(unsigned int work, unsigned int n) { }
 static inline void ct_work_rs_audit_show(struct seq_file *m, int cpu) { }
@@ -254,14 +254,39 @@ static atomic64_t ct_work_rs_tlb_deferred;
 static atomic64_t ct_work_rs_tlb_sent;
 
 /*
- * A full flush of this CPU's TLB, global entries and paging-structure caches
- * included, for kernel mappings removed while it was in user space: INVPCID
- * "all contexts, globals too" where the CPU has it, else a CR4.PGE toggle.
- * Interrupts are off: nothing can change CR4 between the two writes.
+ * The narrowest flush of this CPU's TLB that drops every kernel mapping
+ * removed while it was in user space, with the paging-structure caches:
+ *
+ * - With page table isolation, kernel mappings are not global
+ *   (__default_kernel_pte_mask), but for the kernel image's and the
+ *   cpu_entry_area's, which are never unmapped: reloading CR3 drops the
+ *   kernel PCID's (the entry's CR3 switch kept them, with PCID), and the
+ *   other address spaces' kernel PCIDs are flushed when next loaded, as
+ *   flush_tlb_one_kernel() has them. The user PCID's entries, which map no
+ *   kernel memory, stay for the task in user space.
+ * - Without it, kernel mappings are global: INVPCID "all contexts, globals
+ *   too" where the CPU has it, else a CR4.PGE toggle. Both drop the user
+ *   task's entries too.
+ *
+ * Interrupts are off: nothing can change CR3 or CR4 between a read and a
+ * write.
  */
-static __always_inline void ct_work_rs_flush_tlb_all(bool invpcid)
+static __always_inline enum ct_work_rs_flush ct_work_rs_flush_way(void)
 {
-	if (invpcid) {
+	if (cpu_feature_enabled(X86_FEATURE_PTI))
+		return CT_WORK_RS_FLUSH_CR3;
+	if (cpu_feature_enabled(X86_FEATURE_INVPCID))
+		return CT_WORK_RS_FLUSH_INVPCID;
+	return CT_WORK_RS_FLUSH_CR4;
+}
+
+static __always_inline void ct_work_rs_flush_tlb(enum ct_work_rs_flush way)
+{
+	if (way == CT_WORK_RS_FLUSH_CR3) {
+		native_write_cr3(__native_read_cr3());
+		if (cpu_feature_enabled(X86_FEATURE_PCID))
+			this_cpu_write(cpu_tlbstate.invalidate_other, true);
+	} else if (way == CT_WORK_RS_FLUSH_INVPCID) {
 		struct { u64 pcid, addr; } desc = { 0, 0 };
 
 		asm volatile("invpcid %[desc], %[type]"
@@ -294,10 +319,10 @@ static noinstr noinline unsigned int ct_work_rs_run_work(unsigned int work,
 	 * it has not run asks for every kind.
 	 */
 	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS) && (work & CT_WORK_RS_TLB_FLUSH)) {
-		bool invpcid = cpu_feature_enabled(X86_FEATURE_INVPCID);
+		enum ct_work_rs_flush way = ct_work_rs_flush_way();
 
-		ct_work_rs_flush_tlb_all(invpcid);
-		ct_work_rs_audit_flush(invpcid);
+		ct_work_rs_flush_tlb(way);
+		ct_work_rs_audit_flush(way);
 		ran |= CT_WORK_RS_TLB_FLUSH;
 	}
 	if (work & CT_WORK_RS_SYNC_CORE) {
@@ -564,18 +589,26 @@ bool ct_work_rs_tlb_needs_ipi(int cpu, void *info)
 }
 
 /*
- * The entry's flush on this CPU, for the KUnit suite: with @cr4, the CR4.PGE
- * toggle even where the CPU has INVPCID. Returns whether INVPCID was used.
+ * The entry's flush on this CPU, for the KUnit suite: the entry's own way
+ * if @way is negative, else @way. Returns the way used, or -EINVAL for a
+ * way that is not correct here: a CR3 reload without page table isolation
+ * (it would leave global entries), INVPCID on a CPU without it.
  */
-bool ct_work_rs_flush_tlb_local(bool cr4)
+int ct_work_rs_flush_tlb_local(int way)
 {
-	bool invpcid = !cr4 && cpu_feature_enabled(X86_FEATURE_INVPCID);
 	unsigned long flags;
 
+	if (way < 0)
+		way = ct_work_rs_flush_way();
+	if (way >= CT_WORK_RS_FLUSH_WAYS ||
+	    (way == CT_WORK_RS_FLUSH_CR3 && !cpu_feature_enabled(X86_FEATURE_PTI)) ||
+	    (way == CT_WORK_RS_FLUSH_INVPCID &&
+	     !cpu_feature_enabled(X86_FEATURE_INVPCID)))
+		return -EINVAL;
 	local_irq_save(flags);
-	ct_work_rs_flush_tlb_all(invpcid);
+	ct_work_rs_flush_tlb(way);
 	local_irq_restore(flags);
-	return invpcid;
+	return way;
 }
 
 static int __init ct_work_rs_tlb_check(void)
