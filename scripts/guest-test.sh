@@ -181,6 +181,12 @@ stop_boot() {
 boots=("qpw=1"
 	"qpw=0 text_poke_defer=maybe tlb_defer=maybe jlrs_tests=qpw,params"
 	"pti=on jlrs_tests=defer,tlb")
+# $JLRS_GUEST_TESTS=a,b: one boot (qpw=1) of those tests alone, for a test
+# under development; make test never sets it.
+if [ -n "${JLRS_GUEST_TESTS:-}" ]; then
+	boot 1 1 qpw=1 "jlrs_tests=$JLRS_GUEST_TESTS"
+	exit $status
+fi
 n=$((${#boots[@]} + 1))
 for i in "${!boots[@]}"; do
 	# shellcheck disable=SC2086 # a boot's arguments, one a word
