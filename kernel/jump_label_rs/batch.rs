@@ -20,9 +20,7 @@ use kernel::{
     },
 };
 
-use crate::poke::{
-    self, Emulation, OldInsn, Outcome, PokeError, PokeLoc, Queue, Sites, TextOps, MAX_INSN,
-};
+use crate::poke::{self, OldInsn, Outcome, PokeError, PokeLoc, Queue, Sites, TextOps, MAX_INSN};
 
 /// Sites a batch holds without allocating: a page of [`PokeLoc`]s, as in C. Only key flips
 /// grow a batch beyond it.
@@ -178,16 +176,14 @@ impl Sites for Storage {
     }
 }
 
-/// The batch and what the INT3 handler sees of it.
+/// The batch. The INT3 handler sees the vector being applied through C's
+/// `text_poke_rs_published`, set by `text_poke_rs_publish()`.
 struct State {
     batch: UnsafeCell<Queue<Storage>>,
-    /// The published vector: pointer and length, valid while published.
-    published: UnsafeCell<(*const PokeLoc, usize)>,
 }
 
 // SAFETY: `batch` is only reached through [`batch()`], which takes proof that `text_mutex` is
-// held; `published` is written under it and read by the INT3 handler only while the per-CPU
-// references say the vector is live.
+// held.
 unsafe impl Sync for State {}
 
 static STATE: State = State {
@@ -198,7 +194,6 @@ static STATE: State = State {
         grown_old: KVec::new(),
         nr: 0,
     })),
-    published: UnsafeCell::new((ptr::null(), 0)),
 };
 
 /// The address offsets are stored from.
@@ -662,11 +657,10 @@ fn broken(sites: usize) -> ! {
 /// (`text_poke_rs_run_mappable()` warned); with [`PokeError::WriteFailed`], warning, if a write
 /// did not land: every site was put back then.
 fn apply_sites(sites: &[PokeLoc], old: &mut [OldInsn], refusable: bool) -> Result<(), PokeError> {
-    // SAFETY: `published` is only written under `text_mutex`, and no handler reads it before
-    // `text_poke_rs_publish()` below.
-    unsafe { *STATE.published.get() = (sites.as_ptr(), sites.len()) };
-    // SAFETY: Sets every CPU's reference count before any INT3 is written.
-    unsafe { bindings::text_poke_rs_publish() };
+    // SAFETY: Publishes `sites`, which stay live and unchanged until `text_poke_rs_retire()`
+    // below, and sets every CPU's reference count, before any INT3 is written; our caller holds
+    // `text_mutex`.
+    unsafe { bindings::text_poke_rs_publish(sites.as_ptr().cast(), sites.len()) };
     // SAFETY: Counts the batch for the statistics.
     unsafe { bindings::text_poke_rs_note_batch(sites.len() as u32) };
 
@@ -682,10 +676,9 @@ fn apply_sites(sites: &[PokeLoc], old: &mut [OldInsn], refusable: bool) -> Resul
         kernel::warn_on!(true);
     }
 
-    // SAFETY: The last sync is done: no CPU can hit our INT3s any more; wait for handlers.
+    // SAFETY: The last sync is done: no CPU can hit our INT3s any more; waits for handlers,
+    // then unpublishes `sites`.
     unsafe { bindings::text_poke_rs_retire() };
-    // SAFETY: No handler holds a reference any more.
-    unsafe { *STATE.published.get() = (ptr::null(), 0) };
     // SAFETY: Ends the batch counted by `text_poke_rs_note_batch()` above.
     unsafe { bindings::text_poke_rs_note_batch_done() };
     match stats.outcome {
@@ -693,65 +686,4 @@ fn apply_sites(sites: &[PokeLoc], old: &mut [OldInsn], refusable: bool) -> Resul
         Outcome::Unmapped => Err(PokeError::Unmapped),
         _ => Err(PokeError::WriteFailed),
     }
-}
-
-/// The INT3 handler's work: finds the site the INT3 at `regs->ip - 1` belongs to in the
-/// published vector, by binary search, and emulates the instruction being written there, as
-/// if it had run: a CALL, JMP, RET or Jcc, or a NOP as a JMP to the next instruction. Returns
-/// false, changing nothing, for an address that is not in the vector and for an INT3 written
-/// on purpose, which are someone else's to handle.
-///
-/// Called from `noinstr` code with a reference on the vector held: it lives in `.noinstr.text`,
-/// and everything it uses is inlined; nothing panics or calls out.
-///
-/// # Safety
-///
-/// The caller holds a reference taken with `raw_atomic_inc_not_zero()` on this CPU's count, and
-/// `regs` are the registers of a kernel-mode INT3 trap, saved by the entry code with the gap
-/// below the interrupted stack that lets a CALL be emulated (see `int3_emulate_push()`).
-#[no_mangle]
-#[link_section = ".noinstr.text"]
-pub unsafe extern "C" fn text_poke_rs_emulate(regs: *mut bindings::pt_regs) -> bool {
-    // SAFETY: With a reference held, the vector published before the reference count was set
-    // stays valid and unchanged (ordered by the handler's `smp_rmb()` and the count's acquire):
-    // nothing writes `published` while it is read here.
-    let (vec, len) = unsafe { *STATE.published.get() };
-    if vec.is_null() {
-        return false;
-    }
-    // SAFETY: As above: `vec` points to `len` live sites.
-    let sites = unsafe { core::slice::from_raw_parts(vec, len) };
-    // SAFETY: The caller guarantees `regs` are valid and ours to change until we return.
-    let regs = unsafe { &mut *regs };
-    let ip = regs.ip.wrapping_sub(1);
-    let Some(loc) = poke::lookup(sites, base(), ip) else {
-        return false;
-    };
-    match loc.emulation(base()) {
-        Emulation::Int3 => return false,
-        Emulation::Ret => {
-            let sp = regs.sp;
-            // SAFETY: A RET was about to run: the return address is at the top of the
-            // interrupted kernel stack.
-            regs.ip = unsafe { ptr::read(sp as *const usize) };
-            regs.sp = sp.wrapping_add(8);
-        }
-        Emulation::Call { ret, target } => {
-            let sp = regs.sp.wrapping_sub(8);
-            // SAFETY: The INT3 entry leaves a gap below the interrupted stack, which the caller
-            // guarantees, so the word below it is free for the return address.
-            unsafe { ptr::write(sp as *mut usize, ret) };
-            regs.sp = sp;
-            regs.ip = target;
-        }
-        Emulation::Jmp(target) => regs.ip = target,
-        Emulation::Jcc { cc, taken, next } => {
-            regs.ip = if poke::condition(regs.flags, cc) {
-                taken
-            } else {
-                next
-            };
-        }
-    }
-    true
 }

@@ -51,6 +51,7 @@ int text_poke_rs_mode = TEXT_POKE_RS_MODE_RUST;
 DEFINE_PER_CPU(unsigned long, text_poke_rs_int3_hits);
 
 DEFINE_PER_CPU(atomic_t, text_poke_rs_refs);
+struct text_poke_rs_vec text_poke_rs_published;
 static atomic64_t text_poke_rs_batches;
 static atomic64_t text_poke_rs_entries;
 static atomic64_t text_poke_rs_syncs;
@@ -261,12 +262,16 @@ void text_poke_rs_read_stats(struct text_poke_rs_stats *stats)
 
 /*
  * Publish the vector to the INT3 handler before any INT3 is written: a CPU
- * that sees one of our INT3s must find a non-zero count.
+ * that sees one of our INT3s must find a non-zero count, and the vector
+ * with it. Called with text_mutex held.
  */
-void text_poke_rs_publish(void)
+void text_poke_rs_publish(const void *sites, size_t nr)
 {
 	int cpu;
 
+	lockdep_assert_held(&text_mutex);
+	text_poke_rs_published.sites = sites;
+	text_poke_rs_published.nr = nr;
 	for_each_possible_cpu(cpu)
 		atomic_set_release(per_cpu_ptr(&text_poke_rs_refs, cpu), 1);
 	/*
@@ -293,6 +298,8 @@ void text_poke_rs_retire(void)
 		if (unlikely(!atomic_dec_and_test(refs)))
 			atomic_cond_read_acquire(refs, !VAL);
 	}
+	text_poke_rs_published.sites = NULL;
+	text_poke_rs_published.nr = 0;
 }
 
 #ifdef CONFIG_FAIL_TEXT_POKE_RS

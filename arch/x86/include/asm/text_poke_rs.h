@@ -123,6 +123,21 @@ extern int text_poke_rs_mode;
 DECLARE_PER_CPU(unsigned long, text_poke_rs_int3_hits);
 DECLARE_PER_CPU(atomic_t, text_poke_rs_refs);
 
+/**
+ * struct text_poke_rs_vec - the batch the INT3 handler sees
+ * @sites: the Rust batch's PokeLocs, sorted by address
+ * @nr: how many
+ *
+ * Set by text_poke_rs_publish() before any CPU's count is, cleared by
+ * text_poke_rs_retire() once none is; unchanged while a CPU's count is.
+ */
+struct text_poke_rs_vec {
+	const void *sites;
+	size_t nr;
+};
+
+extern struct text_poke_rs_vec text_poke_rs_published;
+
 /*
  * The mode only changes (text_poke_rs_set_mode()) with jump_label_mutex and
  * text_mutex held and no batch in flight.
@@ -211,7 +226,7 @@ int jump_label_rs_inc(struct static_key *key, bool cpuslocked);
 bool jump_label_rs_batches(void);
 
 /* The per-CPU reference handshake with the INT3 handler. */
-void text_poke_rs_publish(void);
+void text_poke_rs_publish(const void *sites, size_t nr);
 void text_poke_rs_retire(void);
 
 /* Implemented in Rust. */
@@ -223,7 +238,11 @@ int jump_label_rs_update(struct static_key *key, struct jump_entry *entry,
 			 struct jump_entry *stop, bool init,
 			 enum jump_label_pass pass);
 int jump_label_rs_finish(int queued);
-bool text_poke_rs_emulate(struct pt_regs *regs);
+/*
+ * In a crate of its own (kernel/jump_label_rs/text_poke_rs_int3.rs), built
+ * to be called from noinstr code.
+ */
+bool text_poke_rs_emulate(struct pt_regs *regs, const void *sites, size_t nr);
 
 /*
  * The INT3 handler, inlined into smp_text_poke_int3_handler(): while a
@@ -244,7 +263,8 @@ static __always_inline int text_poke_rs_int3_handler(struct pt_regs *regs)
 	if (!raw_atomic_inc_not_zero(refs))
 		return 0;
 
-	ret = text_poke_rs_emulate(regs);
+	ret = text_poke_rs_emulate(regs, text_poke_rs_published.sites,
+				   text_poke_rs_published.nr);
 	if (ret)
 		text_poke_rs_note_int3();
 
