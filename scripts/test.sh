@@ -100,12 +100,15 @@ kunit_boot rt "$rt_build" \
 	--kconfig_add=CONFIG_SAMPLE_KMEMLEAK=m \
 	--kernel_args=text_poke=rust --kernel_args=ftrace=nop
 
-# KASAN (generic, inline) and UBSAN: a third configuration, in a build
+# KASAN (generic, inline) and UBSAN, with the Rust crates' debug
+# assertions and overflow checks: a third configuration, in a build
 # directory of its own, runs every suite above once and, after the
 # user-space tests below, those tests again. An access out of bounds or to
 # freed memory (a write to a module's freed init text among them) or
-# undefined behaviour prints a BUG or a UBSAN report, which fails the run.
-# With CONFIG_DEBUG_ENTRY objtool validates noinstr code (nothing it calls
+# undefined behaviour prints a BUG or a UBSAN report, which fails the run;
+# so does a failed Rust debug assertion, overflow or UB check (a panic),
+# in every crate but the INT3 handler's, which runs in noinstr code
+# (kernel/jump_label_rs/Makefile). With CONFIG_DEBUG_ENTRY objtool validates noinstr code (nothing it calls
 # before instrumentation is allowed may be instrumented: the entry hooks
 # and the INT3 handler among it), and CONFIG_OBJTOOL_WERROR makes any of
 # its warnings fail the build, and with it this run. It boots with page
@@ -118,8 +121,32 @@ jsons+=(--kunit "$JLRS_CACHE/$JLRS_BASE_VERSION/kunit-kasan.json")
 kunit_boot kasan "$kasan_build" \
 	--kconfig_add=CONFIG_KASAN=y --kconfig_add=CONFIG_KASAN_GENERIC=y \
 	--kconfig_add=CONFIG_KASAN_INLINE=y --kconfig_add=CONFIG_UBSAN=y \
+	--kconfig_add=CONFIG_RUST_DEBUG_ASSERTIONS=y --kconfig_add=CONFIG_RUST_OVERFLOW_CHECKS=y \
 	--kconfig_add=CONFIG_DEBUG_ENTRY=y --kconfig_add=CONFIG_OBJTOOL_WERROR=y \
 	--kernel_args=text_poke=rust --kernel_args=ftrace=nop --kernel_args=pti=on
+
+# KCSAN: a fourth configuration, in a build directory of its own, runs
+# every suite above once (the 10,000-flip stress with three CPUs running
+# the sites, the qpw cache's concurrent drains) and, after the user-space
+# tests below, those tests again (the deferral storms, the remote drains,
+# the hotplug torture). rustc has no KCSAN: the C side is instrumented,
+# the shims (text_poke_rs.c, ct_work_rs.c, qpw.c, the C halves of the
+# tests) and every C path the Rust side shares (jump_label.c,
+# alternative.c, mm/swap.c), and sees the Rust side's marked accesses as
+# such. A data race report fails the run. It carries the Rust debug
+# assertions and objtool's noinstr validation too. The PS/2 controller is
+# left alone (i8042.nokbd, i8042.noaux): its driver races with its own
+# interrupt in 7.2 (ps2_do_sendbyte() / ps2_interrupt()), upstream's.
+kcsan_build=$JLRS_CACHE/$JLRS_BASE_VERSION/build-kcsan
+kcsan_args="i8042.nokbd i8042.noaux"
+msg "KCSAN kernel build (build dir $kcsan_build) and KUnit"
+jsons+=(--kunit "$JLRS_CACHE/$JLRS_BASE_VERSION/kunit-kcsan.json")
+kunit_boot kcsan "$kcsan_build" \
+	--kconfig_add=CONFIG_KCSAN=y \
+	--kconfig_add=CONFIG_RUST_DEBUG_ASSERTIONS=y --kconfig_add=CONFIG_RUST_OVERFLOW_CHECKS=y \
+	--kconfig_add=CONFIG_DEBUG_ENTRY=y --kconfig_add=CONFIG_OBJTOOL_WERROR=y \
+	--kernel_args=text_poke=rust --kernel_args=ftrace=nop \
+	--kernel_args=i8042.nokbd --kernel_args=i8042.noaux
 
 # The overlay in other configurations (scripts/kunitconfig/): one with
 # Rust but CONFIG_TEXT_POKE_RS=n, where Rust static keys go through
@@ -159,6 +186,7 @@ guest_boots() {
 guest_boots "" guest-test.log
 guest_boots " under PREEMPT_RT, lockdep and kmemleak" guest-test-rt.log "$rt_build"
 guest_boots " under KASAN and UBSAN" guest-test-kasan.log "$kasan_build"
+JLRS_GUEST_ARGS=$kcsan_args guest_boots " under KCSAN" guest-test-kcsan.log "$kcsan_build"
 
 msg "Linux $JLRS_BASE_VERSION (Debian linux-source-7.2 $JLRS_BASE_DEB_VERSION), $(($(date +%s) - start)) s"
 sargs=()

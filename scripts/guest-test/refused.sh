@@ -48,7 +48,7 @@ for f in failslab fail_page_alloc fail_text_poke; do knob $f/verbose 2; done
 # warning, and no BUG, may come of the faults. Then the expected warnings
 # leave the log the other tests check.
 t=faults_no_other_warning
-other=$(dmesg | grep -E 'WARNING:|BUG:' | grep -v 'kernel/jump_label_rs/batch.rs')
+other=$(warnings | grep -v 'kernel/jump_label_rs/batch.rs')
 if [ -n "$other" ]; then
 	fail $t "$(echo "$other" | head -n 1)"
 else

@@ -224,3 +224,30 @@ fn sanitizer_reports_fail() {
         assert_eq!(rc, 1, "{report}:\n{out}");
     }
 }
+
+#[test]
+fn upstream_data_race_is_noted() {
+    // Listed in UPSTREAM_RACES, in either order, with offsets or without: noted, not failed.
+    for report in [
+        "BUG: KCSAN: data-race in d_alloc_parallel / simple_lookup",
+        "BUG: KCSAN: data-race in simple_lookup+0x10/0x20 / d_alloc_parallel+0x30/0x40",
+    ] {
+        let run = Run::new("upstream_race");
+        run.write(
+            "guest.log",
+            &format!("[    1.0] Testing tracer nop: PASSED\n[    2.0] {report}\n"),
+        );
+        let (rc, out) = run.summarize();
+        assert_eq!(rc, 0, "{report}:\n{out}");
+        assert!(out.contains("upstream's data race"), "{out}");
+    }
+    // One of them with another function is a race of its own.
+    let run = Run::new("upstream_race_other");
+    run.write(
+        "guest.log",
+        "[    1.0] Testing tracer nop: PASSED\n\
+         [    2.0] BUG: KCSAN: data-race in d_alloc_parallel / ct_work_rs_enter\n",
+    );
+    let (rc, out) = run.summarize();
+    assert_eq!(rc, 1, "{out}");
+}
