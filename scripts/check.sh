@@ -89,6 +89,24 @@ if grep -q '^CONFIG_TEXT_POKE_RS_DEFER=y' "$JLRS_BUILD/.config"; then
 fi
 result "danger zone of deferred work (scripts/danger-zone.py)" $rc
 
+# The data side of the danger zone: the entry code touches nothing before
+# it takes its deferred work that a stale TLB entry could map, only the
+# stacks, per-CPU data, the kernel image and the task_struct. The check's
+# own test: told to distrust the task_struct, it must find the entry
+# code's write to it (and so for per-CPU data).
+rc=0
+if grep -q '^CONFIG_TEXT_POKE_RS_DEFER=y' "$JLRS_BUILD/.config"; then
+	dd=(python3 "$JLRS_TOP/scripts/danger-data.py" "$JLRS_BUILD/vmlinux"
+		--nm "llvm-nm$JLRS_LLVM" --objdump "llvm-objdump$JLRS_LLVM")
+	"${dd[@]}" || rc=1
+	for k in current percpu; do
+		out=$("${dd[@]}" --distrust $k)
+		[ $? = 1 ] && [ -n "$out" ] ||
+			{ echo "danger-data.py --distrust $k found nothing: it cannot see an access"; rc=1; }
+	done
+fi
+result "data side of the danger zone (scripts/danger-data.py)" $rc
+
 # The layout of every Rust static-key site of the sample and the KUnit
 # suites in the linked kernel: NOPs on the hot path, no load of the key.
 rc=0

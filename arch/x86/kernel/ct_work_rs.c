@@ -559,7 +559,9 @@ bool ct_work_rs_cpu_running(int cpu)
  *   and the task's stack, which is vmalloc'd: but a range can only be stale
  *   on this CPU if it was unmapped while the CPU was in user space running
  *   this task, and this task's stack was mapped before the task was last
- *   switched in here, in the kernel.
+ *   switched in here, in the kernel. scripts/danger-data.py lists what
+ *   the entry code may touch before it takes the work, and checks the
+ *   built image's entry code against it (make check).
  * - paging-structure caches and the CR3 write in the danger zone (Dave
  *   Hansen): both flushes drop the paging-structure caches with the TLB;
  *   the CR3 write of the entry (with PTI) loads the kernel's own page
