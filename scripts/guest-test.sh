@@ -35,7 +35,8 @@ for ko in "${modules[@]}"; do
 done
 jlrs_initramfs_tools
 
-work=$JLRS_CACHE/$JLRS_BASE_VERSION/guest-test
+# $JLRS_GUEST_WORK: where the initramfs is made, for a run beside make test's.
+work=${JLRS_GUEST_WORK:-$JLRS_CACHE/$JLRS_BASE_VERSION/guest-test}
 mkdir -p "$work" "$(dirname "$log")"
 jlrs_user_programs "$work"
 # The KCSAN reports of upstream's own data races, which the guest's checks

@@ -41,6 +41,13 @@
  *			after A": A of the F pages it faulted in on an LRU
  *			list then, U 1 if it ran out of pages before FILE
  *			left '0'.
+ *   syscalls modload FILE N
+ *			module load under fault injection: the Nth
+ *			fault-injection point this task reaches from its
+ *			finit_module() of FILE on fails (/proc/thread-self/
+ *			fail-nth), and "ret R left L" on standard output: R
+ *			finit_module()'s return (0 or -errno), L 0 if the
+ *			point was reached (a fault was injected), else not.
  *   syscalls pipe N	seed 004's pipe ping-pong ("perf bench sched pipe"):
  *			this task and a child it forks pass a byte back and
  *			forth through two pipes N times, then "rounds N ns T"
@@ -61,6 +68,7 @@
 #define SYS_exit		60
 #define SYS_wait4		61
 #define SYS_clock_gettime	228
+#define SYS_finit_module	313
 #define CLOCK_MONOTONIC		1
 #define O_RDONLY		0
 #define O_RDWR			2
@@ -331,6 +339,40 @@ static __attribute__((noreturn)) void pingpong(unsigned long n)
 	timed("rounds ", n, t1 - t0);
 }
 
+static __attribute__((noreturn)) void modload(const char *file, unsigned long n)
+{
+	char buf[64], *p = buf;
+	long fd, nth, back, ret, left;
+
+	/* Both fail-nth files open first: opening one allocates. */
+	fd = syscall3(SYS_open, (long)file, O_RDONLY, 0);
+	nth = syscall3(SYS_open, (long)"/proc/thread-self/fail-nth", O_RDWR, 0);
+	back = syscall3(SYS_open, (long)"/proc/thread-self/fail-nth", O_RDONLY, 0);
+	if (fd < 0 || nth < 0 || back < 0)
+		fail("cannot open the module or fail-nth\n", 35);
+	p = put_number(p, n);
+	if (syscall3(SYS_write, nth, (long)buf, p - buf) != p - buf)
+		fail("cannot write fail-nth\n", 22);
+	ret = syscall3(SYS_finit_module, fd, (long)"", 0);
+	/* What is left of the count: 0 once the point was reached. */
+	left = syscall3(SYS_read, back, (long)buf, sizeof(buf));
+	if (left <= 0)
+		fail("cannot read fail-nth\n", 21);
+	left = number(buf);
+	p = put_string(buf, "ret ");
+	if (ret < 0) {
+		*p++ = '-';
+		ret = -ret;
+	}
+	p = put_number(p, ret);
+	p = put_string(p, " left ");
+	p = put_number(p, left);
+	*p++ = '\n';
+	syscall3(SYS_write, 1, (long)buf, p - buf);
+	for (;;)
+		syscall3(SYS_exit, 0, 0, 0);
+}
+
 /* Called by _start with the initial stack: argc, then argv. */
 __attribute__((used, noreturn)) static void start(long *sp)
 {
@@ -356,6 +398,8 @@ __attribute__((used, noreturn)) static void start(long *sp)
 		hotplug(argv[2]);
 	if (sp[0] == 3 && s[0] == 'p')
 		pingpong(number(argv[2]));
+	if (sp[0] == 4 && s[0] == 'm')
+		modload(argv[2], number(argv[3]));
 	n = number(s);
 	t0 = now_ns();
 	for (i = 0; i < n; i++)
