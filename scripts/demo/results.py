@@ -648,10 +648,12 @@ def report(doc):
                   "Each flip enables or disables all 8 keys (512 sites), one key after "
                   "the other, then as one transaction; figures per flip of all 8, IPIs "
                   "received by all CPUs.", "",
-                  "Both ways go through the same commit (`StaticKey::enable()` is a "
-                  "transaction of one key): it checks every site of its keys before it "
-                  "writes any, then writes them with one batch in `rust`, key by key "
-                  "through upstream's update in `c`.", "",
+                  "Both ways take the same count steps (`static_key_begin()` and "
+                  "`static_key_end()`) and check every site of a key before they write "
+                  "any of it: one by one, each key's sites are written with a batch of "
+                  "their own in `rust`; the transaction checks every key first and writes "
+                  "all 512 sites with one batch; `c` goes key by key through upstream's "
+                  "update either way.", "",
                   table(["mode", "flips", "IPI rounds: one by one", "IPI rounds: transaction",
                          "IPIs received: one by one", "IPIs received: transaction",
                          "cost: one by one", "cost: transaction",
