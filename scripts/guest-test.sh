@@ -39,10 +39,10 @@ jlrs_initramfs_tools
 work=${JLRS_GUEST_WORK:-$JLRS_CACHE/$JLRS_BASE_VERSION/guest-test}
 mkdir -p "$work" "$(dirname "$log")"
 jlrs_user_programs "$work"
-# The KCSAN reports of upstream's own data races, which the guest's checks
-# of the kernel log leave out as summarize.py does.
-python3 "$JLRS_TOP/scripts/summarize.py" --upstream-races > "$work/upstream-races" ||
-	die "scripts/summarize.py --upstream-races failed"
+# What this project's code is called, for the guest's checks of the kernel
+# log, which leave out upstream's own data races as summarize.py does.
+python3 "$JLRS_TOP/scripts/summarize.py" --project-code > "$work/project-code" ||
+	die "scripts/summarize.py --project-code failed"
 {
 	cat <<LIST
 dir /dev 0755 0 0
@@ -72,7 +72,7 @@ LIST
 	for f in cases.inc audit.inc kmemleak.inc; do
 		echo "file /tests/$f $JLRS_TOP/scripts/guest-test/$f 0644 0 0"
 	done
-	echo "file /tests/upstream-races $work/upstream-races 0644 0 0"
+	echo "file /tests/project-code $work/project-code 0644 0 0"
 	for t in "$JLRS_TOP"/scripts/guest-test/*.sh; do
 		[ "$(basename "$t")" = init.sh ] && continue
 		echo "file /tests/$(basename "$t") $t 0755 0 0"
