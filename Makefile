@@ -6,12 +6,15 @@
 
 SHELL := /bin/bash
 
-.PHONY: all test demo series setup base overlay host-test kunit check
+.PHONY: all test test-matrix demo series setup base overlay host-test kunit check
 
 all: test
 
 test:
 	@scripts/test.sh
+
+test-matrix:
+	@scripts/test.sh matrix
 
 demo:
 	@scripts/demo.sh
