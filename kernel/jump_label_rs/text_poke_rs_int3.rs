@@ -31,10 +31,10 @@ fn base() -> usize {
 }
 
 /// The INT3 handler's work: finds the site the INT3 at `regs->ip - 1` belongs to in the
-/// published vector, `nr` sites at `sites`, by binary search, and emulates the instruction being written there, as
-/// if it had run: a CALL, JMP, RET or Jcc, or a NOP as a JMP to the next instruction. Returns
-/// false, changing nothing, for an address that is not in the vector and for an INT3 written
-/// on purpose, which are someone else's to handle.
+/// published vector, `nr` sites at `sites`, by binary search, and emulates the instruction
+/// being written there, as if it had run: a CALL, JMP, RET or Jcc, or a NOP as a JMP to the
+/// next instruction. Returns false, changing nothing, for an address that is not in the vector
+/// and for an INT3 written on purpose, which are someone else's to handle.
 ///
 /// Called from `noinstr` code with a reference on the vector held: it lives in `.noinstr.text`,
 /// and everything it uses is inlined; nothing panics or calls out.
@@ -43,8 +43,9 @@ fn base() -> usize {
 ///
 /// The caller holds a reference taken with `raw_atomic_inc_not_zero()` on this CPU's count;
 /// `sites` and `nr` are `text_poke_rs_published`'s, read after it: null, or `nr` sites the
-/// batch keeps live and unchanged until every reference is dropped. `regs` are the registers of a kernel-mode INT3 trap, saved by the entry code with the gap
-/// below the interrupted stack that lets a CALL be emulated (see `int3_emulate_push()`).
+/// batch keeps live and unchanged until every reference is dropped. `regs` are the registers
+/// of a kernel-mode INT3 trap, saved by the entry code with the gap below the interrupted
+/// stack that lets a CALL be emulated (see `int3_emulate_push()`).
 #[no_mangle]
 #[link_section = ".noinstr.text"]
 pub unsafe extern "C" fn text_poke_rs_emulate(
