@@ -63,6 +63,8 @@
 #include <linux/tick.h>
 #include <linux/uaccess.h>
 
+#include <asm/alternative.h>
+#include <asm/cpufeatures.h>
 #include <asm/invpcid.h>
 #include <asm/sections.h>
 #include <asm/tlbflush.h>
@@ -273,10 +275,19 @@ static atomic64_t ct_work_rs_tlb_sent;
  */
 static __always_inline enum ct_work_rs_flush ct_work_rs_flush_way(void)
 {
-	if (cpu_feature_enabled(X86_FEATURE_PTI))
-		return CT_WORK_RS_FLUSH_CR3;
-	if (cpu_feature_enabled(X86_FEATURE_INVPCID))
-		return CT_WORK_RS_FLUSH_INVPCID;
+	/*
+	 * One patched instruction picks the way, as one cpu_feature_enabled()
+	 * would pick between two: PTI's wins over INVPCID's. Until
+	 * alternatives are applied, the toggle, which is correct anywhere.
+	 */
+	asm goto(ALTERNATIVE_2("jmp %l[cr4]",
+			       "jmp %l[invpcid]", X86_FEATURE_INVPCID,
+			       "", X86_FEATURE_PTI)
+		 : : : : cr4, invpcid);
+	return CT_WORK_RS_FLUSH_CR3;
+invpcid:
+	return CT_WORK_RS_FLUSH_INVPCID;
+cr4:
 	return CT_WORK_RS_FLUSH_CR4;
 }
 
