@@ -24,16 +24,11 @@ b=$d/text_poke_bench/run
 plan 2
 rc=0
 fig() { sed -n "s/^$1 //p" $b; }
-# knob FILE VALUE: sets a fault attribute, or stops the test.
-knob() { echo "$2" > "$d/$1" || error "cannot set $d/$1: fault injection not built"; }
 for f in $b $ko /demo/syscalls /proc/self/fail-nth; do
 	[ -e $f ] || error "$f missing (the bench, the module or CONFIG_FAULT_INJECTION off?)"
 done
 echo rust > $d/text_poke/mode
-knob failslab/ignore-gfp-wait N
-knob fail_page_alloc/ignore-gfp-wait N
-knob fail_page_alloc/min-order 0
-for f in failslab fail_page_alloc fail_text_poke; do knob $f/verbose 0; done
+fault_knobs on
 
 t=modfaults_leave_nothing
 why=
@@ -75,23 +70,13 @@ for e in $errs; do
 done
 if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 
-knob failslab/ignore-gfp-wait Y
-knob fail_page_alloc/ignore-gfp-wait Y
-knob fail_page_alloc/min-order 1
-for f in failslab fail_page_alloc fail_text_poke; do knob $f/verbose 2; done
+fault_knobs off
 # jump_label_add_module() out of memory warns, as upstream's does, and so
 # does the jump_label_del_module() that undoes it, for the keys it had not
 # reached (upstream's "No memory during module load"); a write that did not
 # land warns once for its batch, put back (batch.rs): no other warning,
 # and no BUG, may come of the faults. Then the expected warnings leave the
 # log the other tests check.
-t=modfaults_no_other_warning
-other=$(warnings | grep -v 'at jump_label_module_notify+\|at jump_label_del_module+' |
-	grep -v 'kernel/jump_label_rs/batch.rs')
-if [ -n "$other" ]; then
-	fail $t "$(echo "$other" | head -n 1)"
-else
-	ok $t
-fi
-dmesg -c > /dev/null
+no_other_warning modfaults_no_other_warning \
+	'at jump_label_module_notify\+|at jump_label_del_module\+|kernel/jump_label_rs/batch.rs'
 exit $rc

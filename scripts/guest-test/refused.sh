@@ -14,12 +14,7 @@ run=$d/text_poke_bench/run
 . /tests/cases.inc
 plan 3
 rc=0
-# knob FILE VALUE: sets a fault attribute, or stops the test.
-knob() { echo "$2" > "$d/$1" || error "cannot set $d/$1: fault injection not built"; }
-knob failslab/ignore-gfp-wait N
-knob fail_page_alloc/ignore-gfp-wait N
-knob fail_page_alloc/min-order 0
-for f in failslab fail_page_alloc fail_text_poke; do knob $f/verbose 0; done
+fault_knobs on
 
 for what in 1024 txn; do
 	t=faults_keep_count_and_text_$what
@@ -40,19 +35,9 @@ for what in 1024 txn; do
 	fi
 done
 
-knob failslab/ignore-gfp-wait Y
-knob fail_page_alloc/ignore-gfp-wait Y
-knob fail_page_alloc/min-order 1
-for f in failslab fail_page_alloc fail_text_poke; do knob $f/verbose 2; done
+fault_knobs off
 # A write that did not land warns, once for each batch put back: no other
 # warning, and no BUG, may come of the faults. Then the expected warnings
 # leave the log the other tests check.
-t=faults_no_other_warning
-other=$(warnings | grep -v 'kernel/jump_label_rs/batch.rs')
-if [ -n "$other" ]; then
-	fail $t "$(echo "$other" | head -n 1)"
-else
-	ok $t
-fi
-dmesg -c > /dev/null
+no_other_warning faults_no_other_warning 'kernel/jump_label_rs/batch.rs'
 exit $rc
