@@ -569,6 +569,7 @@ impl Drop for Transaction {
 /// image; `ENODEV` for a module going away, which takes no new references.
 ///
 /// Not generic, so that the module lookup, which modules cannot call, stays in the kernel.
+#[cfg(CONFIG_TEXT_POKE_RS)]
 #[inline(never)]
 fn pin_owner(addr: usize) -> Result<*mut bindings::module> {
     #[cfg(CONFIG_MODULE_UNLOAD)]
@@ -592,6 +593,7 @@ fn pin_owner(addr: usize) -> Result<*mut bindings::module> {
 }
 
 /// Drops the reference [`pin_owner`] took, if any.
+#[cfg(CONFIG_TEXT_POKE_RS)]
 fn unpin_owner(module: *mut bindings::module) {
     #[cfg(CONFIG_MODULE_UNLOAD)]
     if !module.is_null() {
