@@ -57,6 +57,17 @@ use crate::{
 
 use super::x86;
 
+mod branch;
+mod deferred;
+mod ro;
+mod sites;
+#[cfg(CONFIG_TEXT_POKE_RS)]
+mod transaction;
+
+pub use self::{branch::*, deferred::*, ro::*, sites::*};
+#[cfg(CONFIG_TEXT_POKE_RS)]
+pub use transaction::Transaction;
+
 /// The kinds of static key a site can test.
 ///
 /// Implemented by [`StaticKeyFalse`], [`StaticKeyTrue`] and the C types `struct static_key_false`
@@ -195,28 +206,9 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
         self.set(false)
     }
 
-    #[cfg(CONFIG_TEXT_POKE_RS)]
     fn set(&self, enable: bool) -> Result {
-        might_sleep();
-        self.initialized()?;
-        // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep
-        // and, being allowed to flip keys, holds none of the locks the commit takes.
-        unsafe { set_key(self.as_raw(), enable, false) }
-    }
-
-    #[cfg(not(CONFIG_TEXT_POKE_RS))]
-    fn set(&self, enable: bool) -> Result {
-        might_sleep();
-        self.initialized()?;
-        // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep.
-        unsafe {
-            if enable {
-                bindings::static_key_enable(self.as_raw())
-            } else {
-                bindings::static_key_disable(self.as_raw())
-            }
-        };
-        Ok(())
+        // SAFETY: The caller does not hold `cpus_read_lock()`: it is not a `_cpuslocked` call.
+        unsafe { self.update(enable, false) }
     }
 
     /// Takes a reference on the key: `static_key_slow_inc()`.
@@ -276,32 +268,24 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
     /// # Safety
     ///
     /// The caller holds `cpus_read_lock()`.
-    #[cfg(CONFIG_TEXT_POKE_RS)]
     unsafe fn set_cpuslocked(&self, enable: bool) -> Result {
-        might_sleep();
-        self.initialized()?;
-        // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep and
-        // holds `cpus_read_lock()`.
-        unsafe { set_key(self.as_raw(), enable, true) }
+        // SAFETY: As the caller guarantees.
+        unsafe { self.update(enable, true) }
     }
 
+    /// Sets the key to `enable`: [`enable`](Self::enable) and [`disable`](Self::disable), and
+    /// their `_cpuslocked` forms if `cpuslocked`.
+    ///
     /// # Safety
     ///
-    /// The caller holds `cpus_read_lock()`.
-    #[cfg(not(CONFIG_TEXT_POKE_RS))]
-    unsafe fn set_cpuslocked(&self, enable: bool) -> Result {
+    /// The caller holds `cpus_read_lock()` if and only if `cpuslocked`.
+    unsafe fn update(&self, enable: bool, cpuslocked: bool) -> Result {
         might_sleep();
         self.initialized()?;
-        // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep and
-        // holds `cpus_read_lock()`.
-        unsafe {
-            if enable {
-                bindings::static_key_enable_cpuslocked(self.as_raw())
-            } else {
-                bindings::static_key_disable_cpuslocked(self.as_raw())
-            }
-        };
-        Ok(())
+        // SAFETY: By the type invariant `self.as_raw()` is a valid key; the caller may sleep,
+        // holds `cpus_read_lock()` as `cpuslocked` says and, being allowed to flip keys, none of
+        // the locks the update takes.
+        unsafe { set_key(self.as_raw(), enable, cpuslocked) }
     }
 
     /// [`inc`](Self::inc) for a caller that holds `cpus_read_lock()`:
@@ -433,177 +417,6 @@ impl<const INITIAL: bool> Default for StaticKey<INITIAL> {
     }
 }
 
-/// Changes to several keys, made together, with their sites patched as one batch.
-///
-/// A transaction records which keys to enable and disable; nothing changes until
-/// [`commit`](Self::commit), which changes every key's value and its sites together: three sync
-/// rounds in all with `text_poke=rust`, where changing the keys one by one takes three each.
-/// Until the commit returns, every key keeps its value and its text, and only the keys of the
-/// transaction wait for the batch: whatever else the caller changes meanwhile takes effect as
-/// it returns. Dropping a transaction without committing it changes nothing.
-///
-/// The commit checks every site of every key first: if one is corrupted, no key changes.
-/// A key may be named once per transaction. With `text_poke=c` or `serial` the commit changes
-/// the same keys, patching them one by one.
-///
-/// # Examples
-///
-/// ```
-/// use kernel::jump_label::{StaticKeyFalse, Transaction};
-///
-/// static A: StaticKeyFalse = StaticKeyFalse::new();
-/// static B: StaticKeyFalse = StaticKeyFalse::new();
-///
-/// let mut txn = Transaction::new();
-/// txn.enable(&A)?;
-/// txn.enable(&B)?;
-/// assert!(!A.is_enabled());
-/// txn.commit()?;
-/// assert!(A.is_enabled() && B.is_enabled());
-/// # A.disable()?;
-/// # B.disable()?;
-/// # Ok::<(), Error>(())
-/// ```
-///
-/// A key of a module keeps its module loaded until the transaction is committed or dropped
-/// (`rmmod` fails meanwhile): the commit never reaches a key whose module went away.
-///
-/// # Invariants
-///
-/// `pinned[i]` is the module that holds `claims[i].key`, of which the transaction holds a
-/// reference, or null for a key of the kernel image.
-#[cfg(CONFIG_TEXT_POKE_RS)]
-#[must_use = "a transaction changes nothing until it is committed"]
-pub struct Transaction {
-    claims: crate::alloc::KVec<bindings::text_poke_rs_claim>,
-    pinned: crate::alloc::KVec<*mut bindings::module>,
-}
-
-// SAFETY: A transaction only holds the addresses of keys, which are `Sync`, and references on
-// modules, which any thread may drop.
-#[cfg(CONFIG_TEXT_POKE_RS)]
-unsafe impl Send for Transaction {}
-
-#[cfg(CONFIG_TEXT_POKE_RS)]
-impl Transaction {
-    /// An empty transaction.
-    pub fn new() -> Self {
-        Self {
-            claims: crate::alloc::KVec::new(),
-            pinned: crate::alloc::KVec::new(),
-        }
-    }
-
-    /// Records that `key` is to take the value `enable`; fails with `EBUSY` if the key already
-    /// is in the transaction, and with `ENODEV` if it is a key of a module going away.
-    fn claim(&mut self, key: *mut bindings::static_key, enable: bool) -> Result {
-        if self.claims.iter().any(|c| c.key == key) {
-            return Err(EBUSY);
-        }
-        let flags = crate::alloc::flags::GFP_KERNEL;
-        self.claims.reserve(1, flags)?;
-        self.pinned.reserve(1, flags)?;
-        let module = pin_owner(key.addr())?;
-        // INVARIANT: Both vectors had room: the claim and its module are pushed together.
-        let _ = self.pinned.push_within_capacity(module);
-        let _ = self
-            .claims
-            .push_within_capacity(bindings::text_poke_rs_claim {
-                key,
-                enable,
-                flip: false,
-            });
-        Ok(())
-    }
-
-    /// Enables `key` at the commit.
-    pub fn enable<const INITIAL: bool>(&mut self, key: &'static StaticKey<INITIAL>) -> Result {
-        key.initialized()?;
-        self.claim(key.as_raw(), true)
-    }
-
-    /// Disables `key` at the commit.
-    pub fn disable<const INITIAL: bool>(&mut self, key: &'static StaticKey<INITIAL>) -> Result {
-        key.initialized()?;
-        self.claim(key.as_raw(), false)
-    }
-
-    /// Changes every key of the transaction and patches their sites as one batch.
-    ///
-    /// Fails with `EINVAL`, with a warning, no key changed and nothing written, if a site of
-    /// one of the keys, in the kernel image or in any module, does not hold what its key's value
-    /// put there; likewise with `ENOMEM` if the batch cannot make room for the keys' sites, and
-    /// with `EFAULT` if a page of their text cannot be mapped, and with `EIO` if a write does
-    /// not land (every site put back). A key already at the
-    /// value asked for is left as it is, as [`StaticKey::enable`] leaves it.
-    ///
-    /// Takes `cpus_read_lock()`, `jump_label_mutex` and `text_mutex`: may sleep.
-    pub fn commit(mut self) -> Result {
-        might_sleep();
-        // SAFETY: The claims name valid keys (they are `'static` keys), each once; the caller
-        // may sleep and holds none of the locks the commit takes.
-        crate::error::to_result(unsafe {
-            bindings::jump_label_rs_commit(self.claims.as_mut_ptr(), self.claims.len())
-        })
-    }
-}
-
-#[cfg(CONFIG_TEXT_POKE_RS)]
-impl Default for Transaction {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-#[cfg(CONFIG_TEXT_POKE_RS)]
-impl Drop for Transaction {
-    fn drop(&mut self) {
-        for &module in self.pinned.iter() {
-            // The type invariant says the transaction holds the reference `pin_owner()` took.
-            unpin_owner(module);
-        }
-    }
-}
-
-/// The module whose data holds `addr`, with a reference taken on it, or null for the kernel
-/// image; `ENODEV` for a module going away, which takes no new references.
-///
-/// Not generic, so that the module lookup, which modules cannot call, stays in the kernel.
-#[cfg(CONFIG_TEXT_POKE_RS)]
-#[inline(never)]
-fn pin_owner(addr: usize) -> Result<*mut bindings::module> {
-    #[cfg(CONFIG_MODULE_UNLOAD)]
-    {
-        with_owner(addr, |module| {
-            // SAFETY: `with_owner()` keeps a module it found valid while this runs;
-            // `try_module_get()` fails for one that is going away.
-            if module.is_null() || unsafe { bindings::try_module_get(module) } {
-                Ok(module)
-            } else {
-                Err(ENODEV)
-            }
-        })
-    }
-    // Without module unloading a module never goes away: no reference is needed.
-    #[cfg(not(CONFIG_MODULE_UNLOAD))]
-    {
-        let _ = addr;
-        Ok(core::ptr::null_mut())
-    }
-}
-
-/// Drops the reference [`pin_owner`] took, if any.
-#[cfg(CONFIG_TEXT_POKE_RS)]
-fn unpin_owner(module: *mut bindings::module) {
-    #[cfg(CONFIG_MODULE_UNLOAD)]
-    if !module.is_null() {
-        // SAFETY: `module` was pinned by `pin_owner()`, whose reference this drops.
-        unsafe { bindings::module_put(module) };
-    }
-    #[cfg(not(CONFIG_MODULE_UNLOAD))]
-    let _ = module;
-}
-
 /// Whether `addr` is in a module's data.
 ///
 /// Not generic, so that the module lookup, which modules cannot call, stays in the kernel.
@@ -630,365 +443,6 @@ fn with_owner<R>(addr: usize, f: impl FnOnce(*mut bindings::module) -> R) -> R {
     f(unsafe { bindings::__module_address(addr as c_ulong) })
 }
 
-/// A static key that may change only while the kernel boots: `DEFINE_STATIC_KEY_FALSE_RO()` and
-/// `DEFINE_STATIC_KEY_TRUE_RO()`.
-///
-/// Define one with [`define_static_key_ro!`](crate::define_static_key_ro), which places it in
-/// `.data..ro_after_init`, as C does. Once that section is about to become read-only, every
-/// change is refused with `EPERM` and a warning, where a C key would fault: in the kernel image,
-/// once the kernel starts to free its init memory; in a module, once the module's init has
-/// returned (while it runs, the key may change). Reading it and branching on it work as for any
-/// key. Text-poke deferral counts on such keys never changing after boot
-/// (`scripts/danger-zone.py`).
-#[repr(transparent)]
-pub struct StaticKeyRo<const INITIAL: bool>(StaticKey<INITIAL>);
-
-impl<const INITIAL: bool> private::Sealed for StaticKeyRo<INITIAL> {}
-impl<const INITIAL: bool> KeyType for StaticKeyRo<INITIAL> {
-    const INITIAL: bool = INITIAL;
-}
-
-impl<const INITIAL: bool> StaticKeyRo<INITIAL> {
-    /// Creates a key, for a `static` item in `.data..ro_after_init` (see
-    /// [`define_static_key_ro!`](crate::define_static_key_ro)).
-    pub const fn new() -> Self {
-        Self(StaticKey::new())
-    }
-
-    /// Returns the C `struct static_key`.
-    #[inline]
-    pub fn as_raw(&self) -> *mut bindings::static_key {
-        self.0.as_raw()
-    }
-
-    /// The key's reference count: `static_key_count()`.
-    pub fn count(&self) -> i32 {
-        self.0.count()
-    }
-
-    /// Whether the key is enabled: `static_key_enabled()`.
-    pub fn is_enabled(&self) -> bool {
-        self.0.is_enabled()
-    }
-
-    /// Checks every site against the key's value; see [`StaticKey::check_sites`].
-    pub fn check_sites(&self) -> Result<(usize, usize)> {
-        self.0.check_sites()
-    }
-
-    /// `Ok` while the key may change; `EPERM` with a warning once its section is about to
-    /// become read-only.
-    fn writable(&self) -> Result {
-        if ro_key_writable(self.as_raw().addr()) {
-            return Ok(());
-        }
-        crate::pr_warn!("static key {:p} is read-only after init\n", self.as_raw());
-        crate::warn_on!(true);
-        Err(EPERM)
-    }
-
-    /// [`StaticKey::enable`], while the kernel boots.
-    pub fn enable(&self) -> Result {
-        self.writable()?;
-        self.0.enable()
-    }
-
-    /// [`StaticKey::disable`], while the kernel boots.
-    pub fn disable(&self) -> Result {
-        self.writable()?;
-        self.0.disable()
-    }
-
-    /// [`StaticKey::inc`], while the kernel boots.
-    pub fn inc(&self) -> Result {
-        self.writable()?;
-        self.0.inc()
-    }
-
-    /// [`StaticKey::dec`], while the kernel boots; afterwards it warns and changes nothing.
-    pub fn dec(&self) {
-        if self.writable().is_ok() {
-            self.0.dec();
-        }
-    }
-}
-
-/// Whether a read-only-after-init key at `addr` may still change: in a module, until the module's
-/// init has returned (its state is no longer `MODULE_STATE_COMING`, and its
-/// `.data..ro_after_init` is made read-only next); in the kernel image, until the kernel starts
-/// to free its init memory.
-///
-/// Not generic, so that the module lookup, which modules cannot call, stays in the kernel.
-#[inline(never)]
-fn ro_key_writable(addr: usize) -> bool {
-    #[cfg(CONFIG_MODULES)]
-    {
-        let coming = with_owner(addr, |module| {
-            (!module.is_null()).then(|| {
-                // SAFETY: `with_owner()` keeps a module it found valid while this runs. Its
-                // `state` is an aligned `enum` the loader changes with `WRITE_ONCE()` while the
-                // module is listed; this volatile read is `READ_ONCE()`: no data race.
-                let state = unsafe { core::ptr::read_volatile(&raw const (*module).state) };
-                state == bindings::module_state_MODULE_STATE_COMING
-            })
-        });
-        if let Some(coming) = coming {
-            return coming;
-        }
-    }
-    #[cfg(not(CONFIG_MODULES))]
-    let _ = addr;
-    // SAFETY: `system_state` is an aligned `enum` that lives as long as the kernel. The init task
-    // stores `SYSTEM_FREEING_INITMEM` and `SYSTEM_RUNNING` with `WRITE_ONCE()`, and this load is
-    // marked: no data race with the boot. (Stores before those are made before any other task
-    // can get here; the suspend and reboot paths' later stores are upstream's plain ones,
-    // between values past the one compared.)
-    let state = unsafe { Atomic::from_ptr(&raw mut bindings::system_state) }.load(Relaxed);
-    state < bindings::system_states_SYSTEM_FREEING_INITMEM
-}
-
-impl<const INITIAL: bool> Default for StaticKeyRo<INITIAL> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-/// Defines a [`StaticKeyRo`]: `DEFINE_STATIC_KEY_FALSE_RO()` (`false`) or
-/// `DEFINE_STATIC_KEY_TRUE_RO()` (`true`).
-///
-/// # Examples
-///
-/// ```
-/// kernel::define_static_key_ro!(BOOT_CHOICE: false);
-///
-/// assert!(!kernel::static_branch_unlikely!(BOOT_CHOICE));
-/// ```
-#[macro_export]
-macro_rules! define_static_key_ro {
-    ($(#[$attr:meta])* $vis:vis $name:ident: $initial:literal) => {
-        $(#[$attr])*
-        #[link_section = ".data..ro_after_init"]
-        $vis static $name: $crate::jump_label::StaticKeyRo<$initial> =
-            $crate::jump_label::StaticKeyRo::new();
-    };
-}
-
-/// A static key whose last reference is dropped late, at most once per rate limit:
-/// `DEFINE_STATIC_KEY_DEFERRED_FALSE()` and `DEFINE_STATIC_KEY_DEFERRED_TRUE()`
-/// (`jump_label_ratelimit.h`).
-///
-/// A key that users take and drop in quick succession would patch the kernel text each time;
-/// [`dec_deferred`](Self::dec_deferred) drops the last reference only after the rate limit, so
-/// a reference taken again meanwhile costs no patching at all. Set the rate limit once, with
-/// [`rate_limit`](Self::rate_limit), before the first deferred decrement;
-/// [`flush`](Self::flush) drops a pending last reference at once. [`key`](Self::key) gives the
-/// key itself, for sites, [`StaticKey::inc`] and everything else.
-///
-/// A module that defines such a key flushes it before it goes away.
-///
-/// # Invariants
-///
-/// `inner.key` is a valid `struct static_key` (see [`StaticKey`]). `inner.timeout` and
-/// `inner.work` are zero while `state` is [`Self::UNLIMITED`], and set up by
-/// `jump_label_rate_limit()` once it is [`Self::LIMITED`]; only the thread that moved `state`
-/// to [`Self::SETTING`] writes them.
-///
-/// # Examples
-///
-/// ```
-/// use kernel::jump_label::StaticKeyDeferredFalse;
-///
-/// static TRACING: StaticKeyDeferredFalse = StaticKeyDeferredFalse::new();
-///
-/// TRACING.rate_limit(kernel::time::msecs_to_jiffies(60_000))?;
-/// TRACING.key().inc()?;
-/// assert!(kernel::static_branch_unlikely!(TRACING));
-/// // Still enabled until the minute has passed, or until it is flushed.
-/// TRACING.dec_deferred()?;
-/// assert!(TRACING.key().is_enabled());
-/// TRACING.flush();
-/// assert!(!kernel::static_branch_unlikely!(TRACING));
-/// # Ok::<(), Error>(())
-/// ```
-#[repr(C)]
-pub struct StaticKeyDeferred<const INITIAL: bool> {
-    // First, so that the key's address is the `static`'s: a site names the `static`.
-    inner: Opaque<bindings::static_key_deferred>,
-    state: Atomic<u32>,
-}
-
-/// A deferred static key that starts disabled: `DEFINE_STATIC_KEY_DEFERRED_FALSE()`.
-pub type StaticKeyDeferredFalse = StaticKeyDeferred<false>;
-
-/// A deferred static key that starts enabled: `DEFINE_STATIC_KEY_DEFERRED_TRUE()`.
-pub type StaticKeyDeferredTrue = StaticKeyDeferred<true>;
-
-// SAFETY: The key is changed through the C jump-label API, as a [`StaticKey`] is; the delayed
-// work is set up once (`state`) and then only handed to the workqueue API, which serialises it.
-unsafe impl<const INITIAL: bool> Sync for StaticKeyDeferred<INITIAL> {}
-
-// SAFETY: A static key holds no thread-bound state.
-unsafe impl<const INITIAL: bool> Send for StaticKeyDeferred<INITIAL> {}
-
-impl<const INITIAL: bool> private::Sealed for StaticKeyDeferred<INITIAL> {}
-impl<const INITIAL: bool> KeyType for StaticKeyDeferred<INITIAL> {
-    const INITIAL: bool = INITIAL;
-}
-
-impl<const INITIAL: bool> StaticKeyDeferred<INITIAL> {
-    const UNLIMITED: u32 = 0;
-    const SETTING: u32 = 1;
-    const LIMITED: u32 = 2;
-
-    /// Creates a key, for a `static` item; give it a rate limit before its first deferred
-    /// decrement.
-    pub const fn new() -> Self {
-        // SAFETY: `struct static_key_deferred` is made of integers, pointers and optional
-        // function pointers, for all of which zero is a valid value.
-        let mut raw: bindings::static_key_deferred = unsafe { core::mem::zeroed() };
-        raw.key = raw_key(INITIAL);
-        // INVARIANT: The key is initialised as a `StaticKey<INITIAL>`, the rest is zero, and
-        // the key is unlimited.
-        Self {
-            inner: Opaque::new(raw),
-            state: Atomic::new(Self::UNLIMITED),
-        }
-    }
-
-    /// The key itself: its value, its sites, and every change but the deferred decrement.
-    #[inline]
-    pub fn key(&self) -> &StaticKey<INITIAL> {
-        // SAFETY: `StaticKey` is a transparent wrapper of `Opaque<bindings::static_key>`, and
-        // the key is the first field of `inner`, initialised as a `StaticKey<INITIAL>` (type
-        // invariant); it lives as long as `self`.
-        unsafe { &*self.inner.get().cast::<StaticKey<INITIAL>>() }
-    }
-
-    /// Returns the C `struct static_key_deferred`.
-    #[inline]
-    pub fn as_raw(&self) -> *mut bindings::static_key_deferred {
-        self.inner.get()
-    }
-
-    /// Sets the rate limit, in jiffies: how long [`dec_deferred`](Self::dec_deferred) waits
-    /// before it drops the last reference (`jump_label_rate_limit()`).
-    ///
-    /// Fails with `EINVAL` and a warning for a limit of zero (a limit is unsigned: a negative
-    /// one does not compile; C takes zero for "at once, from a work item"), with `EBUSY` if the
-    /// key has a limit already, and with `EAGAIN` as [`StaticKey::enable`] does before
-    /// `jump_label_init()`; the key is left as it was. Only a `static` key of the kernel image
-    /// takes a limit: the work item that drops its last reference may run at any time later, and
-    /// would outlive a module that was unloaded meanwhile. A key of a module is refused with
-    /// `EINVAL` and a warning.
-    pub fn rate_limit(&'static self, rl: crate::time::Jiffies) -> Result {
-        self.key().initialized()?;
-        if in_module(self.as_raw().addr()) {
-            crate::pr_warn!(
-                "static key {:p}: a module's key cannot be rate-limited: its delayed work could \
-                 outlive the module\n",
-                self.as_raw()
-            );
-            crate::warn_on!(true);
-            return Err(EINVAL);
-        }
-        if rl == 0 {
-            crate::pr_warn!(
-                "static key {:p}: a rate limit of 0 jiffies\n",
-                self.as_raw()
-            );
-            crate::warn_on!(true);
-            return Err(EINVAL);
-        }
-        if self
-            .state
-            .cmpxchg(Self::UNLIMITED, Self::SETTING, Relaxed)
-            .is_err()
-        {
-            return Err(EBUSY);
-        }
-        // SAFETY: `self.as_raw()` is valid; the `cmpxchg` above made this thread the only one
-        // to write `timeout` and `work`, and no deferred decrement uses them before `state`
-        // says `LIMITED`.
-        unsafe { bindings::jump_label_rate_limit(self.as_raw(), rl) };
-        // INVARIANT: `jump_label_rate_limit()` set up `timeout` and `work`.
-        self.state
-            .store(Self::LIMITED, crate::sync::atomic::Release);
-        Ok(())
-    }
-
-    /// Whether the delayed drop of the last reference is pending.
-    fn drop_pending(&self) -> bool {
-        // SAFETY: `work` is in `self`; its `data` word is an aligned `atomic_long_t` that the
-        // workqueue code changes atomically.
-        let data = unsafe { Atomic::from_ptr(&raw mut (*self.as_raw()).work.work.data.counter) };
-        data.load(Relaxed) & (1 << bindings::work_bits_WORK_STRUCT_PENDING_BIT) != 0
-    }
-
-    /// Drops a reference taken with [`StaticKey::inc`]; the last one only after the rate limit
-    /// (`static_branch_slow_dec_deferred()`).
-    ///
-    /// A reference taken again before the rate limit has passed keeps the key enabled, with no
-    /// patching. Fails with `EINVAL` and a warning, changing nothing, before a rate limit is set
-    /// (where C's `DEFINE_STATIC_KEY_DEFERRED_FALSE()` sets it with the key) and when the key
-    /// has no reference left to drop (none, or only the one whose drop is pending); C's own
-    /// check (a warning) stands behind it for decrements that race. Fails with `EAGAIN` as
-    /// [`StaticKey::enable`] does before `jump_label_init()`.
-    ///
-    /// Does not sleep: the last reference is dropped by a work item.
-    pub fn dec_deferred(&'static self) -> Result {
-        if self.state.load(crate::sync::atomic::Acquire) != Self::LIMITED {
-            crate::pr_warn!(
-                "static key {:p}: deferred decrement without a rate limit\n",
-                self.as_raw()
-            );
-            crate::warn_on!(true);
-            return Err(EINVAL);
-        }
-        self.key().initialized()?;
-        let count = self.key().count();
-        if count <= 0 || (count == 1 && self.drop_pending()) {
-            crate::pr_warn!(
-                "static key {:p}: deferred decrement below zero\n",
-                self.as_raw()
-            );
-            crate::warn_on!(true);
-            return Err(EINVAL);
-        }
-        let raw = self.as_raw();
-        // SAFETY: `state` is `LIMITED` (read with `Acquire`), so `work` and `timeout` are set
-        // up (type invariant) and no longer written.
-        unsafe {
-            bindings::__static_key_slow_dec_deferred(
-                &raw mut (*raw).key,
-                &raw mut (*raw).work,
-                (*raw).timeout,
-            )
-        };
-        Ok(())
-    }
-
-    /// Drops a pending last reference now (`static_key_deferred_flush()`); does nothing if no
-    /// drop is pending.
-    ///
-    /// Waits for the work item: may sleep.
-    pub fn flush(&self) {
-        might_sleep();
-        if self.state.load(crate::sync::atomic::Acquire) != Self::LIMITED {
-            // No rate limit, so no work item was ever queued.
-            return;
-        }
-        let raw = self.as_raw();
-        // SAFETY: As in `dec_deferred()`: `work` is set up; the caller may sleep.
-        unsafe { bindings::__static_key_deferred_flush(raw.cast(), &raw mut (*raw).work) };
-    }
-}
-
-impl<const INITIAL: bool> Default for StaticKeyDeferred<INITIAL> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 /// A reference on a static key, dropped with the guard.
 ///
 /// # Invariants
@@ -1006,9 +460,9 @@ impl<const INITIAL: bool> Drop for StaticKeyRef<INITIAL> {
 }
 
 /// Holds `jump_label_mutex`.
-struct JumpLabelLock;
+struct JumpLabelMutex;
 
-impl JumpLabelLock {
+impl JumpLabelMutex {
     /// Takes the mutex. The caller must be allowed to sleep (it called `might_sleep()`).
     fn new() -> Self {
         // SAFETY: Taking the jump-label mutex only needs a context that may sleep, which the
@@ -1018,7 +472,7 @@ impl JumpLabelLock {
     }
 }
 
-impl Drop for JumpLabelLock {
+impl Drop for JumpLabelMutex {
     fn drop(&mut self) {
         // SAFETY: `self` exists only while the mutex is held by this thread.
         unsafe { bindings::jump_label_unlock() };
@@ -1058,11 +512,27 @@ impl Drop for TextLock {
 ///
 /// `key` is a valid key, and the caller may sleep, holds `cpus_read_lock()` if and only if
 /// `cpuslocked`, and holds neither `jump_label_mutex` nor `text_mutex`.
-#[cfg(CONFIG_TEXT_POKE_RS)]
 #[inline(never)]
 unsafe fn set_key(key: *mut bindings::static_key, enable: bool, cpuslocked: bool) -> Result {
-    // SAFETY: A valid key, in a context the update may run in, as the caller guarantees.
-    crate::error::to_result(unsafe { bindings::jump_label_rs_set(key, enable, cpuslocked) })
+    #[cfg(CONFIG_TEXT_POKE_RS)]
+    {
+        // SAFETY: A valid key, in a context the update may run in, as the caller guarantees.
+        crate::error::to_result(unsafe { bindings::jump_label_rs_set(key, enable, cpuslocked) })
+    }
+    #[cfg(not(CONFIG_TEXT_POKE_RS))]
+    {
+        // SAFETY: `key` is valid, and the caller may sleep and holds `cpus_read_lock()` for the
+        // `_cpuslocked` forms only, as the caller guarantees. Upstream's update cannot refuse.
+        unsafe {
+            match (enable, cpuslocked) {
+                (true, false) => bindings::static_key_enable(key),
+                (false, false) => bindings::static_key_disable(key),
+                (true, true) => bindings::static_key_enable_cpuslocked(key),
+                (false, true) => bindings::static_key_disable_cpuslocked(key),
+            }
+        };
+        Ok(())
+    }
 }
 
 /// Takes a reference on `key`: `static_key_slow_inc()` (`_cpuslocked` if `cpuslocked`), told
@@ -1083,8 +553,9 @@ unsafe fn inc_key(key: *mut bindings::static_key, cpuslocked: bool) -> Result {
     }
     #[cfg(not(CONFIG_TEXT_POKE_RS))]
     {
-        // SAFETY: As above. Upstream's update cannot refuse: only an overflow takes no
-        // reference.
+        // SAFETY: `key` is valid, and the caller may sleep and holds `cpus_read_lock()` for the
+        // `_cpuslocked` form only, as the caller guarantees. Upstream's update cannot refuse:
+        // only an overflow takes no reference.
         let taken = unsafe {
             if cpuslocked {
                 bindings::static_key_slow_inc_cpuslocked(key)
@@ -1098,321 +569,6 @@ unsafe fn inc_key(key: *mut bindings::static_key, cpuslocked: bool) -> Result {
             Err(EOVERFLOW)
         }
     }
-}
-
-/// Calls `f` on each site of `key` in the kernel image; see [`StaticKey::for_each_site`].
-///
-/// Not generic, so that modules using static keys need none of the symbols it uses.
-#[inline(never)]
-fn walk_sites(key: *mut bindings::static_key, f: &mut dyn FnMut(&Site)) -> Result {
-    let _lock = JumpLabelLock::new();
-    // Other text pokes (ftrace, kprobes) write without `jump_label_mutex`: `text_mutex` keeps
-    // every site whole while it is read.
-    #[cfg(CONFIG_TEXT_POKE_RS)]
-    let _text = TextLock::new();
-    // SAFETY: `key` is a valid key, and its `entries` word is only written under
-    // `jump_label_mutex`, which `_lock` holds.
-    let entries = unsafe { (*key).__bindgen_anon_1.entries };
-    // SAFETY: As above; `type_` is the same word as `entries`.
-    let flags = unsafe { (*key).__bindgen_anon_1.type_ };
-    if flags & bindings::JUMP_TYPE_LINKED as c_ulong != 0 {
-        return Err(ENOTSUPP);
-    }
-    let mask = bindings::JUMP_TYPE_MASK as c_ulong;
-    let mut entry = entries.map_addr(|a| a & !mask);
-    if entry.is_null() {
-        return Ok(());
-    }
-    let start = (&raw mut bindings::__start___jump_table).cast::<bindings::jump_entry>();
-    let stop = (&raw mut bindings::__stop___jump_table).cast::<bindings::jump_entry>();
-    if entry < start || entry >= stop {
-        return Err(ENOTSUPP);
-    }
-    while entry < stop {
-        // SAFETY: `entry` is in the kernel's jump table, whose entries stay put while `_lock`
-        // is held.
-        let site = unsafe { Site::from_entry(entry) };
-        if site.entry.key != key.addr() {
-            break;
-        }
-        if site.size != 0 {
-            f(&site);
-        }
-        // SAFETY: `entry < stop`, so the next entry is at most `stop`.
-        entry = unsafe { entry.add(1) };
-    }
-    Ok(())
-}
-
-/// A `__jump_table` entry, decoded: the one decoder of jump-table entries, for the sites
-/// [`StaticKey::for_each_site`] hands out and for the text-poke batch's update of a key.
-///
-/// An entry's fields are offsets from themselves; the key's two low bits are the entry's flags.
-#[derive(Clone, Copy, Debug)]
-pub struct JumpEntry {
-    /// The address of the site's instruction.
-    pub code: usize,
-    /// The address the site jumps to when it branches.
-    pub target: usize,
-    /// The address of the key.
-    pub key: usize,
-    /// The branch bit: the site jumps when its key's value differs from it.
-    pub branch: bool,
-    /// The init bit: the site is in init text, freed once the kernel or its module is up.
-    pub init: bool,
-}
-
-impl JumpEntry {
-    /// Decodes `entry`.
-    ///
-    /// # Safety
-    ///
-    /// `entry` points to a valid jump-table entry, which does not change while it is read.
-    #[inline(always)]
-    pub unsafe fn read(entry: *const bindings::jump_entry) -> Self {
-        // SAFETY: The caller guarantees `entry` is valid.
-        let e = unsafe { &*entry };
-        let rel = |field: usize, off: isize| field.wrapping_add_signed(off);
-        Self {
-            code: rel((&raw const e.code).addr(), e.code as isize),
-            target: rel((&raw const e.target).addr(), e.target as isize),
-            key: rel((&raw const e.key).addr(), e.key & !3),
-            branch: e.key & 1 != 0,
-            init: e.key & 2 != 0,
-        }
-    }
-}
-
-/// One site of a static key: a `__jump_table` entry and the instruction it patches.
-///
-/// Only handed out by [`StaticKey::for_each_site`], while the site cannot change or go away.
-pub struct Site {
-    entry: JumpEntry,
-    size: usize,
-}
-
-impl Site {
-    /// Reads a jump-table entry. Returns a site of size 0 for an entry whose code is no longer
-    /// kernel text (freed init text).
-    ///
-    /// # Safety
-    ///
-    /// `entry` is a valid entry of the kernel's jump table, and `jump_label_mutex` is held (and
-    /// `text_mutex`, with the Rust text-poke batch).
-    unsafe fn from_entry(entry: *mut bindings::jump_entry) -> Self {
-        // SAFETY: The caller guarantees `entry` is valid and does not change.
-        let entry = unsafe { JumpEntry::read(entry) };
-        let code = entry.code;
-        // SAFETY: `kernel_text_address()` only looks the address up.
-        let size = if unsafe { bindings::kernel_text_address(code) } == 0 {
-            0
-        } else {
-            let mut bytes = [0u8; x86::MAX_LEN];
-            // SAFETY: `code` is live kernel text, which cannot be patched while the caller's
-            // locks are held; the site's jump-table entry says an instruction of at least 2
-            // bytes starts there, and kernel text is followed by more text or padding, so
-            // the 5 bytes read are mapped.
-            unsafe { core::ptr::copy_nonoverlapping(code as *const u8, bytes.as_mut_ptr(), 5) };
-            // A corrupted site has no size: it holds no instruction of its key.
-            x86::site_size(&bytes).unwrap_or(x86::MAX_LEN)
-        };
-        Self { entry, size }
-    }
-
-    /// The address of the site's instruction.
-    #[inline]
-    pub fn code(&self) -> usize {
-        self.entry.code
-    }
-
-    /// The address the site jumps to when it branches.
-    #[inline]
-    pub fn target(&self) -> usize {
-        self.entry.target
-    }
-
-    /// The entry's branch bit: the site jumps when the key's value differs from it.
-    #[inline]
-    pub fn branch(&self) -> bool {
-        self.entry.branch
-    }
-
-    /// The size of the site's instruction: 2 or 5 bytes, and 5 for a site that holds neither
-    /// instruction a key puts there (a corrupted site).
-    #[inline]
-    pub fn size(&self) -> usize {
-        self.size
-    }
-
-    /// Whether the site jumps when the key is `enabled`: `jump_label_type()`.
-    #[inline]
-    pub fn jumps_when(&self, enabled: bool) -> bool {
-        x86::site_jumps(enabled, self.entry.branch)
-    }
-
-    /// The instruction the site must hold when the key is `enabled`.
-    #[inline]
-    pub fn expected(&self, enabled: bool) -> Option<x86::SiteInsn> {
-        x86::SiteInsn::for_site(
-            self.entry.code,
-            self.entry.target,
-            self.size,
-            self.jumps_when(enabled),
-        )
-    }
-
-    /// The site's current bytes and those after it, [`x86::MAX_LEN`] in all: the first
-    /// [`size`](Self::size) are the site's.
-    pub fn read(&self) -> [u8; x86::MAX_LEN] {
-        let mut bytes = [0u8; x86::MAX_LEN];
-        for (i, b) in bytes.iter_mut().enumerate() {
-            // SAFETY: The byte is in a site in live kernel text (`walk_sites` skips freed init
-            // text) or in the text or padding after it (see `Site::from_entry()`), which stays
-            // mapped while `jump_label_mutex` is held. Nothing writes it meanwhile: a key's sites
-            // are only written by flips of the key, under `jump_label_mutex`, which the walk
-            // holds. (Volatile, since the text is read-only where it is read here and
-            // `Atomic::from_ptr()` wants a writable object.)
-            *b = unsafe { core::ptr::read_volatile((self.entry.code + i) as *const u8) };
-        }
-        bytes
-    }
-
-    /// Decodes the site's current instruction.
-    pub fn decode(&self) -> x86::Decoded {
-        x86::decode(self.entry.code, &self.read()[..self.size])
-    }
-}
-
-/// Places a site on a static key for [`static_branch_likely!`](crate::static_branch_likely) and
-/// [`static_branch_unlikely!`](crate::static_branch_unlikely).
-///
-/// Evaluates to whether the key is enabled. `$likely` tells which direction is laid out as the
-/// fall-through.
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __static_key_branch {
-    ($key:path, $likely:literal) => {{
-        // The entry's flags: bit 0 is the branch bit, bit 1 asks objtool to turn the site's JMP
-        // into a NOP because the site starts out falling through.
-        const FLAGS: i32 = $crate::jump_label::site_flags(&raw const $key, $likely);
-        let jumped: bool = 'site: {
-            // SAFETY: The asm is one JMP to `l_yes` (or a NOP of the same size) and a
-            // `__jump_table` entry naming `$key`, a static key (checked by `site_flags`). The
-            // kernel only ever rewrites the instruction between that JMP and that NOP, and both
-            // continue at a label of this block without touching registers, memory or the stack.
-            unsafe {
-                $crate::asm!(
-                    include!(concat!(env!("OBJTREE"), "/rust/kernel/generated_static_key_asm.rs"));
-                    l_yes = label {
-                        // The jump is the unlikely direction of either kind of site: keep it
-                        // out of the fall-through path.
-                        ::core::hint::cold_path();
-                        break 'site true;
-                    },
-                    symb = sym $key,
-                    flags = const FLAGS,
-                    // Without it, the compiler keeps the stack aligned for the asm: a PUSH and
-                    // a POP on the fast path of a leaf function.
-                    options(nostack),
-                )
-            };
-            break 'site false;
-        };
-        if $likely {
-            !jumped
-        } else {
-            jumped
-        }
-    }};
-}
-
-/// The `__jump_table` flags of a site on a key of type `K`.
-///
-/// See [`x86::site_flags`]; taking the key checks at compile time that it is a static key.
-#[doc(hidden)]
-pub const fn site_flags<K: KeyType>(_key: *const K, likely: bool) -> i32 {
-    x86::site_flags(K::INITIAL, likely)
-}
-
-/// Branches on a static key, laying out the enabled direction as the fall-through.
-///
-/// Takes the path of a `static` [`StaticKeyFalse`] or [`StaticKeyTrue`], or of a C key's
-/// binding, and evaluates to whether the key is enabled. The test itself is a NOP or a JMP that
-/// the kernel patches when the key changes.
-///
-/// # Examples
-///
-/// ```
-/// use kernel::jump_label::StaticKeyTrue;
-///
-/// static FAST_PATH: StaticKeyTrue = StaticKeyTrue::new();
-///
-/// let taken = kernel::static_branch_likely!(FAST_PATH);
-/// assert!(taken);
-/// ```
-#[macro_export]
-macro_rules! static_branch_likely {
-    ($key:path) => {
-        $crate::__static_key_branch!($key, true)
-    };
-}
-
-/// The type of a static key that starts enabled if and only if a config option is set:
-/// `DEFINE_STATIC_KEY_MAYBE()`.
-///
-/// # Examples
-///
-/// ```
-/// use kernel::jump_label::StaticKey;
-///
-/// static ON_SMP: kernel::static_key_maybe!(CONFIG_SMP) = StaticKey::new();
-///
-/// assert_eq!(ON_SMP.is_enabled(), cfg!(CONFIG_SMP));
-/// ```
-#[macro_export]
-macro_rules! static_key_maybe {
-    ($cfg:meta) => {
-        $crate::jump_label::StaticKey<{ cfg!($cfg) }>
-    };
-}
-
-/// Branches on a static key, laying out as the fall-through the direction a config option
-/// makes likely: [`static_branch_likely!`](crate::static_branch_likely) if it is set,
-/// [`static_branch_unlikely!`](crate::static_branch_unlikely) if not (`static_branch_maybe()`).
-/// Only the chosen form is compiled: the key gets one site.
-///
-/// # Examples
-///
-/// ```
-/// use kernel::jump_label::StaticKey;
-///
-/// static ON_SMP: kernel::static_key_maybe!(CONFIG_SMP) = StaticKey::new();
-///
-/// assert_eq!(kernel::static_branch_maybe!(CONFIG_SMP, ON_SMP), cfg!(CONFIG_SMP));
-/// ```
-#[macro_export]
-macro_rules! static_branch_maybe {
-    ($cfg:meta, $key:path) => {{
-        #[cfg($cfg)]
-        let enabled = $crate::static_branch_likely!($key);
-        #[cfg(not($cfg))]
-        let enabled = $crate::static_branch_unlikely!($key);
-        enabled
-    }};
-}
-
-/// Branches on a static key, laying out the disabled direction as the fall-through.
-///
-/// Takes the path of a `static` [`StaticKeyFalse`] or [`StaticKeyTrue`], or of a C key's
-/// binding, and evaluates to whether the key is enabled.
-///
-/// This is [`static_branch_unlikely!`](crate::static_branch_unlikely) with one argument.
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __static_branch_unlikely {
-    ($key:path) => {
-        $crate::__static_key_branch!($key, false)
-    };
 }
 
 #[cfg(CONFIG_RUST_STATIC_KEY_KUNIT_TEST)]
@@ -1742,15 +898,15 @@ mod tests {
             unsafe { FALSE_KEY.enable_cpuslocked() }
         };
         let disable = || {
-            // SAFETY: As above.
+            // SAFETY: Run by `cpus_locked()`, which holds `cpus_read_lock()`.
             unsafe { FALSE_KEY.disable_cpuslocked() }
         };
         let inc = || {
-            // SAFETY: As above.
+            // SAFETY: Run by `cpus_locked()`, which holds `cpus_read_lock()`.
             unsafe { FALSE_KEY.inc_cpuslocked() }
         };
         let dec = || {
-            // SAFETY: As above.
+            // SAFETY: Run by `cpus_locked()`, which holds `cpus_read_lock()`.
             unsafe { FALSE_KEY.dec_cpuslocked() }
         };
         assert_eq!(cpus_locked(enable), Ok(()));
