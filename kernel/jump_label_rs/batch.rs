@@ -353,7 +353,8 @@ impl TextOps for KernelText {
     #[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
     fn sync(&mut self) {
         if self.may_defer {
-            crate::defer::sync(true);
+            // SAFETY: A `KernelText` only lives in a batch being applied, under `text_mutex`.
+            unsafe { crate::defer::sync(true) };
         } else {
             // SAFETY: An IPI round; may be called from any context that may sleep.
             unsafe { bindings::smp_text_poke_sync_each_cpu() };

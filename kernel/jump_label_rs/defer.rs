@@ -292,8 +292,10 @@ fn mark(deferred: &mut Cpumask, round: &mut bindings::text_poke_rs_round, cpu: c
 /// other CPU but the isolated ones in user space, which take it at their next kernel entry,
 /// when `may_defer` and deferral is on.
 ///
-/// Called with `text_mutex` held, as every batch is.
-pub fn sync(may_defer: bool) {
+/// # Safety
+///
+/// The caller holds `text_mutex`, as every batch does: the round's mask is one static mask.
+pub unsafe fn sync(may_defer: bool) {
     let mut round = bindings::text_poke_rs_round {
         deferred_cpus: ptr::null_mut(),
         local: -1,
@@ -307,7 +309,11 @@ pub fn sync(may_defer: bool) {
         // until the round returns.
         let mask = unsafe { bindings::text_poke_rs_round_mask() };
         round.deferred_cpus = mask;
-        // SAFETY: As above: `mask` is valid, and only this round uses it.
+        // SAFETY: `mask` is the static `struct cpumask` of `text_poke_rs_round_mask()`, valid for
+        // writes as long as the kernel runs. Every round uses it only under `text_mutex`, which the
+        // caller holds until this function returns, so no other reference to it exists while
+        // `ask()` holds this one; `text_poke_rs_sync_round()` reads it through
+        // `round.deferred_cpus` only after `ask()` has returned and the reference is gone.
         ask(unsafe { Cpumask::from_raw_mut(mask) }, &mut round);
     }
     // SAFETY: `round` and its mask live until the call returns; the round may sleep, as every

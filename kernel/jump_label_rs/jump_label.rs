@@ -77,12 +77,12 @@ use crate::{
 const REPORTED: usize = 4;
 
 /// `addr` as an offset from `_stext`: logs do not reveal where the kernel was loaded.
-fn off(addr: usize) -> usize {
+fn stext_offset(addr: usize) -> usize {
     addr.wrapping_sub((&raw const bindings::_stext).addr())
 }
 
 /// What the walk makes of a site.
-enum Plan {
+enum SiteAction {
     /// Not patched: freed init text, or not kernel text.
     Skip,
     /// Holds the instruction the key's previous value put there: write this.
@@ -111,11 +111,11 @@ fn current_bytes(_text: &TextMutex, code: usize) -> [u8; x86::MAX_LEN] {
 
 /// Decides what to do with the site of `e` for a key whose value is now `enabled`.
 #[inline(always)]
-fn plan(text: &TextMutex, e: &JumpEntry, enabled: bool, init: bool) -> Plan {
+fn site_action(text: &TextMutex, e: &JumpEntry, enabled: bool, init: bool) -> SiteAction {
     static NOT_TEXT: AtomicBool = AtomicBool::new(false);
 
     if !init && e.init {
-        return Plan::Skip;
+        return SiteAction::Skip;
     }
     // SAFETY: `kernel_text_address()` only looks the address up.
     if !batch::core_text(e.code) && unsafe { bindings::kernel_text_address(e.code) } == 0 {
@@ -123,14 +123,14 @@ fn plan(text: &TextMutex, e: &JumpEntry, enabled: bool, init: bool) -> Plan {
         if !e.init && !NOT_TEXT.swap(true, Ordering::Relaxed) {
             pr_warn!(
                 "jump_label: can't patch jump_label at _stext+{:#x}\n",
-                off(e.code)
+                stext_offset(e.code)
             );
             kernel::warn_on!(true);
         }
-        return Plan::Skip;
+        return SiteAction::Skip;
     }
     let have = current_bytes(text, e.code);
-    let wrong = |len| Plan::Wrong { have, len };
+    let wrong = |len| SiteAction::Wrong { have, len };
     let Some(len) = x86::site_size(&have) else {
         return wrong(x86::MAX_LEN);
     };
@@ -145,7 +145,7 @@ fn plan(text: &TextMutex, e: &JumpEntry, enabled: bool, init: bool) -> Plan {
         return wrong(len);
     }
     match batch::site_loc(e.code, new.padded(), len) {
-        Ok(loc) => Plan::Write(loc),
+        Ok(loc) => SiteAction::Write(loc),
         Err(_) => wrong(len),
     }
 }
@@ -214,7 +214,7 @@ pub unsafe extern "C" fn jump_label_rs_update(
             pr_err!(
                 "jump_label: no memory to queue the {sites} sites of key _stext+{:#x}: flip \
                  refused, nothing written\n",
-                off(key.addr())
+                stext_offset(key.addr())
             );
             return ENOMEM.to_errno();
         }
@@ -226,36 +226,41 @@ pub unsafe extern "C" fn jump_label_rs_update(
         if wrong < REPORTED {
             pr_err!(
                 "jump_label: site _stext+{:#x} of key _stext+{:#x} {}\n",
-                off(e.code),
-                off(key.addr()),
+                stext_offset(e.code),
+                stext_offset(key.addr()),
                 why
             );
         }
         wrong += 1;
     };
-    // SAFETY: As above.
+    // SAFETY: The caller guarantees that `entry..stop` is a valid run of jump-table entries, and it
+    // holds `jump_label_mutex`, the only lock under which entries are sorted, added or removed
+    // (module load and unload), for the whole walk. The closure reads and queues sites; it does not
+    // touch the table.
     unsafe {
-        for_each_entry(key, entry, stop, |e| match plan(text, e, enabled, init) {
-            Plan::Write(loc) => {
-                if queue {
-                    if let Err(why) = batch::push_key(text, loc) {
-                        report(e, format_args!("cannot be queued: {why:?}"));
+        for_each_entry(key, entry, stop, |e| {
+            match site_action(text, e, enabled, init) {
+                SiteAction::Write(loc) => {
+                    if queue {
+                        if let Err(why) = batch::push_key(text, loc) {
+                            report(e, format_args!("cannot be queued: {why:?}"));
+                        }
                     }
                 }
-            }
-            Plan::Wrong { have, len } => report(
-                e,
-                format_args!(
-                    "holds {:02x?}, not the {} its key left there",
-                    &have[..len],
-                    if x86::site_jumps(enabled, e.branch) {
-                        "NOP"
-                    } else {
-                        "JMP"
-                    }
+                SiteAction::Wrong { have, len } => report(
+                    e,
+                    format_args!(
+                        "holds {:02x?}, not the {} its key left there",
+                        &have[..len],
+                        if x86::site_jumps(enabled, e.branch) {
+                            "NOP"
+                        } else {
+                            "JMP"
+                        }
+                    ),
                 ),
-            ),
-            Plan::Skip => {}
+                SiteAction::Skip => {}
+            }
         })
     };
     if wrong == 0 {
@@ -265,7 +270,7 @@ pub unsafe extern "C" fn jump_label_rs_update(
     pr_err!(
         "jump_label: {wrong} site(s) of key _stext+{:#x} cannot be flipped: flip refused, \
          nothing written\n",
-        off(key.addr())
+        stext_offset(key.addr())
     );
     // SAFETY: Only counts the refusal, and traces it.
     unsafe { bindings::text_poke_rs_note_refused(key.cast_const().cast(), wrong as u32) };
@@ -304,24 +309,29 @@ fn finish_keys(text: &mut TextMutex, queued: c_int) -> c_int {
 }
 
 /// Holds `cpus_read_lock()` and `jump_label_mutex`, in that order.
-struct JumpLabelLock;
+struct UpdateLocks;
 
-impl JumpLabelLock {
+impl UpdateLocks {
     /// Takes both. May sleep.
     fn lock() -> Self {
         // SAFETY: Callers may sleep; the lock is released when `Self` is dropped.
         unsafe { bindings::cpus_read_lock() };
-        // SAFETY: As above, in the order `static_key_enable()` takes them.
+        // SAFETY: `jump_label_lock()` takes `jump_label_mutex`, which may sleep, as callers may.
+        // The mutex is not recursive: the only caller, `jump_label_rs_commit()`, holds none of the
+        // update's locks, as its contract requires. `cpus_read_lock()` is taken first, in the order
+        // `static_key_enable()` takes them, and the mutex is released when `Self` is dropped.
         unsafe { bindings::jump_label_lock() };
         Self
     }
 }
 
-impl Drop for JumpLabelLock {
+impl Drop for UpdateLocks {
     fn drop(&mut self) {
         // SAFETY: Taken in `lock()` by this task.
         unsafe { bindings::jump_label_unlock() };
-        // SAFETY: As above.
+        // SAFETY: `lock()` took `cpus_read_lock()` for this guard, which never leaves the task that
+        // made it (a local of `jump_label_rs_commit()`): it is released once, here, after
+        // `jump_label_mutex`, in the reverse order of taking.
         unsafe { bindings::cpus_read_unlock() };
     }
 }
@@ -355,7 +365,7 @@ pub unsafe extern "C" fn jump_label_rs_commit(
     }
     // SAFETY: The caller guarantees `claims` points to `n` claims, ours until we return.
     let claims = unsafe { core::slice::from_raw_parts_mut(claims, n) };
-    let _locks = JumpLabelLock::lock();
+    let _locks = UpdateLocks::lock();
 
     // Mark what changes, as `static_key_enable()` and `static_key_disable()` do, under
     // `jump_label_mutex`: fast paths only ever move a count between positive values.
@@ -366,7 +376,12 @@ pub unsafe extern "C" fn jump_label_rs_commit(
 
     let ret = update_keys(claims.iter().filter(|c| c.flip).map(|c| c.key));
     for c in claims.iter().filter(|c| c.flip) {
-        // SAFETY: As above; the key's sites were updated (or, `ret` says, none was written).
+        // SAFETY: `c.key` is a valid key, as the caller guarantees. `jump_label_mutex`, which
+        // `jump_label_rs_key_end()` asserts, is held by `_locks` since the
+        // `jump_label_rs_key_begin()` that set `c.flip`, and fast paths only move a count between
+        // positive values: the count is still the one `begin` set. `ret` is the result of
+        // `update_keys()` for all the flipped keys: 0 once their sites were written, or the error
+        // of an update that left every site as it was, and then the count is put back.
         // Whoever sees a key enabled also sees its sites written, as in `static_key_enable()`.
         unsafe { bindings::jump_label_rs_key_end(c.key, c.enable, ret) };
     }

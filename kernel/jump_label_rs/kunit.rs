@@ -571,7 +571,10 @@ mod tests {
             assert_eq!(KEY_CORRUPT.count(), 0);
             assert!(!KEY_CORRUPT.is_enabled());
             assert_eq!(snapshot(&KEY_CORRUPT), corrupt);
-            // SAFETY: As above.
+            // SAFETY: `KEY_CORRUPT` is a static key of this suite, initialised, writable and valid
+            // for as long as the test runs. `static_key_slow_inc()` may sleep and takes
+            // `cpus_read_lock()`, `jump_label_mutex` and `text_mutex`: a KUnit test runs in a
+            // kthread that may sleep and holds none of them.
             assert!(!unsafe { bindings::static_key_slow_inc(KEY_CORRUPT.as_raw()) });
             assert_eq!(count(), Some(5));
             assert_eq!(KEY_CORRUPT.count(), 0);
@@ -594,10 +597,15 @@ mod tests {
         write_site(code, &bytes[..len]);
         assert_eq!(snapshot(&KEY_CORRUPT), good);
         if !c_mode {
-            // SAFETY: As above.
+            // SAFETY: `KEY_CORRUPT` is a static key of this suite, initialised, writable and valid
+            // for as long as the test runs. `static_key_enable()` may sleep and takes
+            // `cpus_read_lock()`, `jump_label_mutex` and `text_mutex`: a KUnit test runs in a
+            // kthread that may sleep and holds none of them.
             unsafe { bindings::static_key_enable(KEY_CORRUPT.as_raw()) };
             assert_eq!(row!(site_corrupt, 0), 32);
-            // SAFETY: As above.
+            // SAFETY: As for the `static_key_enable()` above: `KEY_CORRUPT` is a valid, writable
+            // key, and this task may sleep and holds none of the locks `static_key_disable()`
+            // takes.
             unsafe { bindings::static_key_disable(KEY_CORRUPT.as_raw()) };
             assert_eq!(row!(site_corrupt, 0), 0);
         }
@@ -1081,7 +1089,9 @@ mod defer_tests {
         // On its own isolated CPU, in the kernel: the round neither defers to that CPU nor waits
         // for it to be in user space, nor counts an IPI for it (it syncs itself).
         defer::ask(&mut mask, &mut round);
-        // SAFETY: As above.
+        // SAFETY: `text_poke_stress_pin()` takes no pointer; with a negative CPU it lets this task
+        // run on every possible CPU again (`set_cpus_allowed_ptr()`), which may sleep, as a KUnit
+        // test's kthread holding no spinlock may.
         assert_eq!(unsafe { text_poke_stress_pin(-1) }, 0);
         assert_eq!(
             (round.deferred, round.waited, round.expired, round.sent),

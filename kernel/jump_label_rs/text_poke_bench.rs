@@ -551,7 +551,10 @@ impl Bench {
             unsafe { text_poke_timed_stop(&mut timed) };
         }
         if k.key.is_enabled() {
-            // SAFETY: As above.
+            // SAFETY: `k.key` is a key of this module or the `write_msr` tracepoint's key of the
+            // kernel image: initialised, writable, and valid while this module runs.
+            // `static_key_disable()` may sleep and takes `cpus_read_lock()`, `jump_label_mutex` and
+            // `text_mutex`: this debugfs write runs in task context and holds none of them.
             unsafe { bindings::static_key_disable(k.key.as_raw()) };
         }
         let mut values = [0u64; FIELDS.len()];
@@ -678,7 +681,10 @@ impl Bench {
         let before = stats();
         let ret = txn.commit();
         let after = stats();
-        // SAFETY: As above.
+        // SAFETY: `text_poke_rs_mod_go` is a `bool` of the kernel image (`text_poke_stress.c`),
+        // aligned and valid for reads and writes as long as the kernel runs. Every other access to
+        // it is marked (`READ_ONCE()` in `text_poke_mod_test.ko`'s init, `WRITE_ONCE()` in
+        // `text_poke_hold_jump_label()`, `Atomic` here), so none races with this store.
         unsafe { Atomic::from_ptr(&raw mut text_poke_rs_mod_go) }.store(false, Relaxed);
         let mut values = [0u64; FIELDS.len()];
         values[1] = 1;
@@ -828,7 +834,9 @@ impl Bench {
             // SAFETY: Only sets the calling task's count.
             unsafe { text_poke_fail_nth(n) };
             let ret = enable();
-            // SAFETY: As above.
+            // SAFETY: `text_poke_fail_nth()` takes no pointer: it reads and clears
+            // `current->fail_nth` with `READ_ONCE()` and `WRITE_ONCE()`, and `current` is this
+            // task, valid in the task context a debugfs write runs in.
             let left = unsafe { text_poke_fail_nth(0) };
             if let Err(e) = ret {
                 refused += 1;
@@ -910,20 +918,29 @@ impl Bench {
         match cmd {
             // SAFETY: The helpers take no pointers but those given here, valid for writes.
             Vmalloc::Storm(n) => errno(unsafe { text_poke_vstorm(n as u32, 16) })?,
-            // SAFETY: As above.
+            // SAFETY: `text_poke_vread()` takes no pointer. It takes `text_poke_vlock`, a mutex,
+            // and may `vmalloc()` its buffer, so it may sleep, as this debugfs write, in task
+            // context with no lock held, may.
             Vmalloc::Read => errno(unsafe { text_poke_vread() })?,
-            // SAFETY: As above.
+            // SAFETY: `text_poke_vreuse()` takes no pointer. It takes `text_poke_vlock`, frees and
+            // maps vmalloc memory and purges lazy mappings (`vm_unmap_aliases()`), so it may sleep,
+            // as this debugfs write, in task context with no lock held, may.
             Vmalloc::Reuse => errno(unsafe { text_poke_vreuse() })?,
             Vmalloc::Check => {
                 let (mut reused, mut stale) = (false, false);
-                // SAFETY: As above.
+                // SAFETY: `reused` and `stale` are local `bool`s, valid for writes for the whole
+                // call. `text_poke_vcheck()` takes `text_poke_vlock` and frees vmalloc memory, so
+                // it may sleep, as this task may.
                 errno(unsafe { text_poke_vcheck(&mut reused, &mut stale) })?;
                 values[21] = u64::from(reused);
                 values[22] = u64::from(stale);
             }
             Vmalloc::Tables(level) => {
                 let mut cpus: c_ulong = 0;
-                // SAFETY: As above.
+                // SAFETY: `cpus` is a local `c_ulong`, valid for writes for the whole call. `level`
+                // is `PMD_SHIFT` or `PUD_SHIFT` (`parse()`), and `text_poke_vtables()` refuses any
+                // other. It maps and unmaps vmalloc space and frees a page table, so it may sleep,
+                // as this task may.
                 errno(unsafe { text_poke_vtables(level, &mut cpus) })?;
                 values[40] = cpus;
             }

@@ -264,17 +264,26 @@ fn write_span(control: &Control, reader: &mut UserSliceReader) -> Result {
             Ok(())
         }
         "c_disable" => {
-            // SAFETY: As above.
+            // SAFETY: `raw` is the `struct static_key` of `text_poke_rs_span_key`, a key of the
+            // kernel image, initialised, never freed and writable (not `_RO`); `jump_label_init()`
+            // ran before any module could load. `static_key_disable()` may sleep and takes
+            // `cpus_read_lock()`, `jump_label_mutex` and `text_mutex`: a debugfs write runs in task
+            // context and holds none of them.
             unsafe { bindings::static_key_disable(raw) };
             Ok(())
         }
-        // SAFETY: As above.
+        // SAFETY: As for the `static_key_disable()` above: `raw` is a valid, writable key of the
+        // kernel image, and this task may sleep and holds none of the locks `static_key_slow_inc()`
+        // takes. A count at `INT_MAX` is refused, not overflowed.
         "c_inc" => match unsafe { bindings::static_key_slow_inc(raw) } {
             true => Ok(()),
             false => Err(EINVAL),
         },
         "c_dec" => {
-            // SAFETY: As above.
+            // SAFETY: As for the `static_key_disable()` above: `raw` is a valid, writable key of
+            // the kernel image, and this task may sleep and holds none of the locks
+            // `static_key_slow_dec()` takes. A decrement with no reference to drop is caught by its
+            // underflow warning and changes nothing.
             unsafe { bindings::static_key_slow_dec(raw) };
             Ok(())
         }
