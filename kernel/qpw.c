@@ -2,27 +2,38 @@
 /*
  * qpw: per-CPU data under a lock another CPU can take (see <linux/qpw.h>).
  *
- * The switch, set once at boot: qpw=0|1, else CONFIG_QPW_DEFAULT, else on
- * when nohz_full= or isolcpus= isolate CPUs, the systems whose isolated
- * CPUs the queued work would wake. Always on with PREEMPT_RT.
+ * The switch, set at boot: qpw=0|1, else CONFIG_QPW_DEFAULT, else on when
+ * nohz_full= or isolcpus= isolate CPUs, the systems whose isolated CPUs
+ * the queued work would wake. Always on with PREEMPT_RT. Turned on at run
+ * time, unless qpw=0 was given, when a cpuset partition isolates CPUs.
  */
 
 #define pr_fmt(fmt) "qpw: " fmt
 
+#include <linux/cpu.h>
+#include <linux/cpumask.h>
 #include <linux/errno.h>
 #include <linux/export.h>
 #include <linux/init.h>
 #include <linux/kstrtox.h>
+#include <linux/mutex.h>
 #include <linux/printk.h>
 #include <linux/qpw.h>
+#include <linux/rcupdate.h>
 #include <linux/sched/isolation.h>
 
 DEFINE_STATIC_KEY_MAYBE(CONFIG_QPW_DEFAULT, qpw_key);
-/* For qpw_enabled() in modules. */
+/* For qpw_spinlocks() in modules. */
 EXPORT_SYMBOL_GPL(qpw_key);
+DEFINE_STATIC_KEY_MAYBE(CONFIG_QPW_DEFAULT, qpw_remote_key);
+/* For qpw_enabled() in modules. */
+EXPORT_SYMBOL_GPL(qpw_remote_key);
+DEFINE_STATIC_KEY_FALSE(qpw_switching_key);
+/* For the unlocks of modules. */
+EXPORT_SYMBOL_GPL(qpw_switching_key);
 
 /* -1: not given at boot. */
-static int qpw_param __initdata = -1;
+static int qpw_param = -1;
 
 static int __init qpw_setup(char *str)
 {
@@ -55,12 +66,112 @@ static int __init qpw_init(void)
 		on = true;
 	}
 
-	if (on)
+	if (on) {
 		static_branch_enable(&qpw_key);
-	else
+		static_branch_enable(&qpw_remote_key);
+	} else {
+		static_branch_disable(&qpw_remote_key);
 		static_branch_disable(&qpw_key);
+	}
 	pr_info("remote per-CPU work %s\n",
 		on ? "taken under the target's lock (qpw=1)" : "queued on the target (qpw=0)");
 	return 0;
 }
 early_initcall(qpw_init);
+
+static DEFINE_MUTEX(qpw_switch_mutex);
+
+/*
+ * Turns qpw on at run time, and never off (the locks would have to go back
+ * to local_locks with remote drainers still taking them); returns whether
+ * it turned it on. Might sleep; not with the CPU hotplug lock held.
+ *
+ * Other CPUs hold qpw locks meanwhile, and a key's sites change one at a
+ * time (a lock's site may be new while its unlock's is old), so it goes
+ * in steps. First every unlock releases what its lock took, the spinlock
+ * if the caller holds it, else the local_lock (qpw_switching_key; where
+ * the owner's unlock is one store in either mode, that changes nothing).
+ * Then the locks become spinlocks (qpw_key), while remote work is still
+ * queued on its target, which takes its own spinlock there. A section
+ * that took its lock as a local_lock ran with preemption or interrupts
+ * off (PREEMPT_RT, where it would not, has qpw on from boot):
+ * synchronize_rcu() waits for all of them, and until it returns nobody
+ * takes a spinlock such a section stands for (another CPU's owners take
+ * their own; a dead CPU's is taken under CPU hotplug, which the key's
+ * update holds off). Then remote work is taken under the spinlocks
+ * (qpw_remote_key), with CPU hotplug held off for writing:
+ * kernel::qpw::PerCpu decides under the read side whether an offline
+ * CPU's data is reached without its lock. Once every lock is a spinlock,
+ * unlocks go by the key again.
+ *
+ * A key update the text-poke batch refuses leaves the key as it was:
+ * then qpw stays off (or, refused the last step, its locks spinlocks with
+ * remote work queued, which is consistent), and the kernel says so.
+ */
+static bool __qpw_switch_on(void)
+{
+	bool on;
+
+	lockdep_assert_held(&qpw_switch_mutex);
+	if (IS_ENABLED(CONFIG_PREEMPT_RT) || static_key_enabled(&qpw_remote_key))
+		return false;
+	static_branch_enable(&qpw_switching_key);
+	if (!static_key_enabled(&qpw_switching_key)) {
+		pr_warn("not switched on: its unlocks' update was refused\n");
+		return false;
+	}
+	static_branch_enable(&qpw_key);
+	/* Sections that took a spinlock before an update was undone, too. */
+	synchronize_rcu();
+	if (!static_key_enabled(&qpw_key)) {
+		pr_warn("not switched on: its locks' update was refused\n");
+		on = false;
+	} else {
+		cpus_write_lock();
+		static_branch_enable_cpuslocked(&qpw_remote_key);
+		on = static_key_enabled(&qpw_remote_key);
+		cpus_write_unlock();
+		if (!on)
+			pr_warn("not switched on: remote work's update was refused; the locks are spinlocks\n");
+	}
+	static_branch_disable(&qpw_switching_key);
+	return on;
+}
+
+bool qpw_switch_on(void)
+{
+	bool on;
+
+	mutex_lock(&qpw_switch_mutex);
+	on = __qpw_switch_on();
+	mutex_unlock(&qpw_switch_mutex);
+	return on;
+}
+
+/* The CPUs isolated at run time, under qpw_switch_mutex. */
+static struct cpumask qpw_isolated;
+
+/*
+ * Called by housekeeping_update() when cpuset partitions change the CPUs
+ * isolated (@isolated, possibly none, with those isolated at boot), from
+ * task context, without the CPU hotplug lock: turns qpw on for those
+ * isolated at run time, unless qpw=0 was given, which it then says once.
+ */
+void qpw_isolation_update(const struct cpumask *isolated)
+{
+	if (IS_ENABLED(CONFIG_PREEMPT_RT))
+		return;
+
+	mutex_lock(&qpw_switch_mutex);
+	if (!cpumask_and(&qpw_isolated, isolated,
+			 housekeeping_cpumask(HK_TYPE_DOMAIN_BOOT)))
+		goto out;
+	if (qpw_param == 0)
+		pr_warn_once("CPUs %*pbl isolated at run time, but qpw=0: remote per-CPU work is still queued on them\n",
+			     cpumask_pr_args(&qpw_isolated));
+	else if (__qpw_switch_on())
+		pr_info("CPUs %*pbl isolated at run time: remote per-CPU work now taken under the target's lock (qpw=1)\n",
+			cpumask_pr_args(&qpw_isolated));
+out:
+	mutex_unlock(&qpw_switch_mutex);
+}

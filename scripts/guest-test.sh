@@ -99,6 +99,7 @@ done
 # the log before it.
 first_tests=${all_tests/hotplug,/}
 first_tests=${first_tests/modfaults,/}
+first_tests=${first_tests/isopart,/}
 after_tests=
 if grep -qx 'CONFIG_TEXT_POKE_RS_DEFER_DEBUG=y' "$JLRS_BUILD/.config" 2>/dev/null; then
 	after_tests=audit,
@@ -128,15 +129,22 @@ guest() {
 # boot I N ARGS...: boot I of N, with these kernel arguments more, its
 # output appended to $log. Sets status to 1 if the guest's tests ended
 # with anything but "@@ end 0", and stops there if they did not end.
+# ARGS "-noiso" (not passed on): no CPU isolated at boot.
 boot() {
-	local i=$1 n=$2 part=$work/boot.log rc end tests=$all_tests a
+	local i=$1 n=$2 part=$work/boot.log rc end tests=$all_tests a args=()
+	local iso="nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3" what="CPUs 2-3 isolated"
 	shift 2
 	for a in "$@"; do
-		case $a in jlrs_tests=*) tests=${a#jlrs_tests=},;; esac
+		case $a in
+		jlrs_tests=*) tests=${a#jlrs_tests=}, ;;
+		-noiso) iso= what="no CPU isolated"; continue ;;
+		esac
+		args+=("$a")
 	done
+	set -- "${args[@]}"
 	tests=$tests$after_tests
-	echo "@@ host boot $i/$n tests=${tests%,}: $*" >> "$log"
-	msg "booting the test kernel with user space (TCG, 4 vCPUs, CPUs 2-3 isolated, $*)"
+	echo "@@ host boot $i/$n tests=${tests%,}: $iso $*" >> "$log"
+	msg "booting the test kernel with user space (TCG, 4 vCPUs, $what, $*)"
 	# ftrace=nop: ftrace's startup self-tests already ran in the KUnit boots.
 	# CPUs 2 and 3 isolated, as make demo's isolation boot, for defer.sh.
 	# tsc=reliable: the clocksource watchdog's skew check otherwise sends a
@@ -144,7 +152,7 @@ boot() {
 	# few seconds: upstream noise that isolated systems boot without, and
 	# that would hide what text poking sends.
 	rc=0
-	guest 600 "$part" "nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3 $*" || rc=$?
+	guest 600 "$part" "$iso $*" || rc=$?
 	cat "$part" >> "$log"
 	grep -E '^@@ (case|error)' "$part" | sed 's/^@@ /[guest-test] /' >&2 || true
 	[ "$rc" = 124 ] && die "the guest ($*) timed out after 600 s (log: $log)"
@@ -199,14 +207,19 @@ stop_boot() {
 # the hotplug torture (its five offlines of CPU 1 leave tlb.sh's offline
 # of CPU 3 within 7.2's limit) and the module load faults (which clear the
 # log of the warnings they expect, after defer.sh's and hotplug.sh's
-# checks of it); then a boot that must stop.
+# checks of it); a boot with no CPU isolated and no qpw=, in which a
+# cpuset partition isolates CPUs at run time (isopart.sh, which also runs
+# last with qpw=0); then a boot that must stop.
 boots=("qpw=1 jlrs_tests=${first_tests%,}"
-	"qpw=0 text_poke_defer=maybe tlb_defer=maybe jlrs_tests=qpw,params"
-	"pti=on jlrs_tests=defer,hotplug,modfaults,tlb")
-# $JLRS_GUEST_TESTS=a,b: one boot (qpw=1) of those tests alone, for a test
-# under development; make test never sets it.
+	"qpw=0 text_poke_defer=maybe tlb_defer=maybe jlrs_tests=qpw,params,isopart"
+	"pti=on jlrs_tests=defer,hotplug,modfaults,tlb"
+	"-noiso jlrs_tests=isopart")
+# $JLRS_GUEST_TESTS=a,b: one boot (qpw=1, or the arguments of
+# $JLRS_GUEST_BOOT) of those tests alone, for a test under development;
+# make test never sets it.
 if [ -n "${JLRS_GUEST_TESTS:-}" ]; then
-	boot 1 1 qpw=1 "jlrs_tests=$JLRS_GUEST_TESTS"
+	# shellcheck disable=SC2086 # the boot's arguments, one a word
+	boot 1 1 ${JLRS_GUEST_BOOT:-qpw=1} "jlrs_tests=$JLRS_GUEST_TESTS"
 	exit $status
 fi
 n=$((${#boots[@]} + 1))

@@ -13,13 +13,19 @@
  * wants the cache drained takes the owner's spinlock and drains it itself.
  * qpw_queue_work_on() then runs the work at once, on the caller, for the
  * target CPU (qpw_work_lock() tells the work function which), and
- * qpw_flush_work() has nothing to wait for.
+ * qpw_flush_work() has nothing to wait for but work queued before qpw was
+ * switched on.
  *
- * Off or on is chosen once, at boot (qpw=0|1, or CONFIG_QPW_DEFAULT; on by
+ * Off or on is chosen at boot (qpw=0|1, or CONFIG_QPW_DEFAULT; on by
  * itself when CPUs are isolated with nohz_full= or isolcpus=), before a
- * second CPU runs: a lock is never taken in one mode and released in the
- * other. Without CONFIG_QPW a qpw lock is a local_lock and the work is
- * queued, as before.
+ * second CPU runs. Where qpw=0 was not given it is also turned on, never
+ * off, when a cpuset partition isolates CPUs at run time, in steps
+ * (qpw_switch_on(), kernel/qpw.c): while it switches, every unlock
+ * releases what its lock took, the spinlock if it is held, else the
+ * local_lock; the locks become spinlocks, qpw_spinlocks(); and once every
+ * section that took one as a local_lock is over, remote work is taken
+ * under them, qpw_enabled(). Without CONFIG_QPW a qpw lock is a
+ * local_lock and the work is queued, as before.
  *
  * On PREEMPT_RT a local_lock is a per-CPU spinlock already (a sleeping
  * one, as every spinlock_t there): a qpw lock is always that spinlock,
@@ -86,16 +92,34 @@ struct qpw_lock {
 #endif
 
 #ifdef CONFIG_QPW
+/*
+ * Locks are spinlocks; remote work is taken under them (implies qpw_key);
+ * qpw is being switched on, and unlocks look at what their lock took.
+ */
 DECLARE_STATIC_KEY_MAYBE(CONFIG_QPW_DEFAULT, qpw_key);
+DECLARE_STATIC_KEY_MAYBE(CONFIG_QPW_DEFAULT, qpw_remote_key);
+DECLARE_STATIC_KEY_FALSE(qpw_switching_key);
+
+bool qpw_switch_on(void);
+void qpw_isolation_update(const struct cpumask *isolated);
+#else
+static inline bool qpw_switch_on(void)
+{
+	return false;
+}
+
+static inline void qpw_isolation_update(const struct cpumask *isolated)
+{
+}
 #endif
 
 /*
- * Whether qpw locks are spinlocks that other CPUs take: always on
- * PREEMPT_RT; else with CONFIG_QPW as chosen at boot, where the branch
- * lays out the default of the build (CONFIG_QPW_DEFAULT) in line, the
- * other mode behind a jump.
+ * Whether qpw locks are spinlocks, which other CPUs may take: always on
+ * PREEMPT_RT; else with CONFIG_QPW once qpw is on, where the branch lays
+ * out the default of the build (CONFIG_QPW_DEFAULT) in line, the other
+ * mode behind a jump. On before qpw_enabled() when switched at run time.
  */
-static __always_inline bool qpw_enabled(void)
+static __always_inline bool qpw_spinlocks(void)
 {
 	if (IS_ENABLED(CONFIG_PREEMPT_RT))
 		return true;
@@ -107,12 +131,42 @@ static __always_inline bool qpw_enabled(void)
 }
 
 /*
+ * Whether qpw is on: remote per-CPU work is taken under the target's lock
+ * by the CPU that wants it done. Always on PREEMPT_RT; implies
+ * qpw_spinlocks().
+ */
+static __always_inline bool qpw_enabled(void)
+{
+	if (IS_ENABLED(CONFIG_PREEMPT_RT))
+		return true;
+#ifdef CONFIG_QPW
+	return static_branch_maybe(CONFIG_QPW_DEFAULT, &qpw_remote_key);
+#else
+	return false;
+#endif
+}
+
+/*
  * Whether the owner takes the spinlock of its own (qpw on, not RT): else
  * it takes the local_lock, which on RT is the spinlock other CPUs take.
  */
 static __always_inline bool __qpw_spinlock_enabled(void)
 {
-	return !IS_ENABLED(CONFIG_PREEMPT_RT) && qpw_enabled();
+	return !IS_ENABLED(CONFIG_PREEMPT_RT) && qpw_spinlocks();
+}
+
+/*
+ * Whether qpw is being switched on (qpw_switch_on()): the keys' sites
+ * change one at a time, so that a section may take its lock one way and
+ * reach an unlock that would release it the other way.
+ */
+static __always_inline bool __qpw_switching(void)
+{
+#if defined(CONFIG_QPW) && !defined(CONFIG_PREEMPT_RT)
+	return static_branch_unlikely(&qpw_switching_key);
+#else
+	return false;
+#endif
 }
 
 /*
@@ -152,6 +206,21 @@ __qpw_spinlock(struct qpw_lock __percpu *lock, int cpu)
 	return per_cpu_ptr(&lock->sl, cpu);
 #else
 	return NULL;
+#endif
+}
+
+/*
+ * Whether the spinlock of @cpu is held, by the caller, which holds the
+ * qpw lock of @cpu: else it took the lock as a local_lock, and nobody
+ * takes the spinlock until the caller has let go, also while qpw is
+ * switched on (kernel/qpw.c). Always on PREEMPT_RT.
+ */
+static __always_inline bool __qpw_spinlock_held(struct qpw_lock __percpu *lock, int cpu)
+{
+#ifdef QPW_SPINLOCK
+	return raw_spin_is_locked(&__qpw_spinlock(lock, cpu)->rlock);
+#else
+	return IS_ENABLED(CONFIG_PREEMPT_RT);
 #endif
 }
 
@@ -195,6 +264,12 @@ static __always_inline void __qpw_this_lock(struct qpw_lock __percpu *lock)
 #define QPW_UNLOCK_STORE 1
 #endif
 
+/* As __qpw_spinlock_held(), for this CPU. */
+static __always_inline bool __qpw_this_spinlock_held(struct qpw_lock __percpu *lock)
+{
+	return raw_spin_is_locked(&__qpw_this_spinlock(lock)->rlock);
+}
+
 static __always_inline void __qpw_this_unlock(struct qpw_lock __percpu *lock)
 {
 #ifdef QPW_UNLOCK_STORE
@@ -212,6 +287,11 @@ static __always_inline void __qpw_this_unlock(struct qpw_lock __percpu *lock)
 #else /* !QPW_SPINLOCK */
 static __always_inline void __qpw_this_lock(struct qpw_lock __percpu *lock)
 {
+}
+
+static __always_inline bool __qpw_this_spinlock_held(struct qpw_lock __percpu *lock)
+{
+	return false;
 }
 
 static __always_inline void __qpw_this_unlock(struct qpw_lock __percpu *lock)
@@ -289,7 +369,7 @@ static __always_inline void local_qpw_unlock(struct qpw_lock __percpu *lock)
 	__qpw_this_unlock(lock);
 	preempt_enable();
 #else
-	if (__qpw_spinlock_enabled()) {
+	if (__qpw_switching() ? __qpw_this_spinlock_held(lock) : __qpw_spinlock_enabled()) {
 		__qpw_this_unlock(lock);
 		preempt_enable();
 	} else {
@@ -322,7 +402,7 @@ local_qpw_unlock_irqrestore(struct qpw_lock __percpu *lock, unsigned long flags)
 	__qpw_this_unlock(lock);
 	local_irq_restore(flags);
 #else
-	if (__qpw_spinlock_enabled()) {
+	if (__qpw_switching() ? __qpw_this_spinlock_held(lock) : __qpw_spinlock_enabled()) {
 		__qpw_this_unlock(lock);
 		local_irq_restore(flags);
 	} else {
@@ -353,7 +433,7 @@ static __always_inline int qpw_work_lock(struct qpw_lock __percpu *lock,
 {
 	int cpu;
 
-	if (qpw_enabled()) {
+	if (qpw_spinlocks()) {
 		cpu = container_of(work, struct qpw_work, work)->cpu;
 		spin_lock(__qpw_spinlock(lock, cpu));
 	} else {
@@ -369,7 +449,7 @@ static __always_inline int qpw_work_lock(struct qpw_lock __percpu *lock,
  */
 static __always_inline void qpw_lock(struct qpw_lock __percpu *lock, int cpu)
 {
-	if (qpw_enabled()) {
+	if (qpw_spinlocks()) {
 		spin_lock(__qpw_spinlock(lock, cpu));
 	} else {
 		local_lock(&lock->ll);
@@ -377,9 +457,14 @@ static __always_inline void qpw_lock(struct qpw_lock __percpu *lock, int cpu)
 	}
 }
 
+/*
+ * Releases what qpw_lock() or qpw_work_lock() took: the spinlock if the
+ * caller holds it, else the local_lock, as the lock's mode may change in
+ * between while qpw is switched on.
+ */
 static __always_inline void qpw_unlock(struct qpw_lock __percpu *lock, int cpu)
 {
-	if (qpw_enabled())
+	if (__qpw_spinlock_held(lock, cpu))
 		spin_unlock(__qpw_spinlock(lock, cpu));
 	else
 		local_unlock(&lock->ll);
@@ -390,7 +475,7 @@ __qpw_lock_irqsave(struct qpw_lock __percpu *lock, int cpu)
 {
 	unsigned long flags;
 
-	if (qpw_enabled()) {
+	if (qpw_spinlocks()) {
 		spin_lock_irqsave(__qpw_spinlock(lock, cpu), flags);
 	} else {
 		local_lock_irqsave(&lock->ll, flags);
@@ -405,7 +490,7 @@ __qpw_lock_irqsave(struct qpw_lock __percpu *lock, int cpu)
 static __always_inline void
 qpw_unlock_irqrestore(struct qpw_lock __percpu *lock, unsigned long flags, int cpu)
 {
-	if (qpw_enabled())
+	if (__qpw_spinlock_held(lock, cpu))
 		spin_unlock_irqrestore(__qpw_spinlock(lock, cpu), flags);
 	else
 		local_unlock_irqrestore(&lock->ll, flags);
@@ -426,11 +511,12 @@ static inline bool qpw_queue_work_on(int cpu, struct workqueue_struct *wq,
 	return queue_work_on(cpu, wq, &qw->work);
 }
 
-/* Waits for qpw_queue_work_on()'s work: nothing to wait for when on. */
+/*
+ * Waits for qpw_queue_work_on()'s work: nothing to wait for when it ran at
+ * once, but it may have been queued before qpw was switched on.
+ */
 static inline bool qpw_flush_work(struct qpw_work *qw)
 {
-	if (qpw_enabled())
-		return false;
 	return flush_work(&qw->work);
 }
 

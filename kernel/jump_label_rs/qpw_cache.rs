@@ -10,7 +10,7 @@
 //! `lru_add_drain_all()`, slab's sheaves).
 
 use core::sync::atomic::{AtomicUsize, Ordering};
-use kernel::{cpu::CpuId, prelude::*, qpw};
+use kernel::{alloc::Flags, cpu::CpuId, prelude::*, qpw};
 
 /// Free objects a CPU keeps.
 pub const DEPTH: usize = 16;
@@ -61,12 +61,12 @@ pub struct Cache<T: Send> {
 }
 
 impl<T: Send> Cache<T> {
-    /// An empty cache.
-    pub fn new() -> Result<Self> {
+    /// An empty cache; its counts are allocated with `flags`.
+    pub fn new(flags: Flags) -> Result<Self> {
         let n = kernel::cpu::nr_cpu_ids() as usize;
-        let mut cached = KVec::with_capacity(n, GFP_KERNEL)?;
+        let mut cached = KVec::with_capacity(n, flags)?;
         for _ in 0..n {
-            cached.push(AtomicUsize::new(0), GFP_KERNEL)?;
+            cached.push(AtomicUsize::new(0), flags)?;
         }
         Ok(Self {
             percpu: kernel::new_qpw_percpu!(|_| Magazine::new(), "qpw_cache")?,
@@ -80,18 +80,19 @@ impl<T: Send> Cache<T> {
         }
     }
 
-    /// An object from this CPU's magazine, or a new one made by `make`. Might sleep.
+    /// An object from this CPU's magazine, or a new one allocated with `flags` and made by `make`
+    /// (which is not called if the allocation fails). Might sleep.
     ///
     /// A caller that holds this CPU's magazine already (it cannot: `Cache` does not lend it out)
     /// would get a new object, as the magazine is refused to it.
-    pub fn alloc(&self, make: impl FnOnce() -> T) -> Result<KBox<T>> {
+    pub fn alloc(&self, make: impl FnOnce() -> T, flags: Flags) -> Result<KBox<T>> {
         if let Ok(mut mag) = self.percpu.local() {
             if let Some(obj) = mag.pop() {
                 self.set_cached(mag.cpu(), mag.len);
                 return Ok(obj);
             }
         }
-        Ok(KBox::new(make(), GFP_KERNEL)?)
+        Ok(KBox::new_uninit(flags)?.write(make()))
     }
 
     /// Keeps `obj` in this CPU's magazine, or frees it when the magazine is full (or refused).
@@ -164,6 +165,7 @@ mod tests {
         fn text_poke_stress_start(pass: extern "C" fn() -> c_ulong, max: u32) -> i32;
         fn text_poke_stress_stop(passes: *mut c_ulong, wrong: *mut c_ulong);
         fn text_poke_irq_run(f: extern "C" fn(*mut c_void), arg: *mut c_void) -> i32;
+        fn text_poke_fail_nth(n: u32) -> u32;
     }
 
     /// Objects the tests may make.
@@ -236,7 +238,7 @@ mod tests {
     }
 
     fn alloc(cache: &Cache<Obj>, ledger: &Arc<Ledger>) -> Option<KBox<Obj>> {
-        let obj = cache.alloc(|| make(ledger)).ok()?;
+        let obj = cache.alloc(|| make(ledger), GFP_KERNEL).ok()?;
         // A recycled object comes back from the cache.
         let state = obj
             .ledger
@@ -257,7 +259,7 @@ mod tests {
     #[test]
     fn remote_drain_takes_every_cached_object() -> Result {
         let ledger = Arc::new(Ledger::new()?, GFP_KERNEL)?;
-        let cache = Cache::new()?;
+        let cache = Cache::new(GFP_KERNEL)?;
         let mut objs = KVec::new();
         for _ in 0..(DEPTH + 4) {
             objs.push(alloc(&cache, &ledger).ok_or(ENOMEM)?, GFP_KERNEL)?;
@@ -374,7 +376,8 @@ mod tests {
                 // SAFETY: `irq` outlives the interrupt: `text_poke_irq_run()` waits for it,
                 // and nothing else touches `irq` meanwhile.
                 let ran = unsafe { text_poke_irq_run(local_in_drain_irq, arg) };
-                // SAFETY: As above; the interrupt is over.
+                // SAFETY: `arg` points to `irq`, alive on this stack; the interrupt that also
+                // used it is over, so nothing else touches it.
                 unsafe { (*arg.cast::<DrainIrq<'_>>()).ran = ran };
                 *v += 1;
             })?;
@@ -550,7 +553,7 @@ mod tests {
     impl Shared {
         fn new() -> Result<KBox<Self>> {
             let shared = Self {
-                cache: Cache::new()?,
+                cache: Cache::new(GFP_KERNEL)?,
                 ledger: Arc::new(Ledger::new()?, GFP_KERNEL)?,
                 passes: AtomicUsize::new(0),
             };
@@ -637,7 +640,7 @@ mod tests {
     #[test]
     fn drain_of_an_offline_cpu() -> Result {
         let ledger = Arc::new(Ledger::new()?, GFP_KERNEL)?;
-        let cache = Cache::new()?;
+        let cache = Cache::new(GFP_KERNEL)?;
         let cpu = victim().ok_or(ENODEV)?;
         for _ in 0..4 {
             let obj = alloc(&cache, &ledger).ok_or(ENOMEM)?;
@@ -715,6 +718,149 @@ mod tests {
         assert_eq!(ledger.wrong.load(Ordering::Relaxed), 0);
         assert_eq!(shared.cache.cached(), 0);
         assert_eq!(ledger.count(FREED), ledger.next.load(Ordering::Relaxed));
+        Ok(())
+    }
+
+    /// qpw turned on at run time (as when a cpuset partition isolates CPUs) while executors
+    /// allocate and free on three CPUs, each under its CPU's lock, and this task drains them
+    /// all: the locks turn from local_locks into spinlocks, and the drains from work queued on
+    /// each CPU into the caller's, with sections held across the switch. No object is lost or
+    /// freed twice, and qpw stays on for the rest of the boot (with `qpw=1` and on `PREEMPT_RT`
+    /// it is on already, and the switch does nothing).
+    #[test]
+    fn switched_on_during_remote_drains() -> Result {
+        let shared = Shared::new()?;
+        let was_on = qpw::enabled();
+        SHARED.store((&raw const *shared).cast_mut(), Ordering::Release);
+        // SAFETY: `pass` may run on any CPU; nothing else runs executors.
+        let started = unsafe { text_poke_stress_start(pass, 3) };
+        let (mut drained, mut drains, mut failed) = (0, 0, 0);
+        let (mut switched, mut switch_at) = (false, None);
+        while drains < MAX_DRAINS
+            && (drains < MIN_DRAINS || shared.passes.load(Ordering::Relaxed) < MIN_PASSES)
+        {
+            if drains == MIN_DRAINS / 2 {
+                switch_at = Some(shared.passes.load(Ordering::Relaxed));
+                // SAFETY: Might sleep: this task holds no lock.
+                switched = unsafe { bindings::qpw_switch_on() };
+            }
+            match shared.cache.drain_all() {
+                Ok(n) => drained += n,
+                Err(_) => failed += 1,
+            }
+            drains += 1;
+            fsleep(Delta::from_micros(50));
+        }
+        let (mut passes, mut wrong) = (0, 0);
+        // SAFETY: Both pointers are valid for writes.
+        unsafe { text_poke_stress_stop(&mut passes, &mut wrong) };
+        SHARED.store(core::ptr::null_mut(), Ordering::Release);
+        drained += shared.cache.drain_all()?;
+        let ledger = &shared.ledger;
+        pr_info!(
+            "qpw_cache: qpw {} after {} of {} passes ({} drains, {} objects drained)\n",
+            if switched {
+                "switched on"
+            } else {
+                "left as it was"
+            },
+            switch_at.unwrap_or(0),
+            passes,
+            drains,
+            drained
+        );
+        assert!(started >= 1);
+        assert!(passes >= MIN_PASSES as c_ulong);
+        assert!(switch_at.is_some_and(|p| p > 0 && (p as c_ulong) < passes));
+        assert_eq!(switched, cfg!(CONFIG_QPW) && !was_on);
+        assert_eq!(qpw::enabled(), was_on || switched);
+        assert_eq!(wrong, 0);
+        assert_eq!(failed, 0);
+        assert_eq!(ledger.wrong.load(Ordering::Relaxed), 0);
+        assert_eq!(shared.cache.cached(), 0);
+        assert_eq!(ledger.count(OUT) + ledger.count(CACHED), 0);
+        assert_eq!(ledger.count(FREED), ledger.next.load(Ordering::Relaxed));
+        Ok(())
+    }
+
+    /// What [`allocation_failures_reach_the_caller`] does with a cache: makes one, takes eight
+    /// objects, frees half on this CPU and half on another, and drains every CPU, each
+    /// allocation made with `GFP_NOWAIT`, which the fault attributes do not leave alone as they
+    /// do `GFP_KERNEL`'s (`ignore-gfp-wait`). The cache is gone when it returns.
+    fn workload(ledger: &Arc<Ledger>, other: CpuId) -> Result<usize> {
+        let cache = Cache::new(GFP_NOWAIT)?;
+        let mut objs: [Option<KBox<Obj>>; 8] = [const { None }; 8];
+        let mut failed = None;
+        for slot in objs.iter_mut() {
+            match cache.alloc(|| make(ledger), GFP_NOWAIT) {
+                Ok(obj) => *slot = Some(obj),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        for (i, obj) in objs.into_iter().flatten().enumerate() {
+            ledger.step(obj.id, OUT, CACHED);
+            if failed.is_some() {
+                // Back to the allocator: its `Drop` records it freed.
+                drop(obj);
+            } else if i % 2 == 0 {
+                cache.free(obj);
+            } else {
+                drop(cache.free_on(other, obj)?);
+            }
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => cache.drain_all(),
+        }
+    }
+
+    /// The cache's allocations failing, the first, the second, ... point each run reaches
+    /// (`fail-nth`'s rule): a run refused fails with `ENOMEM`, one that reached no point goes
+    /// through, and every object made is freed once, none lost with the cache, none freed
+    /// twice. (A point may also be an allocation the cache's own makes in turn, kmemleak's
+    /// metadata, whose failure it absorbs: a run can go through with its point reached.)
+    #[test]
+    fn allocation_failures_reach_the_caller() -> Result {
+        let ledger = Arc::new(Ledger::new()?, GFP_KERNEL)?;
+        let this = CpuId::current().as_u32();
+        let other = qpw::online_cpus()
+            .find(|cpu| cpu.as_u32() != this)
+            .ok_or(ENODEV)?;
+        let (mut injected, mut refused, mut bad) = (0, 0, 0);
+        for n in 1..=1000 {
+            // SAFETY: Only sets this task's count.
+            unsafe { text_poke_fail_nth(n) };
+            let ret = workload(&ledger, other);
+            // SAFETY: Only sets this task's count, and returns what was left of it.
+            let left = unsafe { text_poke_fail_nth(0) };
+            if let Err(e) = ret {
+                refused += 1;
+                bad += usize::from(e != ENOMEM);
+            }
+            bad += ledger.count(OUT) + ledger.count(CACHED);
+            if left != 0 {
+                // No point failed: the run must have gone through.
+                bad += usize::from(ret.is_err());
+                break;
+            }
+            injected += 1;
+        }
+        pr_info!(
+            "qpw_cache: {} runs with a fault injected, {} refused, {} wrong\n",
+            injected,
+            refused,
+            bad
+        );
+        assert_eq!(bad, 0);
+        assert_eq!(ledger.wrong.load(Ordering::Relaxed), 0);
+        assert_eq!(ledger.count(FREED), ledger.next.load(Ordering::Relaxed));
+        if cfg!(CONFIG_FAILSLAB) {
+            // The counts, at least, and the eight objects.
+            assert!(refused >= 9);
+        }
         Ok(())
     }
 

@@ -10,6 +10,12 @@ __rust_helper bool rust_helper_qpw_enabled(void)
 	return qpw_enabled();
 }
 
+/* Turns qpw on at run time; whether it was off. Might sleep. */
+__rust_helper bool rust_helper_qpw_switch_on(void)
+{
+	return qpw_switch_on();
+}
+
 __rust_helper void *rust_helper_qpw_per_cpu_ptr(void __percpu *ptr, int cpu)
 {
 	return per_cpu_ptr(ptr, cpu);
@@ -64,12 +70,12 @@ __rust_helper void __percpu *rust_helper_qpw_alloc_percpu(size_t size, size_t al
 	return __alloc_percpu(size, align);
 }
 
-__rust_helper bool rust_helper_qpw_cpu_possible(int cpu)
+__rust_helper bool rust_helper_cpu_possible(int cpu)
 {
 	return cpu_possible(cpu);
 }
 
-__rust_helper bool rust_helper_qpw_cpu_online(int cpu)
+__rust_helper bool rust_helper_cpu_online(int cpu)
 {
 	return cpu_online(cpu);
 }

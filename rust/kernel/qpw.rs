@@ -37,8 +37,9 @@ use core::{
     ptr::{null_mut, NonNull},
 };
 
-/// Whether qpw is on in this boot: remote work taken under the target's spinlock. Always on
-/// `PREEMPT_RT`, where a `local_lock` is a per-CPU spinlock already.
+/// Whether qpw is on: remote work taken under the target's spinlock. Always on `PREEMPT_RT`,
+/// where a `local_lock` is a per-CPU spinlock already; else chosen at boot, and turned on (never
+/// off) when a cpuset partition isolates CPUs at run time.
 pub fn enabled() -> bool {
     // SAFETY: Reads a static key.
     unsafe { bindings::qpw_enabled() }
@@ -48,7 +49,7 @@ pub fn enabled() -> bool {
 pub fn online_cpus() -> impl Iterator<Item = CpuId> {
     (0..crate::cpu::nr_cpu_ids()).filter_map(|cpu| {
         // SAFETY: Reads the online mask; `cpu` is below `nr_cpu_ids`.
-        let online = unsafe { bindings::qpw_cpu_online(cpu as i32) };
+        let online = unsafe { bindings::cpu_online(cpu as i32) };
         // SAFETY: `cpu` is below `nr_cpu_ids`.
         online.then(|| unsafe { CpuId::from_u32_unchecked(cpu) })
     })
@@ -117,7 +118,7 @@ unsafe impl<T: Send> Sync for PerCpu<T> {}
 /// Whether `cpu` is a possible CPU.
 fn possible(cpu: u32) -> bool {
     // SAFETY: Reads the possible mask, with a bounds check.
-    cpu < crate::cpu::nr_cpu_ids() && unsafe { bindings::qpw_cpu_possible(cpu as i32) }
+    cpu < crate::cpu::nr_cpu_ids() && unsafe { bindings::cpu_possible(cpu as i32) }
 }
 
 impl<T> PerCpu<T> {
@@ -269,28 +270,35 @@ impl<T> PerCpu<T> {
             f: Some(f),
             ret: None,
         };
-        if enabled() {
-            call.run();
-        } else {
+        if !enabled() {
             // SAFETY: Takes the CPU hotplug lock for reading; released below.
             unsafe { bindings::cpus_read_lock() };
-            // SAFETY: `cpu` is a valid CPU number.
-            if unsafe { bindings::qpw_cpu_online(cpu) } {
-                // SAFETY: `call` outlives the work: `work_on_cpu_key()` returns once
-                // `Call::trampoline` has run. The key is static.
-                unsafe {
-                    bindings::work_on_cpu_key(
-                        cpu,
-                        Some(Call::<'_, T, F, R>::trampoline),
-                        (&raw mut call).cast(),
-                        crate::static_lock_class!().as_ptr(),
-                    )
-                };
-            } else {
-                call.run_offline();
+            // qpw is turned on at run time with this lock held for writing: off here, it stays
+            // off until the unlock, so no other caller takes the lock of an offline CPU whose `T`
+            // `run_offline` reaches without it. If it was turned on meanwhile, `f` runs below.
+            if !enabled() {
+                // SAFETY: `cpu` is a valid CPU number.
+                if unsafe { bindings::cpu_online(cpu) } {
+                    // SAFETY: `call` outlives the work: `work_on_cpu_key()` returns once
+                    // `Call::trampoline` has run. The key is static.
+                    unsafe {
+                        bindings::work_on_cpu_key(
+                            cpu,
+                            Some(Call::<'_, T, F, R>::trampoline),
+                            (&raw mut call).cast(),
+                            crate::static_lock_class!().as_ptr(),
+                        )
+                    };
+                } else {
+                    call.run_offline();
+                }
             }
             // SAFETY: Taken above.
             unsafe { bindings::cpus_read_unlock() };
+        }
+        // With qpw on, `f` has not run yet: the caller runs it under the lock of `cpu`.
+        if call.f.is_some() {
+            call.run();
         }
         // `f` ran, here or on `cpu`, and stored its result.
         call.ret.ok_or(EINVAL)
