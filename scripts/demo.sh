@@ -17,8 +17,10 @@
 #           (nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3), run user-space loops:
 #           a boot of its own
 #   qpw     per-CPU lock cost (local_lock, qpw lock) and the interrupts
-#           isolated CPUs take per lru_add_drain_all(): two boots with
-#           CPUs 2-3 isolated, qpw=0 and qpw=1
+#           isolated CPUs take per lru_add_drain_all(), and what the
+#           osnoise and timerlat tracers see on them meanwhile: two boots
+#           with CPUs 2-3 isolated, qpw=0 and qpw=1; then the lock cost
+#           in a build with paravirtualised spinlocks, booted both ways
 #   branch  the fast path of a branch: no check, Rust unlikely and likely
 #           sites both ways, an AtomicBool, C's unlikely site
 #   pipe    seed 004's pipe ping-pong, instructions per round trip with the
@@ -82,6 +84,14 @@ build_kernel "$demo_build" "$no_debug"
 irqsoff_build=$JLRS_CACHE/$JLRS_BASE_VERSION/build-irqsoff
 if [[ " ${scenarios[*]} " == *" irqsoff "* ]]; then
 	build_kernel "$irqsoff_build" --kconfig_add=CONFIG_IRQSOFF_TRACER=y "$no_debug"
+fi
+# The per-CPU locks' cost with paravirtualised spinlocks, as distributions
+# build (a queued spinlock's unlock is then a patched call site, which the
+# qpw lock's unlock cannot replace by its own store).
+pvspin_build=$JLRS_CACHE/$JLRS_BASE_VERSION/build-pvspin
+if [[ " ${scenarios[*]} " == *" qpw "* ]]; then
+	build_kernel "$pvspin_build" --kconfig_add=CONFIG_HYPERVISOR_GUEST=y \
+		--kconfig_add=CONFIG_PARAVIRT=y --kconfig_add=CONFIG_PARAVIRT_SPINLOCKS=y "$no_debug"
 fi
 
 jlrs_initramfs_tools
@@ -183,8 +193,15 @@ if [[ " ${scenarios[*]} " == *" qpw "* ]]; then
 		boot_tag=-qpw$q
 		boot 4 qpw
 	done
+	for q in 0 1; do
+		boot_args="nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3 tsc=reliable ftrace=nop qpw=$q demo_kernel=pvspin"
+		boot_tag=-pvspin-qpw$q
+		boot_kernel=$pvspin_build/arch/x86/boot/bzImage
+		boot 4 qpw
+	done
 	boot_args=
 	boot_tag=
+	boot_kernel=
 fi
 
 if [[ " ${scenarios[*]} " == *" irqsoff "* ]]; then

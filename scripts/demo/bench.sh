@@ -98,11 +98,16 @@ spin() {
 	usleep 100000
 }
 
+# The kernel the demo booted: pvspin, the build with
+# CONFIG_PARAVIRT_SPINLOCKS (demo_kernel=pvspin), else demo.
+kernel=demo
+grep -q 'demo_kernel=pvspin' /proc/cmdline && kernel=pvspin
+
 # lockcost: 100,000 lock-unlock pairs of each per-CPU lock kind, in
 # whichever qpw mode this boot runs.
 lockcost() {
 	if echo "lockcost 100000" > $b; then
-		echo "@@ result scenario=qpw cpus=$ncpu $(figures)"
+		echo "@@ result scenario=qpw cpus=$ncpu kernel=$kernel $(figures)"
 	else
 		echo "@@ error qpw: 'lockcost 100000' failed"
 		return 1
@@ -165,6 +170,95 @@ drains() {
 	esac
 	echo "@@ result scenario=qpw kind=drain cpus=$ncpu qpw=$q drains=100 $o faults=$f"
 	rm -f $go /tmp/qpw.2 /tmp/qpw.3
+}
+
+# storm TAG: lru_add_drain_all() 100 times, a millisecond apart, from this
+# CPU while a task on each of CPUs 2-3 refills its LRU batch, each of its
+# writes timed (syscalls refill FILE timed); $t/trace cleared just before
+# the drains and tracing stopped just after them. Prints "stall_ns=A,B
+# mean_ns=A,B": each task's longest write and the mean of its writes.
+storm() {
+	local go=/tmp/qpw.go c i f
+	printf 0 > $go
+	for c in 2 3; do
+		taskset -c $c /demo/syscalls refill $go timed > /tmp/$1.$c &
+	done
+	usleep 100000
+	echo > $t/trace
+	echo 1 > $t/tracing_on
+	for i in $(seq 100); do
+		echo "lrudrain 1" > $b || { echo "@@ error qpw: 'lrudrain 1' failed" >&2; break; }
+		usleep 1000
+	done
+	echo 0 > $t/tracing_on
+	printf 1 1<>$go
+	wait
+	f=$(cat /tmp/$1.2 /tmp/$1.3 | awk '$1 == "faults" && $3 == "max_ns" {
+		m = m (m == "" ? "" : ",") $4; a = a (a == "" ? "" : ",") $6 }
+		END { if (m ~ /,/) print "stall_ns=" m " mean_ns=" a }')
+	rm -f $go /tmp/$1.2 /tmp/$1.3
+	[ -n "$f" ] || { echo "@@ error qpw: the refilling tasks did not answer" >&2; return 1; }
+	echo "$f"
+}
+
+# noise: the drains again, as RT engineers measure what an isolated task
+# sees. First with the osnoise tracer, its own workload off (the
+# refilling tasks are the workload), recording every interference on
+# CPUs 2-3 with its duration: IRQ, softirq and NMI noise, and thread
+# noise, any other task that ran there (a kworker; the refilling tasks'
+# own runs are left out). Then with the timerlat tracer, whose thread on
+# each of CPUs 2-3 wakes every millisecond: the latency of its timer
+# interrupt and of its thread's wake-up, which a section with preemption
+# off on that CPU (an owner spinning on its lock) delays.
+noise() {
+	local q f
+	q=$(dmesg | sed -n 's/.*qpw: remote per-CPU work .*(qpw=\([01]\)).*/\1/p' | tail -n 1)
+	if ! grep -qw osnoise $t/available_tracers || ! grep -qw timerlat $t/available_tracers; then
+		echo "@@ error qpw: no osnoise or timerlat tracer (CONFIG_OSNOISE_TRACER, CONFIG_TIMERLAT_TRACER off?)"
+		return 1
+	fi
+	echo "@@ progress qpw: the drains again under the osnoise and timerlat tracers, CPUs 2-3, qpw=$q"
+	echo 0 > $t/tracing_on
+	echo 2-3 > $t/osnoise/cpus
+	echo NO_OSNOISE_WORKLOAD > $t/osnoise/options
+	for e in irq_noise softirq_noise thread_noise nmi_noise; do
+		echo 1 > $t/events/osnoise/$e/enable
+	done
+	echo osnoise > $t/current_tracer
+	f=$(storm noise) || return 1
+	echo "@@ result scenario=qpw kind=osnoise cpus=$ncpu qpw=$q drains=100 $f $(awk '
+		/_noise: / {
+			for (i = 1; i <= NF; i++)
+				if ($i ~ /_noise:$/) { k = substr($i, 1, length($i) - 7); w = $(i + 1); break }
+			if (k == "thread") { sub(/:[0-9]+$/, "", w); if (w == "syscalls") next }
+			d = $(NF - 1) + 0
+			n[k]++; s[k] += d; if (d > m[k]) m[k] = d
+			tot += d; if (d > max) max = d
+		}
+		END {
+			for (j = split("irq softirq thread nmi", ks, " "); j > 0; j--) {
+				k = ks[j]
+				printf "%s_n=%d %s_ns=%d %s_max_ns=%d ", k, n[k], k, s[k], k, m[k]
+			}
+			printf "noise_ns=%d max_noise_ns=%d", tot, max
+		}' $t/trace)"
+	echo nop > $t/current_tracer
+	for e in irq_noise softirq_noise thread_noise nmi_noise; do
+		echo 0 > $t/events/osnoise/$e/enable
+	done
+	echo OSNOISE_WORKLOAD > $t/osnoise/options
+	echo 1000 > $t/osnoise/timerlat_period_us
+	echo timerlat > $t/current_tracer
+	f=$(storm timerlat) || return 1
+	echo "@@ result scenario=qpw kind=timerlat cpus=$ncpu qpw=$q drains=100 $f $(awk '
+		/ context +(irq|thread) +timer_latency / {
+			for (i = 1; i <= NF; i++) if ($i == "context") { k = $(i + 1); d = $(i + 3) + 0; break }
+			n[k]++; if (d > m[k]) m[k] = d
+		}
+		END { printf "irq_n=%d irq_max_ns=%d thread_n=%d thread_max_ns=%d",
+			n["irq"], m["irq"], n["thread"], m["thread"] }' $t/trace)"
+	echo nop > $t/current_tracer
+	echo 1 > $t/tracing_on
 }
 
 # The bench's last figures, "name=value " each.
@@ -502,7 +596,11 @@ for scenario in "$@"; do
 	qpw)
 		echo "@@ progress qpw: the local fast path of per-CPU locks, local_lock and qpw lock"
 		lockcost || rc=1
-		drains || rc=1
+		# The paravirtualised spinlocks' kernel: the lock cost alone.
+		if [ $kernel = demo ]; then
+			drains || rc=1
+			noise || rc=1
+		fi
 		echo "@@ done qpw"
 		continue
 		;;

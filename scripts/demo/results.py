@@ -284,13 +284,29 @@ def drain_figures(r, isolated=(2, 3)):
     return out
 
 
+def noise_figures(r):
+    """The osnoise or timerlat figures of one storm: every "name=value" of the result but the
+    bookkeeping, as numbers, per-task lists as lists."""
+    out = {}
+    for k, v in r.items():
+        if k in ("scenario", "kind", "cpus", "qpw", "drains"):
+            continue
+        out[k] = [int(x) for x in v.split(",")] if "," in v else int(v)
+    return out
+
+
 def qpw_rows(results):
-    """Per boot (qpw off, on): the local fast path of a local_lock and of a qpw lock, and the
-    interrupts the isolated CPUs take per remote drain."""
-    drains = {}
+    """Per kernel and boot (qpw off, on): the local fast path of a local_lock and of a qpw lock,
+    the interrupts the isolated CPUs take per remote drain, and what the osnoise and timerlat
+    tracers see on them during the drains."""
+    drains, noise = {}, {}
     for r in results:
-        if r.get("scenario") == "qpw" and r.get("kind") == "drain":
+        if r.get("scenario") != "qpw":
+            continue
+        if r.get("kind") == "drain":
             drains[r["qpw"]] = drain_figures(r)
+        elif r.get("kind") in ("osnoise", "timerlat"):
+            noise.setdefault(r["qpw"], {})[r["kind"]] = noise_figures(r)
     rows = []
     for r in results:
         if r.get("scenario") != "qpw" or r.get("kind") != "lockcost":
@@ -299,14 +315,19 @@ def qpw_rows(results):
         none = int(r["lock_none_ns"])
         local = (int(r["lock_local_ns"]) - none) / calls
         qpw = (int(r["lock_qpw_ns"]) - none) / calls
-        rows.append({
+        kernel = r.get("kernel", "demo")
+        row = {
+            "kernel": kernel,
             "qpw": "on" if r["qpw"] == "1" else "off",
             "calls": calls,
             "local_lock_instr": round(local, 2),
             "qpw_lock_instr": round(qpw, 2),
             "extra_instr": round(qpw - local, 2),
-            **drains.get(r["qpw"], {}),
-        })
+        }
+        if kernel == "demo":
+            row.update(drains.get(r["qpw"], {}))
+            row.update(noise.get(r["qpw"], {}))
+        rows.append(row)
     return rows
 
 
@@ -705,8 +726,8 @@ def report(doc):
                   table(["deferral", "pairs", "CAL on CPUs 2,3", "TLB on CPUs 2,3",
                          "flushes deferred", "storm cost per pair (instructions)"], rows), ""]
     if doc.get("qpw"):
-        rows = [[r["qpw"], r["calls"], fmt(r["local_lock_instr"], 2), fmt(r["qpw_lock_instr"], 2),
-                 fmt(r["extra_instr"], 2), r.get("drains", "-"),
+        rows = [[r.get("kernel", "demo"), r["qpw"], r["calls"], fmt(r["local_lock_instr"], 2),
+                 fmt(r["qpw_lock_instr"], 2), fmt(r["extra_instr"], 2), r.get("drains", "-"),
                  fmt(r["irq_per_drain"], 2) if "irq_per_drain" in r else "-",
                  fmt(r["kworker_per_drain"], 2) if "kworker_per_drain" in r else "-"]
                 for r in doc["qpw"]]
@@ -717,14 +738,44 @@ def report(doc):
                   "each variant a function the loop calls, minus an empty call's cost: "
                   "`local_lock`, and the qpw lock of <linux/qpw.h> in the boot's mode, in the "
                   "same boot. Off, a qpw lock is preempt_disable() behind a static branch; on, "
-                  "it is this CPU's spinlock, with preemption off. Drains: "
+                  "it is this CPU's spinlock, with preemption off. Kernel `pvspin` is the same "
+                  "configuration with `CONFIG_PARAVIRT_SPINLOCKS` (as distributions build), "
+                  "booted twice more for the lock cost alone. Drains: "
                   "`lru_add_drain_all()` 100 times, a millisecond apart, from a housekeeping CPU "
                   "while a task on each "
                   "isolated CPU writes to new pages (which wait in its CPU's LRU batch) between "
                   "user-space spins; interrupts (RES + CAL) and kworker context switches per "
                   "drain per isolated CPU.", "",
-                  table(["qpw", "pairs", "local_lock", "qpw lock", "extra", "drains",
+                  table(["kernel", "qpw", "pairs", "local_lock", "qpw lock", "extra", "drains",
                          "interrupts per drain", "kworker runs per drain"], rows), ""]
+        nrows = []
+        for r in doc["qpw"]:
+            o, t = r.get("osnoise"), r.get("timerlat")
+            if not o or not t:
+                continue
+            nrows.append([r["qpw"], fmt(o["noise_ns"] / 1000, 1), fmt(o["max_noise_ns"] / 1000, 1),
+                          o["irq_n"], o["softirq_n"], o["thread_n"], o["nmi_n"],
+                          " / ".join(fmt(x / 1000, 1) for x in o["stall_ns"]),
+                          " / ".join(fmt(x / 1000, 2) for x in o["mean_ns"]),
+                          fmt(t["irq_max_ns"] / 1000, 1), fmt(t["thread_max_ns"] / 1000, 1),
+                          " / ".join(fmt(x / 1000, 1) for x in t["stall_ns"])])
+        if nrows:
+            lines += ["What the isolated CPUs' tasks see during the same 100 drains, run again "
+                      "twice in each boot. With the `osnoise` tracer (its own workload off: the "
+                      "refilling tasks are the workload): the noise events of CPUs 2-3 "
+                      "together, every interrupt, softirq, NMI and other task (a kworker) that "
+                      "ran there, their total and the longest single one; and each task's "
+                      "longest and mean page-fault write (timed with `clock_gettime()` around "
+                      "it): with `qpw=1` a write can wait for a drain that holds its CPU's lock. "
+                      "With the `timerlat` tracer (a thread on each of CPUs 2-3 woken every "
+                      "millisecond): the longest timer-interrupt and thread wake-up latency, "
+                      "which a section with preemption off (an owner spinning on its lock) "
+                      "delays, and the tasks' longest write again. Microseconds of guest time "
+                      "under `-icount shift=0` (an instruction a nanosecond).", "",
+                      table(["qpw", "noise (µs)", "max noise (µs)", "IRQ", "softirq", "thread",
+                             "NMI", "longest write, CPU 2 / 3 (µs)", "mean write (µs)",
+                             "timerlat max IRQ (µs)", "timerlat max thread (µs)",
+                             "longest write under timerlat (µs)"], nrows), ""]
     if doc.get("branch"):
         rows = [[r["variant"], r["calls"], fmt(r["instr_per_call"], 2), fmt(r["over_no_check"], 2)]
                 for r in doc["branch"]]

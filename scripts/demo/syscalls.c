@@ -31,6 +31,12 @@
  *			batch, and PAUSEs 1000 times, again and again (the
  *			pages are dropped with MADV_DONTNEED every LRU_PAGES
  *			writes); prints "faults N".
+ *   syscalls refill FILE timed
+ *			the same, each write timed (clock_gettime() before
+ *			and after it): prints "faults N max_ns M mean_ns A",
+ *			M the longest write, A their mean: how long the task
+ *			stalls on a fault whose CPU's LRU batch another CPU
+ *			is draining, or whose CPU an interrupt takes.
  *   syscalls hotplug FILE
  *			the CPU-hotplug torture of remote drains: while FILE
  *			starts with '0', writes to one new page of its own
@@ -217,16 +223,24 @@ static __attribute__((noreturn)) void lru(unsigned long n, const char *file)
 		syscall3(SYS_exit, before < 0 || after < 0, 0, 0);
 }
 
-/* Step @i of a refill: a write to a new page, and 1000 PAUSEs. */
-static void refill_one(unsigned long i)
+/*
+ * Step @i of a refill: a write to a new page, and 1000 PAUSEs. Timed, it
+ * returns how long the write took, else 0.
+ */
+static unsigned long refill_one(unsigned long i, int timed)
 {
-	unsigned long j;
+	unsigned long j, t0 = 0, t = 0;
 
 	if (i && i % LRU_PAGES == 0)
 		syscall3(SYS_madvise, (long)area, sizeof(area), MADV_DONTNEED);
+	if (timed)
+		t0 = now_ns();
 	*(volatile char *)area[i % LRU_PAGES] = 1;
+	if (timed)
+		t = now_ns() - t0;
 	for (j = 0; j < 1000; j++)
 		__asm__ volatile("pause");
+	return t;
 }
 
 static __attribute__((noreturn)) void hotplug(const char *file)
@@ -263,11 +277,11 @@ static __attribute__((noreturn)) void hotplug(const char *file)
 		syscall3(SYS_exit, after < 0, 0, 0);
 }
 
-static __attribute__((noreturn)) void refill(const char *file)
+static __attribute__((noreturn)) void refill(const char *file, int timed)
 {
+	unsigned long i, t, max = 0, sum = 0;
 	volatile char *go;
-	unsigned long i;
-	char buf[64], *p = buf;
+	char buf[96], *p = buf;
 	long fd;
 
 	fd = syscall3(SYS_open, (long)file, O_RDONLY, 0);
@@ -276,10 +290,20 @@ static __attribute__((noreturn)) void refill(const char *file)
 		syscall3(SYS_write, 2, (long)"cannot map the file\n", 20);
 		syscall3(SYS_exit, 1, 0, 0);
 	}
-	for (i = 0; *go != '1'; i++)
-		refill_one(i);
+	for (i = 0; *go != '1'; i++) {
+		t = refill_one(i, timed);
+		sum += t;
+		if (t > max)
+			max = t;
+	}
 	p = put_string(p, "faults ");
 	p = put_number(p, i);
+	if (timed) {
+		p = put_string(p, " max_ns ");
+		p = put_number(p, max);
+		p = put_string(p, " mean_ns ");
+		p = put_number(p, i ? sum / i : 0);
+	}
 	*p++ = '\n';
 	syscall3(SYS_write, 1, (long)buf, p - buf);
 	for (;;)
@@ -392,8 +416,8 @@ __attribute__((used, noreturn)) static void start(long *sp)
 		vcheck(argv[2], number(argv[3]));
 	if (sp[0] == 4 && s[0] == 'l')
 		lru(number(argv[2]), argv[3]);
-	if (sp[0] == 3 && s[0] == 'r')
-		refill(argv[2]);
+	if ((sp[0] == 3 || sp[0] == 4) && s[0] == 'r')
+		refill(argv[2], sp[0] == 4);
 	if (sp[0] == 3 && s[0] == 'h')
 		hotplug(argv[2]);
 	if (sp[0] == 3 && s[0] == 'p')
