@@ -28,6 +28,17 @@ jlrs_base_env() {
 	JLRS_BUILD=$JLRS_CACHE/$JLRS_BASE_VERSION/build
 }
 
+# The checkout's tree as git names it, if nothing in the checkout differs
+# from it, no file changed or new (else nothing): what make test's main
+# build is stamped with ($JLRS_BUILD/.jlrs-tree), so that make series
+# knows the tree it applies was built already.
+jlrs_tree_id() {
+	local changed
+	changed=$(git -C "$JLRS_TOP" status --porcelain 2>/dev/null) || return 0
+	[ -z "$changed" ] || return 0
+	git -C "$JLRS_TOP" rev-parse 'HEAD^{tree}' 2>/dev/null || true
+}
+
 # What a busybox initramfs for the built kernel needs: sets $busybox (a
 # static busybox) and $gen (the kernel's gen_init_cpio), or dies saying
 # what is missing.

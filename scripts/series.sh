@@ -8,7 +8,11 @@
 # base again, check that it gives exactly the tree make test builds, run
 # checkpatch --strict on every patch, and build the applied tree with the
 # kunitconfig in a build directory of its own (JLRS_SERIES_BUILD=0 skips
-# the build). Writes "series:" lines and exits non-zero on a failure.
+# the build). Where make test's main build was made from this very
+# checkout's tree (git's tree of HEAD, no tracked file changed: the stamp
+# $JLRS_BUILD/.jlrs-tree), the applied tree, identical to it file by file,
+# is not built again. Writes "series:" lines and exits non-zero on a
+# failure.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 step series
@@ -18,7 +22,11 @@ jlrs_base_env
 dir=$JLRS_CACHE/$JLRS_BASE_VERSION/series
 mkdir -p "$dir"
 build=()
-if [ "${JLRS_SERIES_BUILD:-1}" != 0 ]; then
+tree=$(jlrs_tree_id)
+built=$(cat "$JLRS_BUILD/.jlrs-tree" 2>/dev/null || true)
+if [ "${JLRS_SERIES_BUILD:-1}" != 0 ] && [ -n "$tree" ] && [ "$tree" = "$built" ]; then
+	build=(--built "make test's main build, tree $tree")
+elif [ "${JLRS_SERIES_BUILD:-1}" != 0 ]; then
 	mo=()
 	while read -r o; do mo+=("--make_options=$o"); done < <(jlrs_make_opts)
 	build=(--build "python3 tools/testing/kunit/kunit.py build --arch=x86_64 \

@@ -84,6 +84,12 @@ if [ "$what" = main ]; then
 		fi
 		kunit_boot "$mode" "$JLRS_BUILD" --kernel_args="text_poke=$mode" "${extra[@]}"
 	done
+	# The tree the main build was made from, for make series.
+	rm -f "$JLRS_BUILD/.jlrs-tree"
+	tree=$(jlrs_tree_id)
+	if [ "$kunit_rc" = 0 ] && [ -n "$tree" ] && [ -f "$JLRS_BUILD/arch/x86/boot/bzImage" ]; then
+		echo "$tree" > "$JLRS_BUILD/.jlrs-tree"
+	fi
 
 	# Lint once the kernel is built: clippy rebuilds our objects in its
 	# build directory, and the danger zone and layout checks read the linked
