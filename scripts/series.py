@@ -243,7 +243,7 @@ def main():
               != open(os.path.join(work, p), "rb").read()]
     if differ or set(touched) != want:
         die(f"the applied series is not the tested tree (a MAINTAINERS difference: the entry "
-            "of patches/ must list every overlay file): differs {differ}, "
+            f"of patches/ must list every overlay file): differs {differ}, "
             f"only in the series {sorted(set(touched) - want)}, "
             f"only in the tree {sorted(want - set(touched))}")
     print(f"series: git am on the base: ok, the {len(touched)} files it touches are the "
