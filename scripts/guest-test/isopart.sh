@@ -29,14 +29,6 @@ go=/tmp/isopart.go
 
 . /tests/cases.inc
 plan 4
-
-# The context switches of the kworkers bound to CPU $1.
-kworkers() {
-	awk -v c="$1" 'FNR == 1 { k = 0 }
-		/^Name:/ { k = ($2 ~ ("^kworker/" c ":")) }
-		k && /ctxt_switches/ { n += $2 }
-		END { print n + 0 }' /proc/[0-9]*/status 2>/dev/null
-}
 # The kernel's last word on the qpw mode: 0 or 1.
 qpw_mode() {
 	dmesg | sed -n -e 's/.*qpw: remote per-CPU work .*(qpw=\([01]\)).*/\1/p' \

@@ -22,13 +22,6 @@ go=/tmp/qpw.go
 
 . /tests/cases.inc
 plan 4
-# The context switches of the kworkers bound to CPU $1.
-kworkers() {
-	awk -v c="$1" 'FNR == 1 { k = 0 }
-		/^Name:/ { k = ($2 ~ ("^kworker/" c ":")) }
-		k && /ctxt_switches/ { n += $2 }
-		END { print n + 0 }' /proc/[0-9]*/status 2>/dev/null
-}
 counts() { for c in $iso; do printf '%s/%s/%s ' "$(irq RES $c)" "$(irq CAL $c)" "$(kworkers $c)"; done; }
 
 rc=0
