@@ -820,8 +820,9 @@ mod tests {
     /// The cache's allocations failing, the first, the second, ... point each run reaches
     /// (`fail-nth`'s rule): a run refused fails with `ENOMEM`, one that reached no point goes
     /// through, and every object made is freed once, none lost with the cache, none freed
-    /// twice. (A point may also be an allocation the cache's own makes in turn, kmemleak's
-    /// metadata, whose failure it absorbs: a run can go through with its point reached.)
+    /// twice. (A point may also be an allocation the allocator makes for itself, kmemleak's
+    /// metadata or KASAN's stack depot, whose failure it absorbs: a run can go through with its
+    /// point reached.)
     #[test]
     fn allocation_failures_reach_the_caller() -> Result {
         let ledger = Arc::new(Ledger::new()?, GFP_KERNEL)?;
@@ -858,8 +859,11 @@ mod tests {
         assert_eq!(ledger.wrong.load(Ordering::Relaxed), 0);
         assert_eq!(ledger.count(FREED), ledger.next.load(Ordering::Relaxed));
         if cfg!(CONFIG_FAILSLAB) {
-            // The counts, at least, and the eight objects.
-            assert!(refused >= 9);
+            // The counts and the eight objects at least, though a point may be one of the
+            // allocator's own (KASAN's stack depot, kmemleak's metadata), which absorbs its
+            // failure and moves the cache's later points on by one in the next run.
+            assert!(injected >= 9);
+            assert!(refused > 0);
         }
         Ok(())
     }
