@@ -26,15 +26,27 @@ KUNITCONFIG=${JLRS_KUNITCONFIG:-$JLRS_SRC/kernel/jump_label_rs/.kunitconfig}
 [ -x "$JLRS_BINDGEN" ] || die "bindgen missing: run scripts/setup-host.sh"
 
 json=${JLRS_KUNIT_JSON:-$JLRS_CACHE/$JLRS_BASE_VERSION/kunit.json}
-rm -f "$json"
 mkopts=()
 while read -r o; do mkopts+=("--make_options=$o"); done < <(jlrs_make_opts)
 
+# $JLRS_KUNIT_ACTION: run (configure, build and boot; the default), build
+# (configure and build only) or exec (boot what was built). The extra
+# arguments go to each: configuration options with build, boot options
+# and the suite glob with exec.
+action=${JLRS_KUNIT_ACTION:-run}
+common=(--arch=x86_64 --kunitconfig="$KUNITCONFIG" --build_dir="$JLRS_BUILD" "${mkopts[@]}")
+build=(--jobs="$(nproc)")
+boot=(--timeout=600 --qemu_args='-smp 4'
+	--kernel_args=oops=panic --kernel_args=panic=-1 --kernel_args=nohz_full=3
+	--kernel_args=tsc=reliable --json="$json")
+case $action in
+run) args=("${common[@]}" "${build[@]}" "${boot[@]}") ;;
+build) args=("${common[@]}" "${build[@]}") ;;
+exec) args=("${common[@]}" "${boot[@]}") ;;
+*) die "JLRS_KUNIT_ACTION=$action: not run, build or exec" ;;
+esac
+[ "$action" = build ] || rm -f "$json"
+
 cd "$JLRS_SRC"
 # kunit.py finds QEMU on PATH: lib.sh put the TCG wrapper first.
-python3 tools/testing/kunit/kunit.py run --arch=x86_64 \
-	--kunitconfig="$KUNITCONFIG" --build_dir="$JLRS_BUILD" \
-	--jobs="$(nproc)" --timeout=600 --qemu_args='-smp 4' \
-	--kernel_args=oops=panic --kernel_args=panic=-1 --kernel_args=nohz_full=3 \
-	--kernel_args=tsc=reliable \
-	"${mkopts[@]}" --json="$json" "$@"
+python3 tools/testing/kunit/kunit.py "$action" "${args[@]}" "$@"

@@ -9,8 +9,9 @@
 #
 # make test-matrix (scripts/test.sh matrix): the sanitizer and feature
 # matrix, each configuration in a build directory of its own: PREEMPT_RT
-# with lockdep, KASAN with UBSAN, KCSAN, each booting every KUnit suite and
-# every user-space test, and the feature-off and paravirtualized builds.
+# with lockdep, kmemleak and KCSAN, and KASAN with UBSAN, each booting
+# every KUnit suite and every user-space test, and the feature-off and
+# paravirtualized builds; each build runs while the builds before it boot.
 #
 # Each ends with one line "N passed, N failed, N skipped" counting its
 # host, lint, KUnit, boot self-test and user-space cases together; exits
@@ -67,6 +68,16 @@ kunit_boot() {
 }
 
 if [ "$what" = main ]; then
+	# After make demo, whose kernel is this one without the audit of
+	# deferred work (CONFIG_TEXT_POKE_RS_DEFER_DEBUG), start from its build
+	# rather than from nothing, as make demo starts from make test's.
+	demo_build=$JLRS_CACHE/$JLRS_BASE_VERSION/build-demo
+	if [ ! -f "$JLRS_BUILD/.config" ] && [ -f "$demo_build/.config" ]; then
+		msg "starting the build from make demo's ($demo_build)"
+		rm -rf "$JLRS_BUILD" "$JLRS_BUILD.tmp"
+		cp -a "$demo_build" "$JLRS_BUILD.tmp" && mv "$JLRS_BUILD.tmp" "$JLRS_BUILD" ||
+			die "cannot copy $demo_build to $JLRS_BUILD"
+	fi
 	# The same image, booted once per text-poke implementation.
 	for mode in "${MODES[@]}"; do
 		msg "kernel build and KUnit, text_poke=$mode (build dir $JLRS_BUILD)"
@@ -101,103 +112,137 @@ if [ "$what" = main ]; then
 fi
 
 if [ "$what" = matrix ]; then
+	v=$JLRS_CACHE/$JLRS_BASE_VERSION
 	# PREEMPT_RT with lockdep (CONFIG_PROVE_LOCKING,
-	# CONFIG_DEBUG_ATOMIC_SLEEP), the list and VM checks, and kmemleak: a
-	# second configuration, in a build directory of its own, runs every
-	# KUnit suite of make test once (qpw is always on with PREEMPT_RT), and
-	# after the user-space tests below, those tests again. A lock taken
-	# recursively, in the wrong context or in an order that can deadlock, a
-	# sleeping lock taken with preemption or interrupts off, or a folio on
-	# an LRU list twice, prints a WARNING or a BUG, which fails the run; so
-	# does an object this project's code allocated and left unreferenced
+	# CONFIG_DEBUG_ATOMIC_SLEEP), the list and VM checks, kmemleak and
+	# KCSAN, in one build: a lock taken recursively, in the wrong context
+	# or in an order that can deadlock, a sleeping lock taken with
+	# preemption or interrupts off, a folio on an LRU list twice, or a data
+	# race prints a WARNING or a BUG, which fails the run; so does an
+	# object this project's code allocated and left unreferenced
 	# (upstream's kmemleak-test.ko, whose leaks the scan must find, shows
-	# that it finds them). No ftrace self-tests: they are slow under
-	# lockdep, and make test's boots run them.
-	rt_build=$JLRS_CACHE/$JLRS_BASE_VERSION/build-rt
-	msg "PREEMPT_RT and lockdep kernel build (build dir $rt_build) and KUnit"
-	jsons+=(--kunit "$JLRS_CACHE/$JLRS_BASE_VERSION/kunit-rt.json")
-	kunit_boot rt "$rt_build" \
-		--kconfig_add=CONFIG_EXPERT=y --kconfig_add=CONFIG_PREEMPT_RT=y \
-		--kconfig_add=CONFIG_PROVE_LOCKING=y --kconfig_add=CONFIG_DEBUG_ATOMIC_SLEEP=y \
-		--kconfig_add=CONFIG_DEBUG_LIST=y --kconfig_add=CONFIG_DEBUG_VM=y \
-		--kconfig_add=CONFIG_DEBUG_KMEMLEAK=y --kconfig_add=CONFIG_DEBUG_KMEMLEAK_AUTO_SCAN=n \
-		--kconfig_add=CONFIG_SAMPLE_KMEMLEAK=m \
-		--kernel_args=text_poke=rust --kernel_args=ftrace=nop
-
-	# KASAN (generic, inline) and UBSAN, with the Rust crates' debug
-	# assertions and overflow checks: a third configuration, in a build
-	# directory of its own, runs every KUnit suite of make test once and,
-	# after the user-space tests below, those tests again. An access out of
-	# bounds or to freed memory (a write to a module's freed init text among
-	# them) or undefined behaviour prints a BUG or a UBSAN report, which
-	# fails the run; so does a failed Rust debug assertion, overflow or UB
-	# check (a panic), in every crate but the INT3 handler's, which runs in
-	# noinstr code (kernel/jump_label_rs/Makefile). With CONFIG_DEBUG_ENTRY
-	# objtool validates noinstr code (nothing it calls before
-	# instrumentation is allowed may be instrumented: the entry hooks and
-	# the INT3 handler among it), and CONFIG_OBJTOOL_WERROR makes any of its
-	# warnings fail the build, and with it this run. It boots with page
-	# table isolation, whose entries flush a deferred kernel flush by
-	# reloading CR3 (the KUnit case entry_tlb_flush_drops_stale_translations
-	# checks that vmalloc mappings are not global then).
-	kasan_build=$JLRS_CACHE/$JLRS_BASE_VERSION/build-kasan
-	msg "KASAN and UBSAN kernel build (build dir $kasan_build) and KUnit"
-	jsons+=(--kunit "$JLRS_CACHE/$JLRS_BASE_VERSION/kunit-kasan.json")
-	kunit_boot kasan "$kasan_build" \
-		--kconfig_add=CONFIG_KASAN=y --kconfig_add=CONFIG_KASAN_GENERIC=y \
-		--kconfig_add=CONFIG_KASAN_INLINE=y --kconfig_add=CONFIG_UBSAN=y \
-		--kconfig_add=CONFIG_RUST_DEBUG_ASSERTIONS=y --kconfig_add=CONFIG_RUST_OVERFLOW_CHECKS=y \
-		--kconfig_add=CONFIG_DEBUG_ENTRY=y --kconfig_add=CONFIG_OBJTOOL_WERROR=y \
-		--kernel_args=text_poke=rust --kernel_args=ftrace=nop --kernel_args=pti=on
-
-	# KCSAN: a fourth configuration, in a build directory of its own, runs
-	# every KUnit suite of make test once (the 10,000-flip stress with three
-	# CPUs running the sites, the qpw cache's concurrent drains) and, after
-	# the user-space tests below, those tests again (the deferral storms,
-	# the remote drains, the hotplug torture). rustc has no KCSAN: the C
-	# side is instrumented, the shims (text_poke_rs.c, ct_work_rs.c, qpw.c,
-	# the C halves of the tests) and every C path the Rust side shares
+	# that it finds them). KCSAN runs every concurrent test: the
+	# 10,000-flip stress with three CPUs running the sites, the qpw cache's
+	# concurrent drains, and in user space the deferral storms, the remote
+	# drains and the hotplug torture. rustc has no KCSAN: the C side is
+	# instrumented, the shims (text_poke_rs.c, ct_work_rs.c, qpw.c, the C
+	# halves of the tests) and every C path the Rust side shares
 	# (jump_label.c, alternative.c, mm/swap.c), and sees the Rust side's
-	# marked accesses as such. A data race report fails the run. It carries
-	# the Rust debug assertions and objtool's noinstr validation too. The
-	# PS/2 controller is left alone (i8042.nokbd, i8042.noaux): its driver
-	# races with its own interrupt in 7.2 (ps2_do_sendbyte() /
-	# ps2_interrupt()), upstream's.
-	kcsan_build=$JLRS_CACHE/$JLRS_BASE_VERSION/build-kcsan
-	kcsan_args="i8042.nokbd i8042.noaux"
-	msg "KCSAN kernel build (build dir $kcsan_build) and KUnit"
-	jsons+=(--kunit "$JLRS_CACHE/$JLRS_BASE_VERSION/kunit-kcsan.json")
-	kunit_boot kcsan "$kcsan_build" \
-		--kconfig_add=CONFIG_KCSAN=y \
-		--kconfig_add=CONFIG_RUST_DEBUG_ASSERTIONS=y --kconfig_add=CONFIG_RUST_OVERFLOW_CHECKS=y \
-		--kconfig_add=CONFIG_DEBUG_ENTRY=y --kconfig_add=CONFIG_OBJTOOL_WERROR=y \
-		--kernel_args=text_poke=rust --kernel_args=ftrace=nop \
-		--kernel_args=i8042.nokbd --kernel_args=i8042.noaux
-
+	# marked accesses as such. No ftrace self-tests: they are slow under
+	# lockdep, and make test's boots run them.
+	#
+	# KASAN (generic, inline) and UBSAN in the other (KCSAN and KASAN
+	# exclude each other), booted with page table isolation, whose entries
+	# flush a deferred kernel flush by reloading CR3 (the KUnit case
+	# entry_tlb_flush_drops_stale_translations checks that vmalloc mappings
+	# are not global then). An access out of bounds or to freed memory (a
+	# write to a module's freed init text among them) or undefined
+	# behaviour prints a BUG or a UBSAN report, which fails the run.
+	#
+	# Both carry the Rust crates' debug assertions and overflow checks (a
+	# failed one panics) in every crate but the INT3 handler's, which runs
+	# in noinstr code (kernel/jump_label_rs/Makefile), and
+	# CONFIG_DEBUG_ENTRY, with which objtool validates noinstr code (nothing
+	# it calls before instrumentation is allowed may be instrumented: the
+	# entry hooks and the INT3 handler among it); CONFIG_OBJTOOL_WERROR
+	# makes any of its warnings fail the build, and with it this run. Each
+	# runs every KUnit suite of make test once and, after that, make test's
+	# user-space tests.
+	rt_build=$v/build-rt
+	kasan_build=$v/build-kasan
+	debug=(--kconfig_add=CONFIG_RUST_DEBUG_ASSERTIONS=y --kconfig_add=CONFIG_RUST_OVERFLOW_CHECKS=y
+		--kconfig_add=CONFIG_DEBUG_ENTRY=y --kconfig_add=CONFIG_OBJTOOL_WERROR=y)
+	rt_config=(--kconfig_add=CONFIG_EXPERT=y --kconfig_add=CONFIG_PREEMPT_RT=y
+		--kconfig_add=CONFIG_PROVE_LOCKING=y --kconfig_add=CONFIG_DEBUG_ATOMIC_SLEEP=y
+		--kconfig_add=CONFIG_DEBUG_LIST=y --kconfig_add=CONFIG_DEBUG_VM=y
+		--kconfig_add=CONFIG_DEBUG_KMEMLEAK=y --kconfig_add=CONFIG_DEBUG_KMEMLEAK_AUTO_SCAN=n
+		--kconfig_add=CONFIG_SAMPLE_KMEMLEAK=m --kconfig_add=CONFIG_KCSAN=y "${debug[@]}")
+	kasan_config=(--kconfig_add=CONFIG_KASAN=y --kconfig_add=CONFIG_KASAN_GENERIC=y
+		--kconfig_add=CONFIG_KASAN_INLINE=y --kconfig_add=CONFIG_UBSAN=y "${debug[@]}")
 	# The overlay in other configurations (scripts/kunitconfig/): one with
 	# Rust but CONFIG_TEXT_POKE_RS=n, where Rust static keys go through
-	# upstream's C update and batch, one without Rust, and a paravirtualized
-	# one that can boot as a Xen PV guest (PARAVIRT_XXL, where kernel TLB
-	# flushes are not deferred). Each builds in a directory of its own and
-	# boots: the Rust static-key suite in the first, upstream's list suite
-	# in the second as a sign of life, the deferral suite in the last, which
-	# is also the lockdep build without PREEMPT_RT: it boots twice more for
-	# the qpw cache suite, with qpw=1 and with qpw=0 (local_locks and queued
-	# work, which only a non-RT kernel has).
-	for cfg in rs-off:rust_static_key:- rust-off:list-kunit-test:- \
-		paravirt:text_poke_rs_defer:- paravirt-qpw1:qpw_cache:qpw=1 \
-		paravirt-qpw0:qpw_cache:qpw=0; do
-		IFS=: read -r name suite arg <<< "$cfg"
-		kcfg=${name%-qpw?}
-		args=("$suite")
-		[ "$arg" = - ] || args=(--kernel_args="$arg" "$suite")
-		msg "kernel build with scripts/kunitconfig/$kcfg and KUnit $suite ${arg#-}"
-		jsons+=(--kunit-of "$JLRS_CACHE/$JLRS_BASE_VERSION/kunit-$name.json" "$suite")
-		JLRS_KUNITCONFIG=$JLRS_TOP/scripts/kunitconfig/$kcfg
-		export JLRS_KUNITCONFIG
-		kunit_boot "$name" "$JLRS_CACHE/$JLRS_BASE_VERSION/build-$kcfg" "${args[@]}"
-		unset JLRS_KUNITCONFIG
-	done
+	# upstream's C update and batch, one without Rust, and a
+	# paravirtualized one that can boot as a Xen PV guest (PARAVIRT_XXL,
+	# where kernel TLB flushes are not deferred). Each boots: the Rust
+	# static-key suite in the first, upstream's list suite in the second as
+	# a sign of life, the deferral suite in the last, which is also the
+	# lockdep build without PREEMPT_RT: it boots twice more for the qpw
+	# cache suite, with qpw=1 and with qpw=0 (local_locks and queued work,
+	# which only a non-RT kernel has).
+	#
+	# Every configuration of the matrix leaves out what none of its boots
+	# uses (scripts/kunitconfig/small: firmware tables, the block layer,
+	# input devices, virtual terminals).
+	small=--kunitconfig=$JLRS_TOP/scripts/kunitconfig/small
+	# matrix_kunit ACTION NAME [ARG...]: kunit.sh's build or exec of the
+	# matrix's configuration NAME.
+	matrix_kunit() {
+		local action=$1 name=$2 cfg=()
+		shift 2
+		local kunitconfig=
+		case $name in
+		rt) cfg=("$small" "${rt_config[@]}") ;;
+		kasan) cfg=("$small" "${kasan_config[@]}") ;;
+		*)
+			cfg=("$small")
+			kunitconfig=$JLRS_TOP/scripts/kunitconfig/$name
+			;;
+		esac
+		[ "$action" = build ] || cfg=()
+		JLRS_KUNIT_ACTION=$action JLRS_KUNIT_BUILD=$v/build-$name \
+			JLRS_KUNITCONFIG=$kunitconfig "$JLRS_TOP/scripts/kunit.sh" "${cfg[@]}" "$@"
+	}
+	# Every build in turn, in the background at a lower priority, while the
+	# boots of the builds made before run (QEMU's TCG uses one core): each
+	# build's exit status in $status/NAME, its log build-NAME.log.
+	builds=(rt kasan rs-off rust-off paravirt)
+	status=$v/matrix-built
+	rm -rf "$status"
+	mkdir -p "$status"
+	(
+		renice -n 10 -p "$BASHPID" > /dev/null
+		for name in "${builds[@]}"; do
+			rc=0
+			matrix_kunit build "$name" > "$logs/build-$name.log" 2>&1 || rc=$?
+			echo "$rc" > "$status/$name"
+		done
+	) &
+	builder=$!
+	# kill_tree PID: PID and everything it started.
+	kill_tree() {
+		local child
+		for child in $(pgrep -P "$1"); do kill_tree "$child"; done
+		kill "$1" 2> /dev/null || true
+	}
+	trap 'kill_tree $builder' EXIT
+	# built NAME: wait for NAME's build; false if it failed.
+	built() {
+		[ -f "$status/$1" ] || msg "waiting for the $1 build (log: $logs/build-$1.log)"
+		while [ ! -f "$status/$1" ]; do
+			kill -0 "$builder" 2> /dev/null || break
+			sleep 5
+		done
+		[ "$(cat "$status/$1" 2> /dev/null)" = 0 ] && return 0
+		tail -n 20 "$logs/build-$1.log" >&2 || true
+		msg "kernel build failed: $1 (log: $logs/build-$1.log)"
+		kunit_rc=1
+		return 1
+	}
+	# matrix_boot NAME JSON_NAME [ARG...]: a KUnit boot of NAME's build.
+	matrix_boot() {
+		local name=$1 json=$2 rc=0 guest
+		shift 2
+		JLRS_KUNIT_JSON=$v/kunit-$json.json matrix_kunit exec "$name" "$@" 2>&1 |
+			tee "$logs/kunit-$json.log" || rc=$?
+		guest=$logs/guest-$json.log
+		rm -f "$guest"
+		[ -f "$v/build-$name/test.log" ] && cp "$v/build-$name/test.log" "$guest"
+		jsons+=(--guest "$guest")
+		if [ "$rc" != 0 ]; then
+			msg "kunit.py failed: $json (exit $rc, log: $logs/kunit-$json.log)"
+			kunit_rc=$rc
+		fi
+	}
 fi
 
 # guest_boots WHAT LOG [BUILD]: the user-space tests (scripts/guest-test/)
@@ -213,9 +258,33 @@ guest_boots() {
 if [ "$what" = main ]; then
 	guest_boots "" guest-test.log
 else
-	guest_boots " under PREEMPT_RT, lockdep and kmemleak" guest-test-rt.log "$rt_build"
-	guest_boots " under KASAN and UBSAN" guest-test-kasan.log "$kasan_build"
-	JLRS_GUEST_ARGS=$kcsan_args guest_boots " under KCSAN" guest-test-kcsan.log "$kcsan_build"
+	msg "PREEMPT_RT, lockdep, kmemleak and KCSAN: KUnit, then user space"
+	jsons+=(--kunit "$v/kunit-rt.json")
+	if built rt; then
+		matrix_boot rt rt --kernel_args=text_poke=rust --kernel_args=ftrace=nop
+		guest_boots " under PREEMPT_RT, lockdep, kmemleak and KCSAN" guest-test-rt.log \
+			"$rt_build"
+	fi
+	msg "KASAN and UBSAN: KUnit, then user space"
+	jsons+=(--kunit "$v/kunit-kasan.json")
+	if built kasan; then
+		matrix_boot kasan kasan --kernel_args=text_poke=rust --kernel_args=ftrace=nop \
+			--kernel_args=pti=on
+		guest_boots " under KASAN and UBSAN" guest-test-kasan.log "$kasan_build"
+	fi
+	for cfg in rs-off:rs-off:rust_static_key:- rust-off:rust-off:list-kunit-test:- \
+		paravirt:paravirt:text_poke_rs_defer:- paravirt:paravirt-qpw1:qpw_cache:qpw=1 \
+		paravirt:paravirt-qpw0:qpw_cache:qpw=0; do
+		IFS=: read -r name json suite arg <<< "$cfg"
+		args=("$suite")
+		[ "$arg" = - ] || args=(--kernel_args="$arg" "$suite")
+		msg "scripts/kunitconfig/$name: KUnit $suite ${arg#-}"
+		jsons+=(--kunit-of "$v/kunit-$json.json" "$suite")
+		built "$name" || continue
+		matrix_boot "$name" "$json" "${args[@]}"
+	done
+	wait "$builder" || true
+	trap - EXIT
 fi
 
 msg "Linux $JLRS_BASE_VERSION (Debian linux-source-7.2 $JLRS_BASE_DEB_VERSION), $(($(date +%s) - start)) s"
