@@ -171,8 +171,8 @@ if [ "$what" = matrix ]; then
 	# which only a non-RT kernel has).
 	#
 	# Every configuration of the matrix leaves out what none of its boots
-	# uses (scripts/kunitconfig/small: firmware tables, the block layer,
-	# input devices, virtual terminals).
+	# uses (scripts/kunitconfig/small: the block layer, input devices,
+	# virtual terminals).
 	small=--kunitconfig=$JLRS_TOP/scripts/kunitconfig/small
 	# matrix_kunit ACTION NAME [ARG...]: kunit.sh's build or exec of the
 	# matrix's configuration NAME.
