@@ -427,20 +427,25 @@ impl TextMutex {
     }
 }
 
-/// Holds `text_mutex`.
-pub(crate) struct TextMutexGuard(TextMutex);
+/// Holds `text_mutex`, and proves it to the batch.
+pub(crate) struct TextMutexGuard {
+    // Declared first, dropped first: the token goes before the mutex is released.
+    token: TextMutex,
+    _lock: kernel::jump_label::TextLock,
+}
 
 impl TextMutexGuard {
     /// Takes `text_mutex`. May sleep.
     pub(crate) fn lock() -> Self {
-        // SAFETY: Taking `text_mutex` needs a context that may sleep, which every caller of the
-        // generic jump-label update is.
-        unsafe { bindings::text_poke_rs_text_lock() };
-        // SAFETY: The mutex was taken just above and is released when the guard is dropped;
-        // a task cannot take it twice, so it has no other token but those it is handed by
-        // callees that run under its guard (see `jump_label_rs_update()`), which it does not
-        // use meanwhile.
-        Self(unsafe { TextMutex::assume_held() })
+        let lock = kernel::jump_label::TextLock::lock();
+        Self {
+            // SAFETY: `lock` holds the mutex for as long as `Self`, which owns both; a task
+            // cannot take it twice, so it has no other token but those it is handed by callees
+            // that run under its guard (see `jump_label_rs_update()`), which it does not use
+            // meanwhile.
+            token: unsafe { TextMutex::assume_held() },
+            _lock: lock,
+        }
     }
 }
 
@@ -448,20 +453,13 @@ impl core::ops::Deref for TextMutexGuard {
     type Target = TextMutex;
 
     fn deref(&self) -> &TextMutex {
-        &self.0
+        &self.token
     }
 }
 
 impl core::ops::DerefMut for TextMutexGuard {
     fn deref_mut(&mut self) -> &mut TextMutex {
-        &mut self.0
-    }
-}
-
-impl Drop for TextMutexGuard {
-    fn drop(&mut self) {
-        // SAFETY: The guard holds `text_mutex`, taken in `lock()` by this task.
-        unsafe { bindings::text_poke_rs_text_unlock() };
+        &mut self.token
     }
 }
 

@@ -308,31 +308,22 @@ fn finish_keys(text: &mut TextMutex, queued: c_int) -> c_int {
     }
 }
 
-/// Holds `cpus_read_lock()` and `jump_label_mutex`, in that order.
-struct UpdateLocks;
+/// Holds `cpus_read_lock()` and `jump_label_mutex`, taken in that order, as
+/// `static_key_enable()` takes them, and released in the reverse order.
+struct UpdateLocks {
+    // Declared first, dropped first.
+    _jump_label: kernel::jump_label::JumpLabelLock,
+    _cpus: kernel::cpu::CpusReadGuard,
+}
 
 impl UpdateLocks {
     /// Takes both. May sleep.
     fn lock() -> Self {
-        // SAFETY: Callers may sleep; the lock is released when `Self` is dropped.
-        unsafe { bindings::cpus_read_lock() };
-        // SAFETY: `jump_label_lock()` takes `jump_label_mutex`, which may sleep, as callers may.
-        // The mutex is not recursive: the only caller, `jump_label_rs_commit()`, holds none of the
-        // update's locks, as its contract requires. `cpus_read_lock()` is taken first, in the order
-        // `static_key_enable()` takes them, and the mutex is released when `Self` is dropped.
-        unsafe { bindings::jump_label_lock() };
-        Self
-    }
-}
-
-impl Drop for UpdateLocks {
-    fn drop(&mut self) {
-        // SAFETY: Taken in `lock()` by this task.
-        unsafe { bindings::jump_label_unlock() };
-        // SAFETY: `lock()` took `cpus_read_lock()` for this guard, which never leaves the task that
-        // made it (a local of `jump_label_rs_commit()`): it is released once, here, after
-        // `jump_label_mutex`, in the reverse order of taking.
-        unsafe { bindings::cpus_read_unlock() };
+        let cpus = kernel::cpu::CpusReadGuard::lock();
+        Self {
+            _jump_label: kernel::jump_label::JumpLabelLock::lock(),
+            _cpus: cpus,
+        }
     }
 }
 

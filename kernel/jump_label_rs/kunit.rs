@@ -284,17 +284,16 @@ fn snapshot(key: &StaticKeyFalse) -> [(usize, [u8; insn::MAX_LEN]); 32] {
 /// The bytes are written at once, without the INT3 protocol (which cannot emulate what a
 /// corrupted site holds): no other CPU may run the site meanwhile.
 fn write_site(code: usize, bytes: &[u8]) {
+    let _text = kernel::jump_label::TextLock::lock();
     // SAFETY: `code` is a site of a test key that only this test runs, kernel text of at least
-    // `bytes.len()` bytes; `text_mutex` is held around the write and the sync after it.
+    // `bytes.len()` bytes; `_text` holds `text_mutex` around the write and the sync after it.
     unsafe {
-        bindings::text_poke_rs_text_lock();
         bindings::text_poke(
             code as *mut core::ffi::c_void,
             bytes.as_ptr().cast(),
             bytes.len(),
         );
         bindings::smp_text_poke_sync_each_cpu();
-        bindings::text_poke_rs_text_unlock();
     }
 }
 

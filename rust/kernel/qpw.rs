@@ -271,8 +271,7 @@ impl<T> PerCpu<T> {
             ret: None,
         };
         if !enabled() {
-            // SAFETY: Takes the CPU hotplug lock for reading; released below.
-            unsafe { bindings::cpus_read_lock() };
+            let _hotplug = crate::cpu::CpusReadGuard::lock();
             // qpw is turned on at run time with this lock held for writing: off here, it stays
             // off until the unlock, so no other caller takes the lock of an offline CPU whose `T`
             // `run_offline` reaches without it. If it was turned on meanwhile, `f` runs below.
@@ -293,8 +292,6 @@ impl<T> PerCpu<T> {
                     call.run_offline();
                 }
             }
-            // SAFETY: Taken above.
-            unsafe { bindings::cpus_read_unlock() };
         }
         // With qpw on, `f` has not run yet: the caller runs it under the lock of `cpu`.
         if call.f.is_some() {

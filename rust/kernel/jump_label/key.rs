@@ -59,12 +59,13 @@ use super::x86;
 
 mod branch;
 mod deferred;
+mod lock;
 mod ro;
 mod sites;
 #[cfg(CONFIG_TEXT_POKE_RS)]
 mod transaction;
 
-pub use self::{branch::*, deferred::*, ro::*, sites::*};
+pub use self::{branch::*, deferred::*, lock::*, ro::*, sites::*};
 #[cfg(CONFIG_TEXT_POKE_RS)]
 pub use transaction::Transaction;
 
@@ -459,49 +460,6 @@ impl<const INITIAL: bool> Drop for StaticKeyRef<INITIAL> {
     }
 }
 
-/// Holds `jump_label_mutex`.
-struct JumpLabelMutex;
-
-impl JumpLabelMutex {
-    /// Takes the mutex. The caller must be allowed to sleep (it called `might_sleep()`).
-    fn new() -> Self {
-        // SAFETY: Taking the jump-label mutex only needs a context that may sleep, which the
-        // caller guarantees.
-        unsafe { bindings::jump_label_lock() };
-        Self
-    }
-}
-
-impl Drop for JumpLabelMutex {
-    fn drop(&mut self) {
-        // SAFETY: `self` exists only while the mutex is held by this thread.
-        unsafe { bindings::jump_label_unlock() };
-    }
-}
-
-/// Holds `text_mutex`: no batch is being applied while it is held, so no site is half
-/// written.
-#[cfg(CONFIG_TEXT_POKE_RS)]
-struct TextLock;
-
-#[cfg(CONFIG_TEXT_POKE_RS)]
-impl TextLock {
-    /// Takes the mutex. The caller must be allowed to sleep (it called `might_sleep()`).
-    fn new() -> Self {
-        // SAFETY: Taking `text_mutex` only needs a context that may sleep.
-        unsafe { bindings::text_poke_rs_text_lock() };
-        Self
-    }
-}
-
-#[cfg(CONFIG_TEXT_POKE_RS)]
-impl Drop for TextLock {
-    fn drop(&mut self) {
-        // SAFETY: `self` exists only while the mutex is held by this thread.
-        unsafe { bindings::text_poke_rs_text_unlock() };
-    }
-}
-
 /// Sets `key` to `enable`: `static_key_enable()` or `static_key_disable()` (their
 /// `_cpuslocked` forms if `cpuslocked`), told whether the update was refused; see
 /// [`StaticKey::enable`].
@@ -883,12 +841,8 @@ mod tests {
 
     /// Runs `f` with `cpus_read_lock()` held.
     fn cpus_locked<T>(f: impl FnOnce() -> T) -> T {
-        // SAFETY: Takes the CPU hotplug lock for reading, released below; the test may sleep.
-        unsafe { bindings::cpus_read_lock() };
-        let ret = f();
-        // SAFETY: Taken above by this task.
-        unsafe { bindings::cpus_read_unlock() };
-        ret
+        let _hotplug = crate::cpu::CpusReadGuard::lock();
+        f()
     }
 
     #[test]

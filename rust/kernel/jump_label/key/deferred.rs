@@ -75,6 +75,11 @@ impl<const INITIAL: bool> KeyType for StaticKeyDeferred<INITIAL> {
 }
 
 impl<const INITIAL: bool> StaticKeyDeferred<INITIAL> {
+    // `state` is `SetOnce`'s protocol (empty, being set by one thread, set), but not a
+    // `SetOnce`: what it guards is set up by C in place, inside `inner`
+    // (`jump_label_rate_limit()` initialises the delayed work, whose list head points to
+    // itself), while `SETTING` gives this thread the key to itself; `SetOnce::populate()` can
+    // only move in a value made before.
     const UNLIMITED: u32 = 0;
     const SETTING: u32 = 1;
     const LIMITED: u32 = 2;

@@ -5,7 +5,7 @@
 
 #[cfg(CONFIG_TEXT_POKE_RS)]
 use super::TextLock;
-use super::{x86, JumpLabelMutex};
+use super::{x86, JumpLabelLock};
 use crate::{
     bindings,
     error::{code::*, Result},
@@ -19,11 +19,11 @@ use crate::{
 /// Not generic, so that modules using static keys need none of the symbols it uses.
 #[inline(never)]
 pub(super) fn walk_sites(key: *mut bindings::static_key, f: &mut dyn FnMut(&Site)) -> Result {
-    let _lock = JumpLabelMutex::new();
+    let _lock = JumpLabelLock::lock();
     // Other text pokes (ftrace, kprobes) write without `jump_label_mutex`: `text_mutex` keeps
     // every site whole while it is read.
     #[cfg(CONFIG_TEXT_POKE_RS)]
-    let _text = TextLock::new();
+    let _text = TextLock::lock();
     // SAFETY: `key` is a valid key, and its `entries` word is only written under
     // `jump_label_mutex`, which `_lock` holds.
     let entries = unsafe { (*key).__bindgen_anon_1.entries };

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The mutexes behind static keys: `jump_label_mutex`, which serialises every update of a key and
+//! every walk of its sites ([`JumpLabelLock`]), and, with the Rust text-poke batch, `text_mutex`,
+//! which serialises every write of kernel text ([`TextLock`]). One guard each, for this crate and
+//! for the batch's (`kernel/jump_label_rs/`).
+
+use crate::bindings;
+use core::marker::PhantomData;
+
+/// Holds `jump_label_mutex` (`jump_label_lock()`).
+///
+/// The mutex is not recursive: a task that holds it and takes it again deadlocks. Not `Send`:
+/// the task that took the mutex releases it.
+///
+/// # Invariants
+///
+/// The task that made the guard holds `jump_label_mutex` until the guard is dropped.
+pub struct JumpLabelLock {
+    _not_send: PhantomData<*mut ()>,
+}
+
+impl JumpLabelLock {
+    /// Takes the mutex; may sleep.
+    pub fn lock() -> Self {
+        // SAFETY: Taking a mutex only needs a context that may sleep, which `mutex_lock()` checks
+        // (`might_sleep()`); a task that takes it twice deadlocks, which is no memory error.
+        unsafe { bindings::jump_label_lock() };
+        // INVARIANT: The mutex was taken just above, by this task.
+        Self {
+            _not_send: PhantomData,
+        }
+    }
+}
+
+impl Drop for JumpLabelLock {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant, this task holds the mutex, taken for this guard.
+        unsafe { bindings::jump_label_unlock() };
+    }
+}
+
+/// Holds `text_mutex`: no other task writes kernel text, so no site is half written, while the
+/// guard lives.
+///
+/// The mutex is not recursive: a task that holds it and takes it again deadlocks. Not `Send`:
+/// the task that took the mutex releases it.
+///
+/// # Invariants
+///
+/// The task that made the guard holds `text_mutex` until the guard is dropped.
+#[cfg(CONFIG_TEXT_POKE_RS)]
+pub struct TextLock {
+    _not_send: PhantomData<*mut ()>,
+}
+
+#[cfg(CONFIG_TEXT_POKE_RS)]
+impl TextLock {
+    /// Takes the mutex; may sleep.
+    pub fn lock() -> Self {
+        // SAFETY: Taking a mutex only needs a context that may sleep, which `mutex_lock()` checks
+        // (`might_sleep()`); a task that takes it twice deadlocks, which is no memory error.
+        unsafe { bindings::text_poke_rs_text_lock() };
+        // INVARIANT: The mutex was taken just above, by this task.
+        Self {
+            _not_send: PhantomData,
+        }
+    }
+}
+
+#[cfg(CONFIG_TEXT_POKE_RS)]
+impl Drop for TextLock {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant, this task holds the mutex, taken for this guard.
+        unsafe { bindings::text_poke_rs_text_unlock() };
+    }
+}
