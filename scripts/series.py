@@ -71,6 +71,56 @@ def read_list(top):
     return sections
 
 
+def pattern_re(pattern):
+    """A series.list pattern as a regular expression: "*" matches within a directory, "**/"
+    any number of directories, anything else itself."""
+    out = ""
+    for part in re.split(r"(\*\*/|\*)", pattern):
+        out += {"**/": "(?:[^/]+/)*", "*": "[^/]*"}.get(part, re.escape(part))
+    return re.compile(out + r"\Z")
+
+
+def assign_files(sections, have):
+    """Gives each overlay file in `have` to its section of scripts/series.list, whose lines are
+    paths or patterns: a path names its file, a pattern takes every file no path names that it
+    matches, in the first section whose pattern does. Dies, naming them, if a file is in no
+    section, a path is named twice or is not in the overlay, or a pattern matches nothing."""
+    paths = [f for s in sections for f in s["files"] if "*" not in f]
+    problems = []
+    twice = sorted({f for f in paths if paths.count(f) > 1})
+    if twice:
+        problems.append(f"named twice: {twice}")
+    missing = sorted(set(paths) - set(have))
+    if missing:
+        problems.append(f"not in the overlay: {missing}")
+    named = set(paths)
+    for s in sections:
+        s["patterns"] = [(f, pattern_re(f)) for f in s["files"] if "*" in f]
+        s["files"] = [f for f in s["files"] if "*" not in f]
+    used = set()
+    unplaced = []
+    for f in have:
+        if f in named:
+            continue
+        for s in sections:
+            hit = next((p for p, r in s["patterns"] if r.match(f)), None)
+            if hit:
+                s["files"].append(f)
+                used.add(hit)
+                break
+        else:
+            unplaced.append(f)
+    if unplaced:
+        problems.append(f"in no patch (name them, or a pattern of theirs): {unplaced}")
+    idle = [p for s in sections for p, _ in s["patterns"] if p not in used]
+    if idle:
+        problems.append(f"patterns that match no file: {idle}")
+    if problems:
+        die("scripts/series.list and the overlay differ: " + "; ".join(problems))
+    for s in sections:
+        s["files"].sort()
+
+
 def hook_message(path):
     """A hook patch's commit message: its subject and body, without the trailers' '---'."""
     with open(path) as f:
@@ -160,13 +210,7 @@ def main():
                GIT_COMMITTER_DATE="2026-01-01T00:00:00Z")
 
     sections = read_list(top)
-    listed = [f for s in sections for f in s["files"]]
-    have = overlay_files(top)
-    if sorted(listed) != have or len(set(listed)) != len(listed):
-        die("scripts/series.list and the overlay differ: "
-            f"not listed {sorted(set(have) - set(listed))}, "
-            f"not in the overlay {sorted(set(listed) - set(have))}, "
-            f"listed twice {sorted(f for f in set(listed) if listed.count(f) > 1)}")
+    assign_files(sections, overlay_files(top))
     with open(os.path.join(top, "patches/series")) as f:
         hooks = [l.strip() for l in f if l.strip() and not l.startswith("#")]
     # The MAINTAINERS hook is what the series builds a patch at a time.
