@@ -11,7 +11,8 @@ Usage: summarize.py --project-code
 The host tests' cargo log (--cargo) and the lint log (--checks) are
 counted when given (make test gives them, make test-matrix does not).
 Every --kunit file is one boot of the kernel; each must have run every suite.
-A --kunit-of file is a boot that ran one suite, SUITE, which it must have run.
+A --kunit-of file is a boot that ran one suite, SUITE, which it must have run
+(or several, named in SUITE with commas).
 Every --guest file is a boot's kernel log: each ftrace startup self-test
 ("Testing ...: PASSED") counts as a case; an oops, BUG (KASAN's and KCSAN's
 reports among them), panic, UBSAN report, or a warning other than the one
@@ -271,7 +272,7 @@ def main():
 
     kp = kf = ks = 0
     boots = [(path, args.suite) for path in args.kunit]
-    boots += [(path, [suite]) for path, suite in args.kunit_of]
+    boots += [(path, suite.split(",")) for path, suite in args.kunit_of]
     for path, suites in boots:
         try:
             with open(path, encoding="utf-8") as f:

@@ -170,6 +170,11 @@ if [ "$what" = matrix ]; then
 	# cache suite, with qpw=1 and with qpw=0 (local_locks and queued work,
 	# which only a non-RT kernel has).
 	#
+	# And the production configuration: the Rust batch and deferral
+	# without what only measurement needs (CONFIG_TEXT_POKE_RS_MEASURE),
+	# whose image scripts/production-check.sh checks before it boots the
+	# Rust static-key suites, the kprobes suite and the ftrace self-tests.
+	#
 	# Every configuration of the matrix leaves out what none of its boots
 	# uses (scripts/kunitconfig/small: the block layer, input devices,
 	# virtual terminals).
@@ -195,7 +200,7 @@ if [ "$what" = matrix ]; then
 	# Every build in turn, in the background at a lower priority, while the
 	# boots of the builds made before run (QEMU's TCG uses one core): each
 	# build's exit status in $status/NAME, its log build-NAME.log.
-	builds=(rt kasan rs-off rust-off paravirt)
+	builds=(rt kasan rs-off rust-off paravirt production)
 	status=$v/matrix-built
 	rm -rf "$status"
 	mkdir -p "$status"
@@ -272,16 +277,33 @@ else
 			--kernel_args=pti=on
 		guest_boots " under KASAN and UBSAN" guest-test-kasan.log "$kasan_build"
 	fi
+	prod_suites=rust_static_key,rust_static_key_sample,kprobes_test
+	# NAME:JSON:SUITES:ARG: boot NAME's build with the kernel argument ARG
+	# (- for none), running the one suite SUITES names or, for a list,
+	# every suite the build has; each must run.
 	for cfg in rs-off:rs-off:rust_static_key:- rust-off:rust-off:list-kunit-test:- \
 		paravirt:paravirt:text_poke_rs_defer:- paravirt:paravirt-qpw1:qpw_cache:qpw=1 \
-		paravirt:paravirt-qpw0:qpw_cache:qpw=0; do
-		IFS=: read -r name json suite arg <<< "$cfg"
-		args=("$suite")
-		[ "$arg" = - ] || args=(--kernel_args="$arg" "$suite")
-		msg "scripts/kunitconfig/$name: KUnit $suite ${arg#-}"
-		jsons+=(--kunit-of "$v/kunit-$json.json" "$suite")
-		built "$name" || continue
-		matrix_boot "$name" "$json" "${args[@]}"
+		paravirt:paravirt-qpw0:qpw_cache:qpw=0 production:production:"$prod_suites":-; do
+		IFS=: read -r name json suites arg <<< "$cfg"
+		args=()
+		[ "$suites" != "${suites%%,*}" ] || args=("$suites")
+		[ "$arg" = - ] || args=(--kernel_args="$arg" ${args[@]+"${args[@]}"})
+		msg "scripts/kunitconfig/$name: KUnit $suites ${arg#-}"
+		jsons+=(--kunit-of "$v/kunit-$json.json" "$suites")
+		if [ "$name" = production ]; then
+			checks=$logs/production-check.log
+			if built "$name"; then
+				"$JLRS_TOP/scripts/production-check.sh" "$v/build-$name" > "$checks" 2>&1 || true
+			else
+				echo "check: production image: FAILED (the build failed)" > "$checks"
+			fi
+			grep '^check:' "$checks" || echo "check: production image: FAILED (log: $checks)" |
+				tee -a "$checks"
+			[ -f "$v/build-$name/vmlinux" ] || continue
+		else
+			built "$name" || continue
+		fi
+		matrix_boot "$name" "$json" ${args[@]+"${args[@]}"}
 	done
 	wait "$builder" || true
 	trap - EXIT
@@ -292,7 +314,11 @@ sargs=()
 for s in "${SUITES[@]}"; do sargs+=(--suite "$s"); done
 summary_rc=0
 own=()
-[ "$what" = matrix ] || own=(--cargo "$logs/host.log" --checks "$logs/check.log")
+if [ "$what" = matrix ]; then
+	own=(--checks "$logs/production-check.log")
+else
+	own=(--cargo "$logs/host.log" --checks "$logs/check.log")
+fi
 python3 "$JLRS_TOP/scripts/summarize.py" "${own[@]}" "${jsons[@]}" "${sargs[@]}" || summary_rc=$?
 if [ "$host_rc" != 0 ] || [ "$kunit_rc" != 0 ] || [ "$guest_rc" != 0 ] ||
 	[ "$summary_rc" != 0 ]; then

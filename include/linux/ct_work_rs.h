@@ -194,18 +194,20 @@ u32 *ct_work_rs_word(int cpu);
 extern const unsigned long ct_work_rs_danger_text[CT_WORK_RS_DANGER_RANGES][2];
 /* Bounds of .static_call.text (include/asm-generic/vmlinux.lds.h). */
 extern char __static_call_text_start[], __static_call_text_end[];
-/* Work each CPU ran at kernel entry instead of taking an IPI. */
-unsigned long ct_work_rs_runs(int cpu);
 #ifdef CONFIG_TEXT_POKE_RS_DEFER_DEBUG
 /* A sender added the kinds of work @work to @cpu's word. */
 void ct_work_rs_audit_added(int cpu, unsigned int work);
 #endif
-/* Deferral's lines of text_poke/stats, and its files in text_poke/. */
-void ct_work_rs_stats_show(struct seq_file *m);
+/* Deferral's files in text_poke/. */
 void ct_work_rs_debugfs_init(struct dentry *dir);
-
+#ifdef CONFIG_TEXT_POKE_RS_MEASURE
+/* Deferral's lines of text_poke/stats. */
+void ct_work_rs_stats_show(struct seq_file *m);
 /* The entry hook's cost, for make demo: ns per entry of @n with @word. */
 int ct_work_rs_bench_entry(u32 word, unsigned int n, u64 *ns);
+#else
+static inline void ct_work_rs_stats_show(struct seq_file *m) { }
+#endif
 
 #ifdef CONFIG_TLB_FLUSH_DEFER_RS
 /* The condition of flush_tlb_kernel_range_deferrable()'s IPIs. */

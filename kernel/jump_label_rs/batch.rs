@@ -13,11 +13,7 @@ use core::{cell::UnsafeCell, ffi::c_void, ptr};
 
 use kernel::{
     bindings,
-    prelude::*,
-    sync::atomic::{
-        Atomic,
-        Relaxed, //
-    },
+    prelude::*, //
 };
 
 use crate::poke::{self, OldInsn, Outcome, PokeError, PokeLoc, Queue, Sites, TextOps, MAX_INSN};
@@ -385,19 +381,30 @@ impl TextOps for KernelText {
     }
 }
 
-/// The implementation in use: `text_poke_rs_mode`.
+/// The implementation in use: `text_poke_rs_mode`, with `CONFIG_TEXT_POKE_RS_MEASURE`.
 ///
 /// It only changes with `text_mutex` and `jump_label_mutex` held and nothing queued, so it
 /// stays put for as long as a caller holds either.
+#[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
 pub(crate) fn mode() -> u32 {
+    use kernel::sync::atomic::{Atomic, Relaxed};
+
     // SAFETY: `text_poke_rs_mode` is an `int` that lives as long as the kernel, aligned, and
     // written with `WRITE_ONCE()`.
     let mode = unsafe { Atomic::from_ptr(&raw mut bindings::text_poke_rs_mode) }.load(Relaxed);
     mode as u32
 }
 
+/// Whether every site is a batch of its own (`text_poke=serial`).
+#[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
 fn serial() -> bool {
     mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_SERIAL
+}
+
+/// Never in a kernel built without `CONFIG_TEXT_POKE_RS_MEASURE`: the batch is the only mode.
+#[cfg(not(CONFIG_TEXT_POKE_RS_MEASURE))]
+fn serial() -> bool {
+    false
 }
 
 /// Proof that the current task holds `text_mutex`, which serialises every access to the batch.
@@ -661,7 +668,10 @@ fn apply_sites(sites: &[PokeLoc], old: &mut [OldInsn], refusable: bool) -> Resul
     // `text_mutex`.
     unsafe { bindings::text_poke_rs_publish(sites.as_ptr().cast(), sites.len()) };
     // SAFETY: Counts the batch for the statistics.
-    unsafe { bindings::text_poke_rs_note_batch(sites.len() as u32) };
+    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    unsafe {
+        bindings::text_poke_rs_note_batch(sites.len() as u32)
+    };
 
     let stats = poke::apply(sites, old, base(), &mut KernelText::of(sites, refusable));
     if stats.outcome == Outcome::Broken {
@@ -679,7 +689,10 @@ fn apply_sites(sites: &[PokeLoc], old: &mut [OldInsn], refusable: bool) -> Resul
     // then unpublishes `sites`.
     unsafe { bindings::text_poke_rs_retire() };
     // SAFETY: Ends the batch counted by `text_poke_rs_note_batch()` above.
-    unsafe { bindings::text_poke_rs_note_batch_done() };
+    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    unsafe {
+        bindings::text_poke_rs_note_batch_done()
+    };
     match stats.outcome {
         Outcome::Applied => Ok(()),
         Outcome::Unmapped => Err(PokeError::Unmapped),

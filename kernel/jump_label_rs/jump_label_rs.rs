@@ -4,8 +4,9 @@
 //!
 //! With `CONFIG_TEXT_POKE_RS`, `smp_text_poke_batch_add()`, `smp_text_poke_batch_finish()`,
 //! `smp_text_poke_single()` and the INT3 handler of every x86 user (jump labels, static calls,
-//! ftrace, kprobes, alternatives) go through [`batch`] unless the kernel was booted with
-//! `text_poke=c`. `text_poke=serial` applies every site as a batch of its own. The generic
+//! ftrace, kprobes, alternatives) go through [`batch`]. A kernel built for measurement
+//! (`CONFIG_TEXT_POKE_RS_MEASURE`) also has upstream's batch, booted with `text_poke=c`, and
+//! `text_poke=serial`, which applies every site as a batch of its own. The generic
 //! jump-label update of a key goes through [`jump_label`], which checks every site before it
 //! queues any. With `CONFIG_TEXT_POKE_RS_DEFER`, [`defer`] lets isolated CPUs in user space take
 //! a batch's syncs at their next kernel entry instead of as IPIs ([`ct_work`] is the protocol).

@@ -82,8 +82,22 @@ unsigned long ct_work_rs_wait_ns __read_mostly = 50 * NSEC_PER_USEC;
 DEFINE_PER_CPU_ALIGNED(u32, ct_work_rs_words);
 /* The nesting levels of entries while RCU was not watching (ct_work_rs.h). */
 DEFINE_PER_CPU(u32, ct_work_rs_nmi_levels);
+#ifdef CONFIG_TEXT_POKE_RS_MEASURE
 /* Entries that ran work instead of taking an IPI. */
 static DEFINE_PER_CPU(unsigned long, ct_work_rs_run);
+
+static __always_inline void ct_work_rs_count_run(void)
+{
+	raw_cpu_inc(ct_work_rs_run);
+}
+
+static unsigned long ct_work_rs_runs(int cpu)
+{
+	return READ_ONCE(per_cpu(ct_work_rs_run, cpu));
+}
+#else
+static __always_inline void ct_work_rs_count_run(void) { }
+#endif
 
 #ifdef CONFIG_TEXT_POKE_RS_DEFER_DEBUG
 #define CT_WORK_RS_KINDS	2
@@ -248,12 +262,19 @@ static inline void ct_work_rs_audit_debugfs_init(struct dentry *dir) { }
 static inline void ct_work_rs_audit_stats(struct seq_file *m) { }
 #endif
 
+/* The senders' counts of text_poke/stats (CONFIG_TEXT_POKE_RS_MEASURE). */
 static atomic64_t text_poke_rs_deferred;
 static atomic64_t text_poke_rs_waited;
 static atomic64_t text_poke_rs_wait_expired;
 static atomic64_t text_poke_rs_sent;
 static atomic64_t ct_work_rs_tlb_deferred;
 static atomic64_t ct_work_rs_tlb_sent;
+
+static inline void ct_work_rs_count(atomic64_t *count, unsigned int n)
+{
+	if (IS_ENABLED(CONFIG_TEXT_POKE_RS_MEASURE) && n)
+		atomic64_add(n, count);
+}
 
 /*
  * The narrowest flush of this CPU's TLB that drops every kernel mapping
@@ -340,7 +361,7 @@ static noinstr noinline unsigned int ct_work_rs_run_work(unsigned int work,
 		sync_core();
 		ran |= CT_WORK_RS_SYNC_CORE;
 	}
-	raw_cpu_inc(ct_work_rs_run);
+	ct_work_rs_count_run();
 	return ran;
 }
 
@@ -499,10 +520,8 @@ struct cpumask *text_poke_rs_round_mask(void)
 void text_poke_rs_sync_round(struct text_poke_rs_round *round)
 {
 	text_poke_rs_note_sync();
-	if (round->sent)
-		atomic64_add(round->sent, &text_poke_rs_sent);
-	if (round->expired)
-		atomic64_add(round->expired, &text_poke_rs_wait_expired);
+	ct_work_rs_count(&text_poke_rs_sent, round->sent);
+	ct_work_rs_count(&text_poke_rs_wait_expired, round->expired);
 	/* Nobody deferred: the round upstream's batch makes. */
 	if (!round->deferred) {
 		on_each_cpu(text_poke_rs_do_sync_core, NULL, 1);
@@ -513,8 +532,8 @@ void text_poke_rs_sync_round(struct text_poke_rs_round *round)
 	on_each_cpu_cond(text_poke_rs_needs_ipi, text_poke_rs_do_sync_core,
 			 round, true);
 	preempt_enable();
-	atomic64_add(round->deferred, &text_poke_rs_deferred);
-	atomic64_add(round->waited, &text_poke_rs_waited);
+	ct_work_rs_count(&text_poke_rs_deferred, round->deferred);
+	ct_work_rs_count(&text_poke_rs_waited, round->waited);
 }
 
 int ct_work_rs_next_isolated(int cpu)
@@ -593,11 +612,11 @@ bool ct_work_rs_tlb_needs_ipi(int cpu, void *info)
 	if (cpu == smp_processor_id() || !READ_ONCE(ct_work_rs_tlb_enabled))
 		return true;
 	if (ct_work_rs_defer(cpu, CT_WORK_RS_TLB_FLUSH)) {
-		atomic64_inc(&ct_work_rs_tlb_deferred);
+		ct_work_rs_count(&ct_work_rs_tlb_deferred, 1);
 		return false;
 	}
 	if (ct_work_rs_word(cpu))
-		atomic64_inc(&ct_work_rs_tlb_sent);
+		ct_work_rs_count(&ct_work_rs_tlb_sent, 1);
 	return true;
 }
 
@@ -673,11 +692,7 @@ const unsigned long ct_work_rs_danger_text[CT_WORK_RS_DANGER_RANGES][2] = {
 	  (unsigned long)__static_call_text_end },
 };
 
-unsigned long ct_work_rs_runs(int cpu)
-{
-	return READ_ONCE(per_cpu(ct_work_rs_run, cpu));
-}
-
+#ifdef CONFIG_TEXT_POKE_RS_MEASURE
 /*
  * Sync rounds of other CPUs deferred (of which waited: found in the kernel
  * first) and sent as IPIs (of which wait_expired: waited for in vain), and
@@ -739,6 +754,7 @@ int ct_work_rs_bench_entry(u32 word, unsigned int n, u64 *ns)
 	local_irq_restore(flags);
 	return 0;
 }
+#endif /* CONFIG_TEXT_POKE_RS_MEASURE */
 
 /*
  * A CPU coming online runs no user space before it gets here, but its word
@@ -807,7 +823,10 @@ static const struct file_operations ct_work_rs_defer_fops = {
 	.write		= ct_work_rs_defer_write,
 };
 
-/* One line a CPU: its word's context, its work pending, work run at entry. */
+/*
+ * One line a CPU: its word's context, its work pending, the work it ran at
+ * entry (CONFIG_TEXT_POKE_RS_MEASURE).
+ */
 static int ct_work_rs_cpus_show(struct seq_file *m, void *v)
 {
 	int cpu;
@@ -815,12 +834,15 @@ static int ct_work_rs_cpus_show(struct seq_file *m, void *v)
 	for_each_online_cpu(cpu) {
 		u32 word = READ_ONCE(per_cpu(ct_work_rs_words, cpu));
 
-		seq_printf(m, "cpu%d %s work %#x runs %lu isolated %d", cpu,
+		seq_printf(m, "cpu%d %s work %#x", cpu,
 			   word & CT_WORK_RS_USER ? "user" :
 			   word == CT_WORK_RS_OFF ? "user-off" : "kernel",
 			   word & CT_WORK_RS_USER ?
-			   word >> CT_WORK_RS_WORK_SHIFT : 0,
-			   ct_work_rs_runs(cpu), !!ct_work_rs_word(cpu));
+			   word >> CT_WORK_RS_WORK_SHIFT : 0);
+#ifdef CONFIG_TEXT_POKE_RS_MEASURE
+		seq_printf(m, " runs %lu", ct_work_rs_runs(cpu));
+#endif
+		seq_printf(m, " isolated %d", !!ct_work_rs_word(cpu));
 		ct_work_rs_audit_show(m, cpu);
 		seq_putc(m, '\n');
 	}

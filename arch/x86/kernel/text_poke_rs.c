@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * C side of the Rust text-poke batch (kernel/jump_label_rs/): the boot
- * parameter that picks the implementation, the noinstr INT3 entry, the
- * per-CPU reference handshake with it, and the counters every mode keeps.
+ * C side of the Rust text-poke batch (kernel/jump_label_rs/): the per-CPU
+ * reference handshake with the noinstr INT3 entry, the runs of text pages
+ * the batch writes through, and text_mutex for the Rust side.
+ *
+ * With CONFIG_TEXT_POKE_RS_MEASURE (the benchmark, the KUnit suite), also
+ * the counters every mode keeps and the boot parameter that picks the
+ * implementation:
  *
  * text_poke=rust	the Rust batch (default)
  * text_poke=c		upstream's batch in alternative.c and update in
@@ -47,24 +51,32 @@
 #define CREATE_TRACE_POINTS
 #include <trace/events/text_poke_rs.h>
 
+DEFINE_PER_CPU(atomic_t, text_poke_rs_refs);
+struct text_poke_rs_vec text_poke_rs_published;
+/*
+ * The counters of struct text_poke_rs_stats but the per-CPU ones, kept with
+ * CONFIG_TEXT_POKE_RS_MEASURE only.
+ */
+static struct {
+	atomic64_t batches;
+	atomic64_t entries;
+	atomic64_t syncs;
+	atomic64_t max_batch;
+	atomic64_t batch_ns;
+	atomic64_t max_batch_ns;
+	atomic64_t own_syncs;
+	atomic64_t own_entries;
+	atomic64_t refused;
+	atomic64_t mm_switches;
+	atomic64_t unmapped;
+} text_poke_rs_counts;
+
+#ifdef CONFIG_TEXT_POKE_RS_MEASURE
 int text_poke_rs_mode = TEXT_POKE_RS_MODE_RUST;
 DEFINE_PER_CPU(unsigned long, text_poke_rs_int3_hits);
 
-DEFINE_PER_CPU(atomic_t, text_poke_rs_refs);
-struct text_poke_rs_vec text_poke_rs_published;
-static atomic64_t text_poke_rs_batches;
-static atomic64_t text_poke_rs_entries;
-static atomic64_t text_poke_rs_syncs;
-static atomic64_t text_poke_rs_max_batch;
-static atomic64_t text_poke_rs_batch_ns;
-static atomic64_t text_poke_rs_max_batch_ns;
-static atomic64_t text_poke_rs_refused;
-static atomic64_t text_poke_rs_mm_switches;
-static atomic64_t text_poke_rs_unmapped;
-/* What the tracked task (text_poke_rs_track()) did itself. */
+/* The task whose own syncs and entries are counted (text_poke_rs_track()). */
 static struct task_struct *text_poke_rs_tracked;
-static atomic64_t text_poke_rs_own_syncs;
-static atomic64_t text_poke_rs_own_entries;
 /* Start of the batch being applied; batches are serialised by text_mutex. */
 static u64 text_poke_rs_batch_start;
 
@@ -131,8 +143,8 @@ void text_poke_rs_track(bool on)
 void text_poke_rs_note_sync(void)
 {
 	if (READ_ONCE(text_poke_rs_tracked) == current)
-		atomic64_inc(&text_poke_rs_own_syncs);
-	atomic64_inc(&text_poke_rs_syncs);
+		atomic64_inc(&text_poke_rs_counts.own_syncs);
+	atomic64_inc(&text_poke_rs_counts.syncs);
 }
 
 /* Function-call IPIs all CPUs have received. */
@@ -160,33 +172,81 @@ static struct {
 
 void text_poke_rs_note_batch(unsigned int entries)
 {
-	s64 max = atomic64_read(&text_poke_rs_max_batch);
+	s64 max = atomic64_read(&text_poke_rs_counts.max_batch);
 
 	text_poke_rs_batch_trace.traced = trace_text_poke_rs_batch_enabled();
 	if (text_poke_rs_batch_trace.traced) {
 		text_poke_rs_batch_trace.entries = entries;
-		text_poke_rs_batch_trace.syncs = atomic64_read(&text_poke_rs_syncs);
+		text_poke_rs_batch_trace.syncs = atomic64_read(&text_poke_rs_counts.syncs);
 		text_poke_rs_batch_trace.ipis = text_poke_rs_cal_sum();
 	}
 	text_poke_rs_batch_start = local_clock();
 	if (READ_ONCE(text_poke_rs_tracked) == current)
-		atomic64_add(entries, &text_poke_rs_own_entries);
-	atomic64_inc(&text_poke_rs_batches);
-	atomic64_add(entries, &text_poke_rs_entries);
+		atomic64_add(entries, &text_poke_rs_counts.own_entries);
+	atomic64_inc(&text_poke_rs_counts.batches);
+	atomic64_add(entries, &text_poke_rs_counts.entries);
 	while (entries > max &&
-	       !atomic64_try_cmpxchg(&text_poke_rs_max_batch, &max, entries))
+	       !atomic64_try_cmpxchg(&text_poke_rs_counts.max_batch, &max, entries))
 		;
 }
 
 /* A switch to the poking mm: text_poke(), or a run of the Rust batch. */
 void text_poke_rs_note_mm_switch(void)
 {
-	atomic64_inc(&text_poke_rs_mm_switches);
+	atomic64_inc(&text_poke_rs_counts.mm_switches);
 }
+
+/* Function-call IPIs @cpu has received: the CAL line of /proc/interrupts. */
+unsigned int text_poke_rs_ipis_received(int cpu)
+{
+	return READ_ONCE(per_cpu(irq_stat, cpu).counts[IRQ_COUNT_CALL_FUNCTION]);
+}
+
+void text_poke_rs_note_batch_done(void)
+{
+	s64 ns = local_clock() - text_poke_rs_batch_start;
+	s64 max = atomic64_read(&text_poke_rs_counts.max_batch_ns);
+
+	atomic64_add(ns, &text_poke_rs_counts.batch_ns);
+	while (ns > max &&
+	       !atomic64_try_cmpxchg(&text_poke_rs_counts.max_batch_ns, &max, ns))
+		;
+	if (text_poke_rs_batch_trace.traced)
+		trace_text_poke_rs_batch(text_poke_rs_batch_trace.entries,
+					 atomic64_read(&text_poke_rs_counts.syncs) -
+					 text_poke_rs_batch_trace.syncs,
+					 text_poke_rs_cal_sum() -
+					 text_poke_rs_batch_trace.ipis, ns);
+}
+
+void text_poke_rs_read_stats(struct text_poke_rs_stats *stats)
+{
+	int cpu;
+
+	stats->batches = atomic64_read(&text_poke_rs_counts.batches);
+	stats->entries = atomic64_read(&text_poke_rs_counts.entries);
+	stats->syncs = atomic64_read(&text_poke_rs_counts.syncs);
+	stats->max_batch = atomic64_read(&text_poke_rs_counts.max_batch);
+	stats->batch_ns = atomic64_read(&text_poke_rs_counts.batch_ns);
+	stats->max_batch_ns = atomic64_read(&text_poke_rs_counts.max_batch_ns);
+	stats->own_syncs = atomic64_read(&text_poke_rs_counts.own_syncs);
+	stats->own_entries = atomic64_read(&text_poke_rs_counts.own_entries);
+	stats->refused = atomic64_read(&text_poke_rs_counts.refused);
+	stats->unmapped = atomic64_read(&text_poke_rs_counts.unmapped);
+	stats->mm_switches = atomic64_read(&text_poke_rs_counts.mm_switches);
+	stats->int3_hits = 0;
+	stats->ipis = 0;
+	for_each_possible_cpu(cpu) {
+		stats->int3_hits += per_cpu(text_poke_rs_int3_hits, cpu);
+		stats->ipis += text_poke_rs_ipis_received(cpu);
+	}
+}
+#endif /* CONFIG_TEXT_POKE_RS_MEASURE */
 
 void text_poke_rs_note_refused(const void *key, unsigned int wrong)
 {
-	atomic64_inc(&text_poke_rs_refused);
+	if (IS_ENABLED(CONFIG_TEXT_POKE_RS_MEASURE))
+		atomic64_inc(&text_poke_rs_counts.refused);
 	trace_text_poke_rs_refused(key, wrong);
 }
 
@@ -209,55 +269,9 @@ void text_poke_rs_assert_text_held(void)
 	lockdep_assert_held(&text_mutex);
 }
 
-/* Function-call IPIs @cpu has received: the CAL line of /proc/interrupts. */
-unsigned int text_poke_rs_ipis_received(int cpu)
-{
-	return READ_ONCE(per_cpu(irq_stat, cpu).counts[IRQ_COUNT_CALL_FUNCTION]);
-}
-
 void text_poke_rs_text_unlock(void)
 {
 	mutex_unlock(&text_mutex);
-}
-
-void text_poke_rs_note_batch_done(void)
-{
-	s64 ns = local_clock() - text_poke_rs_batch_start;
-	s64 max = atomic64_read(&text_poke_rs_max_batch_ns);
-
-	atomic64_add(ns, &text_poke_rs_batch_ns);
-	while (ns > max &&
-	       !atomic64_try_cmpxchg(&text_poke_rs_max_batch_ns, &max, ns))
-		;
-	if (text_poke_rs_batch_trace.traced)
-		trace_text_poke_rs_batch(text_poke_rs_batch_trace.entries,
-					 atomic64_read(&text_poke_rs_syncs) -
-					 text_poke_rs_batch_trace.syncs,
-					 text_poke_rs_cal_sum() -
-					 text_poke_rs_batch_trace.ipis, ns);
-}
-
-void text_poke_rs_read_stats(struct text_poke_rs_stats *stats)
-{
-	int cpu;
-
-	stats->batches = atomic64_read(&text_poke_rs_batches);
-	stats->entries = atomic64_read(&text_poke_rs_entries);
-	stats->syncs = atomic64_read(&text_poke_rs_syncs);
-	stats->max_batch = atomic64_read(&text_poke_rs_max_batch);
-	stats->batch_ns = atomic64_read(&text_poke_rs_batch_ns);
-	stats->max_batch_ns = atomic64_read(&text_poke_rs_max_batch_ns);
-	stats->own_syncs = atomic64_read(&text_poke_rs_own_syncs);
-	stats->own_entries = atomic64_read(&text_poke_rs_own_entries);
-	stats->refused = atomic64_read(&text_poke_rs_refused);
-	stats->unmapped = atomic64_read(&text_poke_rs_unmapped);
-	stats->mm_switches = atomic64_read(&text_poke_rs_mm_switches);
-	stats->int3_hits = 0;
-	stats->ipis = 0;
-	for_each_possible_cpu(cpu) {
-		stats->int3_hits += per_cpu(text_poke_rs_int3_hits, cpu);
-		stats->ipis += text_poke_rs_ipis_received(cpu);
-	}
 }
 
 /*
@@ -433,7 +447,8 @@ bool text_poke_rs_run_mappable(const unsigned long *pages, unsigned int n)
 		if (WARN(!text_poke_rs_text_page(pages[i]),
 			 "text_poke: no page of text at %pS: batch not applied\n",
 			 (void *)pages[i])) {
-			atomic64_inc(&text_poke_rs_unmapped);
+			if (IS_ENABLED(CONFIG_TEXT_POKE_RS_MEASURE))
+				atomic64_inc(&text_poke_rs_counts.unmapped);
 			return false;
 		}
 	}
@@ -617,6 +632,7 @@ void text_poke_rs_poked(const void *addr, const void *old, const void *new,
 	perf_event_text_poke(addr, old, len, new, len);
 }
 
+#ifdef CONFIG_TEXT_POKE_RS_MEASURE
 static int text_poke_rs_stats_show(struct seq_file *m, void *v)
 {
 	struct text_poke_rs_stats s;
@@ -649,8 +665,8 @@ static ssize_t text_poke_rs_stats_write(struct file *file,
 					const char __user *ubuf, size_t count,
 					loff_t *ppos)
 {
-	atomic64_set(&text_poke_rs_max_batch, 0);
-	atomic64_set(&text_poke_rs_max_batch_ns, 0);
+	atomic64_set(&text_poke_rs_counts.max_batch, 0);
+	atomic64_set(&text_poke_rs_counts.max_batch_ns, 0);
 	return count;
 }
 
@@ -701,19 +717,22 @@ static const struct file_operations text_poke_rs_mode_fops = {
 	.release	= single_release,
 	.write		= text_poke_rs_mode_write,
 };
+#endif /* CONFIG_TEXT_POKE_RS_MEASURE */
 
 /*
- * /sys/kernel/debug/text_poke/: "stats", the counters, one "name value" a
- * line, whose maxima a write resets; "mode", the implementation in use,
- * which a write of rust, c or serial switches; with deferral, "defer" and
- * "cpus" (ct_work_rs.c).
+ * /sys/kernel/debug/text_poke/: with CONFIG_TEXT_POKE_RS_MEASURE, "stats",
+ * the counters, one "name value" a line, whose maxima a write resets, and
+ * "mode", the implementation in use, which a write of rust, c or serial
+ * switches; with deferral, "defer" and "cpus" (ct_work_rs.c).
  */
 static int __init text_poke_rs_debugfs_init(void)
 {
 	struct dentry *dir = debugfs_create_dir("text_poke", NULL);
 
+#ifdef CONFIG_TEXT_POKE_RS_MEASURE
 	debugfs_create_file("stats", 0644, dir, NULL, &text_poke_rs_stats_fops);
 	debugfs_create_file("mode", 0644, dir, NULL, &text_poke_rs_mode_fops);
+#endif
 	ct_work_rs_debugfs_init(dir);
 	return 0;
 }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Events of the Rust text-poke batch (arch/x86/kernel/text_poke_rs.c):
- * one per batch applied, in every text_poke= mode, and one per key flip
- * the Rust update refuses.
+ * one per batch applied, in every text_poke= mode, with the counters of
+ * CONFIG_TEXT_POKE_RS_MEASURE; and one per key flip the Rust update refuses.
  */
 #undef TRACE_SYSTEM
 #define TRACE_SYSTEM text_poke_rs
@@ -12,6 +12,7 @@
 
 #include <linux/tracepoint.h>
 
+#ifdef CONFIG_TEXT_POKE_RS_MEASURE
 /*
  * A batch applied: @sites written with @syncs sync rounds, which with
  * everything else the CPUs received meanwhile came to @ipis function-call
@@ -33,6 +34,7 @@ TRACE_EVENT(text_poke_rs_batch,
 	    TP_printk("sites=%u syncs=%u ipis=%u ns=%llu", __entry->sites,
 		      __entry->syncs, __entry->ipis, __entry->ns)
 );
+#endif
 
 /*
  * A key flip refused, nothing written: @wrong of its sites held what the

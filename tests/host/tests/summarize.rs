@@ -184,6 +184,29 @@ fn kunit_suite_that_did_not_run_fails() {
 }
 
 #[test]
+fn every_suite_of_a_list_must_run() {
+    // make test-matrix's production boot: --kunit-of JSON A,B names several suites.
+    let run = Run::new("kunitof");
+    run.write("of.json", &kunit_json("suite_a"));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/summarize.py");
+    let of = |suites: &str| {
+        let out = Command::new("python3")
+            .arg(&script)
+            .args(["--kunit-of", &run.path("of.json"), suites])
+            .args(["--suite", "suite_x"])
+            .output()
+            .expect("python3 runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out.status.code().unwrap_or(-1), text)
+    };
+    let (rc, out) = of("suite_a");
+    assert_eq!(rc, 0, "{out}");
+    let (rc, out) = of("suite_a,suite_b");
+    assert_eq!(rc, 1, "{out}");
+    assert!(out.contains("KUnit suite suite_b did not run"), "{out}");
+}
+
+#[test]
 fn missing_kunit_results_fail() {
     let run = Run::new("nokunit");
     fs::remove_file(run.dir.join("kunit.json")).unwrap();

@@ -19,7 +19,10 @@ struct jump_entry;
 struct mm_struct;
 struct static_key;
 
-/* Which implementation serves smp_text_poke_*(): "text_poke=" at boot. */
+/*
+ * Which implementation serves smp_text_poke_*(): "text_poke=" at boot, with
+ * CONFIG_TEXT_POKE_RS_MEASURE; the Rust batch without it.
+ */
 enum text_poke_rs_mode {
 	TEXT_POKE_RS_MODE_RUST,
 	TEXT_POKE_RS_MODE_C,
@@ -38,6 +41,7 @@ enum jump_label_pass {
 
 /**
  * struct text_poke_rs_stats - what smp_text_poke_*() did, in every mode
+ *	(CONFIG_TEXT_POKE_RS_MEASURE): the lines of text_poke/stats
  * @batches: batches applied
  * @entries: sites patched
  * @syncs: sync rounds (one IPI to every other online CPU each)
@@ -117,26 +121,10 @@ struct text_poke_rs_write {
 
 #define TEXT_POKE_RS_WRITE_MAX	6
 
-#ifdef CONFIG_TEXT_POKE_RS
+#ifdef CONFIG_TEXT_POKE_RS_MEASURE
 
 extern int text_poke_rs_mode;
 DECLARE_PER_CPU(unsigned long, text_poke_rs_int3_hits);
-DECLARE_PER_CPU(atomic_t, text_poke_rs_refs);
-
-/**
- * struct text_poke_rs_vec - the batch the INT3 handler sees
- * @sites: the Rust batch's PokeLocs, sorted by address
- * @nr: how many
- *
- * Set by text_poke_rs_publish() before any CPU's count is, cleared by
- * text_poke_rs_retire() once none is; unchanged while a CPU's count is.
- */
-struct text_poke_rs_vec {
-	const void *sites;
-	size_t nr;
-};
-
-extern struct text_poke_rs_vec text_poke_rs_published;
 
 /*
  * The mode only changes (text_poke_rs_set_mode()) with jump_label_mutex and
@@ -157,11 +145,62 @@ void text_poke_rs_note_sync(void);
 void text_poke_rs_note_batch(unsigned int entries);
 void text_poke_rs_note_batch_done(void);
 void text_poke_rs_note_mm_switch(void);
-void text_poke_rs_note_refused(const void *key, unsigned int wrong);
 unsigned int text_poke_rs_ipis_received(int cpu);
 void text_poke_rs_read_stats(struct text_poke_rs_stats *stats);
 void text_poke_rs_track(bool on);
 int text_poke_rs_set_mode(int mode);
+
+#else /* !CONFIG_TEXT_POKE_RS_MEASURE */
+
+/* The Rust batch, if built, is the only implementation. */
+static __always_inline bool text_poke_rs_active(void)
+{
+	return IS_ENABLED(CONFIG_TEXT_POKE_RS);
+}
+
+static __always_inline void text_poke_rs_note_int3(void)
+{
+}
+
+static inline void text_poke_rs_note_sync(void)
+{
+}
+
+static inline void text_poke_rs_note_batch(unsigned int entries)
+{
+}
+
+static inline void text_poke_rs_note_batch_done(void)
+{
+}
+
+static inline void text_poke_rs_note_mm_switch(void)
+{
+}
+
+#endif /* CONFIG_TEXT_POKE_RS_MEASURE */
+
+#ifdef CONFIG_TEXT_POKE_RS
+
+DECLARE_PER_CPU(atomic_t, text_poke_rs_refs);
+
+/**
+ * struct text_poke_rs_vec - the batch the INT3 handler sees
+ * @sites: the Rust batch's PokeLocs, sorted by address
+ * @nr: how many
+ *
+ * Set by text_poke_rs_publish() before any CPU's count is, cleared by
+ * text_poke_rs_retire() once none is; unchanged while a CPU's count is.
+ */
+struct text_poke_rs_vec {
+	const void *sites;
+	size_t nr;
+};
+
+extern struct text_poke_rs_vec text_poke_rs_published;
+
+/* A key flip refused: its trace event, and its count. */
+void text_poke_rs_note_refused(const void *key, unsigned int wrong);
 bool text_poke_rs_reports(void);
 void text_poke_rs_poked(const void *addr, const void *old, const void *new,
 			size_t len);
@@ -275,31 +314,6 @@ static __always_inline int text_poke_rs_int3_handler(struct pt_regs *regs)
 }
 
 #else /* !CONFIG_TEXT_POKE_RS */
-
-static __always_inline bool text_poke_rs_active(void)
-{
-	return false;
-}
-
-static __always_inline void text_poke_rs_note_int3(void)
-{
-}
-
-static inline void text_poke_rs_note_sync(void)
-{
-}
-
-static inline void text_poke_rs_note_batch(unsigned int entries)
-{
-}
-
-static inline void text_poke_rs_note_batch_done(void)
-{
-}
-
-static inline void text_poke_rs_note_mm_switch(void)
-{
-}
 
 static __always_inline int text_poke_rs_int3_handler(struct pt_regs *regs)
 {

@@ -1,0 +1,76 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# scripts/production-check.sh BUILD: whether the kernel built in BUILD
+# (make test-matrix's production configuration, scripts/kunitconfig/
+# production) is one a production kernel would be: the Rust batch, its INT3
+# handler and deferral in it, and nothing that only measurement needs
+# (CONFIG_TEXT_POKE_RS_MEASURE): no text_poke= switch of implementations,
+# no counters on the INT3 or entry path or elsewhere, no benchmark hooks.
+# Reads the image's symbol table. Prints one "check: NAME: ok|FAILED" line
+# per check, the symbols that should not be there (or are missing) named;
+# exits non-zero if any failed.
+set -uo pipefail
+. "$(dirname "$0")/lib.sh"
+step production-check
+
+build=${1:?usage: scripts/production-check.sh BUILD}
+failed=0
+result() {
+	if [ "$2" = 0 ]; then
+		echo "check: $1: ok"
+	else
+		echo "check: $1: FAILED ($3)"
+		failed=1
+	fi
+}
+
+config=$build/.config
+if [ ! -f "$config" ] || [ ! -f "$build/vmlinux" ]; then
+	result "production image" 1 "no kernel built in $build"
+	exit 1
+fi
+bad=()
+grep -qx 'CONFIG_TEXT_POKE_RS=y' "$config" || bad+=("CONFIG_TEXT_POKE_RS is not y")
+grep -qx 'CONFIG_TEXT_POKE_RS_DEFER=y' "$config" || bad+=("CONFIG_TEXT_POKE_RS_DEFER is not y")
+for opt in MEASURE BENCH KUNIT_TEST DEFER_DEBUG; do
+	if grep -q "^CONFIG_TEXT_POKE_RS_$opt=" "$config"; then
+		bad+=("CONFIG_TEXT_POKE_RS_$opt is set")
+	fi
+done
+result "production configuration" "${#bad[@]}" "${bad[*]:-}"
+
+syms=$(llvm-nm$JLRS_LLVM --defined-only "$build/vmlinux" 2>&1 | awk '{ print $NF }') || {
+	result "production image" 1 "llvm-nm$JLRS_LLVM cannot read $build/vmlinux"
+	exit 1
+}
+has() { grep -qx -- "$1" <<< "$syms"; }
+
+# What ships: the batch, its INT3 handler, the entry's work and the update.
+missing=()
+for s in text_poke_rs_publish text_poke_rs_retire text_poke_rs_emulate \
+	text_poke_rs_run_write smp_text_poke_int3_handler jump_label_rs_update \
+	ct_work_rs_words __ct_work_rs_user_exit __ct_work_rs_nmi_enter; do
+	has "$s" || missing+=("$s")
+done
+result "production image: the Rust batch and deferral" "${#missing[@]}" \
+	"missing: ${missing[*]:-}"
+
+# What only measurement needs: the implementations' switch, the counters
+# (the INT3 handler's and kernel entry's among them), the tracked task, the
+# statistics file, the batch event, the entry hook's benchmark, and
+# upstream's batch (its vector, text_poke_array), which the Rust batch
+# replaces.
+found=()
+for s in text_poke_rs_mode text_poke_rs_set_mode text_poke_rs_int3_hits \
+	text_poke_rs_note_sync text_poke_rs_note_batch text_poke_rs_note_batch_done \
+	text_poke_rs_note_mm_switch text_poke_rs_counts text_poke_rs_track \
+	text_poke_rs_read_stats text_poke_rs_ipis_received text_poke_rs_stats_fops \
+	ct_work_rs_run ct_work_rs_stats_show ct_work_rs_bench_entry \
+	text_poke_rs_deferred text_poke_rs_sent ct_work_rs_tlb_deferred \
+	__tracepoint_text_poke_rs_batch text_poke_array; do
+	has "$s" && found+=("$s")
+done
+result "production image: nothing only measurement needs" "${#found[@]}" \
+	"found: ${found[*]:-}"
+exit "$failed"
