@@ -60,7 +60,7 @@ result "production image: the Rust batch and deferral" "${#missing[@]}" \
 # (the INT3 handler's and kernel entry's among them), the tracked task, the
 # statistics file, the batch event, the entry hook's benchmark, and
 # upstream's batch (its vector, text_poke_array), which the Rust batch
-# replaces.
+# replaces; and test code.
 found=()
 for s in text_poke_rs_mode text_poke_rs_set_mode text_poke_rs_int3_hits \
 	text_poke_rs_note_sync text_poke_rs_note_batch text_poke_rs_note_batch_done \
@@ -71,6 +71,9 @@ for s in text_poke_rs_mode text_poke_rs_set_mode text_poke_rs_int3_hits \
 	__tracepoint_text_poke_rs_batch text_poke_array; do
 	has "$s" && found+=("$s")
 done
+# The qpw object cache, which only its KUnit suite uses (Rust symbols of
+# the module jump_label_rs::qpw_cache).
+grep -q 'jump_label_rs9qpw_cache' <<< "$syms" && found+=("jump_label_rs::qpw_cache")
 result "production image: nothing only measurement needs" "${#found[@]}" \
 	"found: ${found[*]:-}"
 exit "$failed"

@@ -147,7 +147,6 @@ impl<T: Send> Cache<T> {
     }
 }
 
-#[cfg(CONFIG_TEXT_POKE_RS_KUNIT_TEST)]
 #[kunit_tests(qpw_cache)]
 mod tests {
     use super::*;
