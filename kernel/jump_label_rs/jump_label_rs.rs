@@ -17,6 +17,7 @@
 pub(crate) use kernel::jump_label::x86;
 
 pub mod batch;
+#[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
 pub mod ct_work;
 #[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
 pub mod defer;
