@@ -13,18 +13,24 @@ checked: applied with git am to the base again, the result compared file by
 file with the work tree the tests build (--src, the applied overlay: every
 file the series touches must be identical and no other file may differ),
 scripts/checkpatch.pl --strict run on every patch (no error, warning or
-check), and with --build, the command run in the applied tree. Prints one
-"series:" line per step; exits non-zero on the first failure.
+check), with --bisect-build, every prefix of the series built in turn
+(each patch applied on the ones before it, incrementally, in that build
+directory, with the configuration --bisect-config after olddefconfig drops
+what the prefix does not define yet), and with --build, the command run in
+the applied tree. Prints one "series:" line per step; exits non-zero on the
+first failure.
 """
 
 import argparse
 import difflib
+import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 
 ENTRY = "JUMP_LABEL_RS (RUST TEXT POKING, STATIC KEYS AND ISOLATION)"
 LISTS = ("linux-kernel@vger.kernel.org", "rust-for-linux@vger.kernel.org")
@@ -194,6 +200,11 @@ def main():
     ap.add_argument("--built", default="",
                     help="what built the tested tree already: the applied tree, found identical "
                          "to it, is not built again")
+    ap.add_argument("--bisect-build", default="",
+                    help="build every prefix of the series in this build directory")
+    ap.add_argument("--bisect-config", default="", help="the .config of those builds")
+    ap.add_argument("--make-opt", action="append", default=[],
+                    help="an option of make for those builds (LLVM=..., RUSTC=...)")
     ap.add_argument("--write-maintainers", default="",
                     help="only write the MAINTAINERS hook patch listing every overlay file")
     args = ap.parse_args()
@@ -308,7 +319,11 @@ def main():
         die("checkpatch --strict:\n" + "\n".join(bad))
     print(f"series: checkpatch --strict: ok ({len(patches) - 1} patches)", flush=True)
 
-    # 5. Built, if asked.
+    # 5. Every prefix built, if asked.
+    if args.bisect_build:
+        bisect(work, env, args.bisect_build, args.bisect_config, args.make_opt)
+
+    # 6. Built, if asked.
     if args.built:
         print(f"series: build of the applied series: ok (the tree of {args.built})",
               flush=True)
@@ -317,6 +332,61 @@ def main():
         if r.returncode:
             die(f"the build of the applied series failed (exit {r.returncode})")
         print("series: build of the applied series: ok", flush=True)
+
+
+def bisect(work, env, build, config, make_opts):
+    """Builds every prefix of the series (the commits base..series of `work`) in `build`, one
+    after the other, each incrementally on the one before: checking a commit out rewrites only
+    the files it changes. Each starts from `config`; olddefconfig drops the options the prefix
+    does not define yet. A prefix whose tree was built with that configuration before (the
+    stamps in `build`) is not built again. Dies naming the first patch that does not build."""
+    commits = git(work, "rev-list", "--reverse", "base..series", capture=True).split()
+    # The configuration's options and values, whatever their order in the file.
+    with open(config) as f:
+        options = sorted(l for l in f.read().splitlines() if l.startswith("CONFIG_"))
+    key_cfg = hashlib.sha1("\n".join(options).encode()).hexdigest()[:16]
+    stamps = os.path.join(build, ".jlrs-bisect-built")
+    os.makedirs(build, exist_ok=True)
+    try:
+        with open(stamps) as f:
+            built = set(f.read().split())
+    except OSError:
+        built = set()
+    make = ["make", f"O={build}", "ARCH=x86_64", *make_opts]
+    jobs = f"-j{os.cpu_count() or 1}"
+    start = time.time()
+    again = 0
+    for i, c in enumerate(commits, 1):
+        tree = git(work, "rev-parse", c + "^{tree}", capture=True).strip()
+        subject = git(work, "log", "-1", "--format=%s", c, capture=True).strip()
+        key = f"{tree}:{key_cfg}"
+        if key in built:
+            continue
+        git(work, "checkout", "-q", "-f", "--detach", c, env=env)
+        shutil.copy(config, os.path.join(build, ".config"))
+        log = os.path.join(build, f"bisect-{i:02d}.log")
+        t0 = time.time()
+        with open(log, "w") as f:
+            r = subprocess.run([*make, "olddefconfig"], cwd=work, stdout=f,
+                               stderr=subprocess.STDOUT)
+            if not r.returncode:
+                r = subprocess.run([*make, jobs, "vmlinux", "modules"], cwd=work, stdout=f,
+                                   stderr=subprocess.STDOUT)
+        if r.returncode:
+            with open(log, errors="replace") as f:
+                tail = [l for l in f.read().splitlines() if l.strip()][-15:]
+            git(work, "checkout", "-q", "-f", "--detach", "series", env=env)
+            die(f"patch {i}/{len(commits)} does not build on the ones before it: {subject} "
+                f"(log: {log}):\n" + "\n".join(tail))
+        built.add(key)
+        with open(stamps, "a") as f:
+            f.write(key + "\n")
+        again += 1
+        print(f"series: patch {i}/{len(commits)} builds on the ones before it "
+              f"({time.time() - t0:.0f} s): {subject}", flush=True)
+    git(work, "checkout", "-q", "-f", "--detach", "series", env=env)
+    print(f"series: every prefix of the {len(commits)} patches builds ({again} built now, "
+          f"{len(commits) - again} as before, {time.time() - start:.0f} s)", flush=True)
 
 
 def write_maintainers_hook(pristine, top, path):

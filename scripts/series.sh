@@ -6,9 +6,14 @@
 # make each patch), with a cover letter carrying results/'s figures, into
 # $JLRS_CACHE/<version>/series/patches; then apply it with git am to the
 # base again, check that it gives exactly the tree make test builds, run
-# checkpatch --strict on every patch, and build the applied tree with the
-# kunitconfig in a build directory of its own (JLRS_SERIES_BUILD=0 skips
-# the build). Where make test's main build was made from this very
+# checkpatch --strict on every patch, build every prefix of the series in
+# turn, incrementally, in a build directory of its own (series/bisect,
+# with the .config of make test-matrix's production build, or of make
+# test's main build, which each prefix starts from; JLRS_SERIES_BISECT=0
+# skips it; a prefix
+# whose tree was built before is not built again), and build the applied
+# tree with the kunitconfig in a build directory of its own
+# (JLRS_SERIES_BUILD=0 skips the build). Where make test's main build was made from this very
 # checkout's tree (git's tree of HEAD, no tracked file changed: the stamp
 # $JLRS_BUILD/.jlrs-tree), the applied tree, identical to it file by file,
 # is not built again. Writes "series:" lines and exits non-zero on a
@@ -33,5 +38,22 @@ elif [ "${JLRS_SERIES_BUILD:-1}" != 0 ]; then
 --kunitconfig=kernel/jump_label_rs/.kunitconfig --build_dir=$dir/build --jobs=$(nproc) ${mo[*]} \
 > $dir/build.log 2>&1 || { tail -20 $dir/build.log; exit 1; }")
 fi
+bisect=()
+if [ "${JLRS_SERIES_BISECT:-1}" != 0 ]; then
+	# The configuration of make test-matrix's production build (the batch,
+	# deferral, qpw, the static-key sample and its suite, without the
+	# block layer and input devices), which builds what ships of each
+	# prefix in about two thirds of the main configuration's time; the
+	# main configuration's if there is none. (The objects of those builds
+	# are of another source tree: the first walk builds from nothing.)
+	cfg=$JLRS_CACHE/$JLRS_BASE_VERSION/build-production/.config
+	[ -f "$cfg" ] || cfg=$JLRS_BUILD/.config
+	[ -f "$cfg" ] ||
+		die "no build to take the configuration of every prefix from: run make test first"
+	cp "$cfg" "$dir/bisect.config"
+	bisect=(--bisect-build "$dir/bisect" --bisect-config "$dir/bisect.config")
+	while read -r o; do bisect+=(--make-opt "$o"); done < <(jlrs_make_opts)
+fi
 python3 "$JLRS_TOP/scripts/series.py" --pristine "$JLRS_PRISTINE" --src "$JLRS_SRC" \
-	--top "$JLRS_TOP" --work "$dir/tree" --out "$dir/patches" "${build[@]}"
+	--top "$JLRS_TOP" --work "$dir/tree" --out "$dir/patches" ${build[@]+"${build[@]}"} \
+	${bisect[@]+"${bisect[@]}"}
