@@ -95,29 +95,44 @@ stop() {
 # Deferral switched on while the isolated CPUs are in user space, where
 # they went with it off: they take no work until they pass through the
 # kernel again, so the rounds send them the IPI at once, wait for none,
-# and defer to them from their next return to user space on.
+# and defer to them from their next return to user space on. A round may
+# still wait in vain for a CPU that is in the kernel for longer than the
+# wait (a kernel thread the IPI woke, say, on a PREEMPT_RT kernel under
+# KCSAN): a switch whose storm saw that is tried once more. A CPU whose
+# word cannot take work waits every round after each switch, both times.
 t=defer_switched_on_no_wait
-why=
 dt=/sys/kernel/debug/text_poke/defer_tlb
-tlb_was=
-[ -e $dt ] && tlb_was=$(cat $dt) && echo off > $dt
-echo off > $d
-start spin
-for c in $iso; do
-	grep -q "^cpu$c user-off " $cpus ||
-		why="$why; CPU $c's word: $(grep "^cpu$c " $cpus), not user-off"
-done
-echo on > $d
-[ -z "$tlb_was" ] || echo $tlb_was > $dt
-e0=$(stat wait_expired)
-d0=$(stat deferred)
-storm 40 || why="$why; a flip failed or a site took the wrong direction on CPU 0"
-e1=$(stat wait_expired)
-d1=$(stat deferred)
-stop
-echo "@@ info $t flips=40 wait_expired=$((e1 - e0)) deferred=$((d1 - d0))"
-[ "$e1" = "$e0" ] || why="$why; $((e1 - e0)) times a round waited in vain for an isolated CPU"
-[ $((d1 - d0)) -gt 0 ] || why="$why; no round was deferred after the switch"
+# switched_on: one switch and storm; sets why, e and dd.
+switched_on() {
+	why=
+	tlb_was=
+	[ -e $dt ] && tlb_was=$(cat $dt) && echo off > $dt
+	echo off > $d
+	start spin
+	for c in $iso; do
+		grep -q "^cpu$c user-off " $cpus ||
+			why="$why; CPU $c's word: $(grep "^cpu$c " $cpus), not user-off"
+	done
+	echo on > $d
+	[ -z "$tlb_was" ] || echo $tlb_was > $dt
+	e0=$(stat wait_expired)
+	d0=$(stat deferred)
+	storm 40 ||
+		why="$why; a flip failed or a site took the wrong direction on CPU 0"
+	e=$(($(stat wait_expired) - e0))
+	dd=$(($(stat deferred) - d0))
+	stop
+	echo "@@ info $t flips=40 wait_expired=$e deferred=$dd"
+	[ $dd -gt 0 ] || why="$why; no round was deferred after the switch"
+}
+first=
+switched_on
+if [ -z "$why" ] && [ $e != 0 ]; then
+	first="$e, then "
+	switched_on
+fi
+[ $e = 0 ] ||
+	why="$why; ${first}$e times a round waited in vain for an isolated CPU"
 if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 
 flips=1000
