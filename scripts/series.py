@@ -91,6 +91,9 @@ def assign_files(sections, have):
     paths or patterns: a path names its file, a pattern takes every file no path names that it
     matches, in the first section whose pattern does. Dies, naming them, if a file is in no
     section, a path is named twice or is not in the overlay, or a pattern matches nothing."""
+    for s in sections:
+        s["parts"] = [f for f in s["files"] if PART.match(f)]
+        s["files"] = [f for f in s["files"] if not PART.match(f)]
     paths = [f for s in sections for f in s["files"] if "*" not in f]
     problems = []
     twice = sorted({f for f in paths if paths.count(f) > 1})
@@ -125,6 +128,87 @@ def assign_files(sections, have):
         die("scripts/series.list and the overlay differ: " + "; ".join(problems))
     for s in sections:
         s["files"].sort()
+
+
+# A part of a file that a later patch adds: "PATH /A/" (the one line matching A) or
+# "PATH /A/,/B/" (from it to the first line after it matching B), "PATH /A/,$" (to the file's
+# end).
+PART = re.compile(r"(\S+)\s+/(.*?)/(?:,(/(.*)/|\$))?\Z")
+
+
+def part_lines(path, lines, spec):
+    """The indexes of the lines of `path` (its `lines`) that the part `spec` names. Dies if
+    its first pattern does not match exactly one line, or its end matches none after it. In a
+    Rust file, the attributes and doc comments just above the first line belong to the part."""
+    m = PART.match(spec)
+    first, end = m.group(2), m.group(4)
+    try:
+        a, b = re.compile(first), re.compile(end) if end is not None else None
+    except re.error as e:
+        die(f"scripts/series.list: '{spec}': {e}")
+    hits = [i for i, l in enumerate(lines) if a.search(l)]
+    if len(hits) != 1:
+        die(f"scripts/series.list: '{spec}': /{first}/ matches {len(hits)} lines of {path}, "
+            "not one")
+    # A file that ends with a newline splits into its lines and an empty string after them.
+    n = len(lines) - 1 if lines and lines[-1] == "" else len(lines)
+    start = stop = hits[0]
+    # In Rust, an item's attributes and doc comments come with it.
+    while path.endswith(".rs") and start > 0 and \
+            lines[start - 1].strip().startswith(("#[", "///")):
+        start -= 1
+    if m.group(3) == "$":
+        stop = n - 1
+    elif b is not None:
+        stop = next((i for i in range(start + 1, n) if b.search(lines[i])), None)
+        if stop is None:
+            die(f"scripts/series.list: '{spec}': no line of {path} after line {start + 1} "
+                f"matches /{end}/")
+    return range(start, stop + 1)
+
+
+def assign_parts(sections, top):
+    """For every file some part of which a later patch adds: its lines' patches (the index of
+    the section adding each line). Dies, naming it, if a part is of a file no earlier patch
+    adds, or two parts share a line."""
+    owner = {f: i for i, s in enumerate(sections) for f in s["files"]}
+    out = {}
+    for i, s in enumerate(sections):
+        for spec in s["parts"]:
+            path = PART.match(spec).group(1)
+            if path not in owner or owner[path] >= i:
+                die(f"scripts/series.list: '{spec}': no patch before this one adds {path}")
+            if path not in out:
+                with open(os.path.join(top, path)) as f:
+                    lines = f.read().split("\n")
+                out[path] = {"lines": lines, "patch": [owner[path]] * len(lines)}
+            o = out[path]
+            for n in part_lines(path, o["lines"], spec):
+                if o["patch"][n] != owner[path]:
+                    die(f"scripts/series.list: '{spec}': line {n + 1} of {path} is in "
+                        "another part too")
+                o["patch"][n] = i
+    return out
+
+
+def file_at(part, k):
+    """A file with parts as patch `k` leaves it: the lines of patches up to `k`. Where a part
+    left out sat between two blank lines, or after the file's last blank line, one blank line
+    goes too: the file has no two in a row and does not end with one."""
+    out = []
+    gap = False
+    last = len(part["lines"]) - 1
+    for i, (line, p) in enumerate(zip(part["lines"], part["patch"])):
+        if p > k:
+            gap = True
+            continue
+        if gap and not line.strip() and (not out or not out[-1].strip()) and i < last:
+            continue
+        if gap and i == last and line == "" and out and not out[-1].strip():
+            out.pop()
+        gap = False
+        out.append(line)
+    return "\n".join(out)
 
 
 def hook_message(path):
@@ -222,6 +306,7 @@ def main():
 
     sections = read_list(top)
     assign_files(sections, overlay_files(top))
+    parts = assign_parts(sections, top)
     with open(os.path.join(top, "patches/series")) as f:
         hooks = [l.strip() for l in f if l.strip() and not l.startswith("#")]
     # The MAINTAINERS hook is what the series builds a patch at a time.
@@ -235,7 +320,7 @@ def main():
     with open(os.path.join(work, "MAINTAINERS")) as f:
         pristine_maint = f.read()
     added = []
-    for s in sections:
+    for k, s in enumerate(sections):
         if s["hook"]:
             hook = os.path.join(top, "patches", s["hook"])
             r = subprocess.run(["git", "-C", work, "apply", "--whitespace=nowarn", hook],
@@ -248,6 +333,10 @@ def main():
         for f in s["files"]:
             os.makedirs(os.path.dirname(os.path.join(work, f)), exist_ok=True)
             shutil.copy2(os.path.join(top, f), os.path.join(work, f))
+        for f, part in parts.items():
+            if k in part["patch"]:
+                with open(os.path.join(work, f), "w") as out:
+                    out.write(file_at(part, k))
         if s["files"]:
             added += s["files"]
             with open(os.path.join(work, "MAINTAINERS"), "w") as f:

@@ -65,7 +65,11 @@ mod sites;
 #[cfg(CONFIG_TEXT_POKE_RS)]
 mod transaction;
 
-pub use self::{branch::*, deferred::*, lock::*, ro::*, sites::*};
+pub use branch::*;
+pub use deferred::*;
+pub use lock::*;
+pub use ro::*;
+pub use sites::*;
 #[cfg(CONFIG_TEXT_POKE_RS)]
 pub use transaction::Transaction;
 

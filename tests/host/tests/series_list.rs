@@ -94,3 +94,82 @@ fn stale_paths_and_patterns_are_named() {
     let err = assign(twice, &["kernel/x/Makefile"]).unwrap_err();
     assert!(err.contains("named twice: ['kernel/x/Makefile']"), "{err}");
 }
+
+/// Runs `assign_parts()` on `list`, whose sections add the overlay `files` (path and text):
+/// each file with parts as each patch leaves it ("patch path: text", newlines as "|"), or the
+/// error.
+fn parts(list: &str, files: &[(&str, &str)]) -> Result<String, String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/series.py");
+    let top = std::env::temp_dir().join(format!("series-parts-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&top);
+    for (path, text) in files {
+        let p = top.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let names: Vec<&str> = files.iter().map(|f| f.0).collect();
+    let program = format!(
+        r#"
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("series", {script:?})
+m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+sections = []
+for block in {list:?}.split("== ")[1:]:
+    lines = block.strip().split("\n")
+    sections.append({{"hook": lines[0], "msg": [], "files": lines[1:]}})
+m.assign_files(sections, sorted({names:?}))
+parts = m.assign_parts(sections, {top:?})
+for k, s in enumerate(sections):
+    for f in sorted(parts):
+        if k in parts[f]["patch"]:
+            print(s["hook"] + " " + f + ": " + m.file_at(parts[f], k).replace("\n", "|"))
+"#,
+        script = script.to_str().unwrap(),
+        top = top.to_str().unwrap(),
+    );
+    let out = Command::new("python3")
+        .args(["-c", &program])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&top);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    if out.status.success() {
+        Ok(stdout)
+    } else {
+        Err(stdout)
+    }
+}
+
+const KEY: &str = "mod a;\n#[cfg(X)]\nmod ro;\n\nfn f() {}\n\n/// Doc.\nfn ro() {\n    x\n}\n\n#[tests]\nmod tests {\n}\n";
+
+#[test]
+fn a_later_patch_adds_the_parts_of_a_file_it_names() {
+    let list = "== key\nk/key.rs\nk/a.rs\n== ro\nk/ro.rs\nk/key.rs /^mod ro;/\n\
+                k/key.rs /^fn ro/,/^}/\n== tests\nk/key.rs /^#.tests/,$\n";
+    let files = [("k/key.rs", KEY), ("k/a.rs", "a\n"), ("k/ro.rs", "ro\n")];
+    assert_eq!(
+        parts(list, &files).unwrap(),
+        // Items take their attributes and doc comments; the function's part takes the blank
+        // line after it, the tests' the one before them.
+        "key k/key.rs: mod a;||fn f() {}|\n\
+         ro k/key.rs: mod a;|#[cfg(X)]|mod ro;||fn f() {}||/// Doc.|fn ro() {|    x|}|\n\
+         tests k/key.rs: mod a;|#[cfg(X)]|mod ro;||fn f() {}||/// Doc.|fn ro() {|    x|}||#[tests]|mod tests {|}|\n"
+    );
+}
+
+#[test]
+fn a_part_that_is_not_one_place_of_a_later_file_is_refused() {
+    let files = [("k/key.rs", KEY), ("k/ro.rs", "ro\n")];
+    for (list, says) in [
+        ("== a\nk/key.rs\nk/ro.rs\n== b\nk/key.rs /^mod/\n", "/^mod/ matches 3 lines"),
+        ("== a\nk/key.rs\nk/ro.rs\n== b\nk/key.rs /^nothing/\n", "matches 0 lines"),
+        ("== a\nk/key.rs\nk/ro.rs\n== b\nk/key.rs /^fn ro/,/^nothing/\n", "after line 7"),
+        ("== a\nk/key.rs /^mod a/\n== b\nk/key.rs\nk/ro.rs\n", "no patch before this one"),
+        ("== a\nk/key.rs\nk/ro.rs\n== b\nk/key.rs /^fn ro/,/^}/\n== c\nk/key.rs /x$/\n",
+         "line 9 of k/key.rs is in another part too"),
+    ] {
+        let err = parts(list, &files).unwrap_err();
+        assert!(err.contains(says), "{list}: {err}");
+    }
+}
