@@ -366,6 +366,13 @@ def main():
     with open(cover, "w") as f:
         f.write(text)
     print(f"series: {len(patches) - 1} patches and a cover letter in {args.out}", flush=True)
+    sizes = []
+    for p in patches[1:]:
+        with open(os.path.join(args.out, p), errors="replace") as f:
+            added = sum(1 for l in f if l.startswith("+") and not l.startswith("+++"))
+        sizes.append((added, p))
+    print("series: the largest patches (lines added): " + ", ".join(
+        f"{n} {p[:4]}" for n, p in sorted(sizes, reverse=True)[:4]), flush=True)
 
     # 3. Applied with git am to the base, and compared with the tested tree.
     git(work, "checkout", "-q", "-f", "--detach", "base", env=env)
