@@ -259,7 +259,12 @@ pub(crate) fn ask(deferred: &mut Cpumask, round: &mut bindings::text_poke_rs_rou
                     round.waited += 1;
                     true
                 }
-                Err(Refusal::NotInUser) => !running(cpu),
+                // Gone idle or into a guest: it gets the IPI now.
+                Err(Refusal::NotInUser) if !running(cpu) => {
+                    round.sent += 1;
+                    true
+                }
+                Err(Refusal::NotInUser) => false,
                 Err(Refusal::LeftWithDeferralOff) => {
                     round.sent += 1;
                     true

@@ -20,7 +20,7 @@ st=/sys/kernel/debug/text_poke/stats
 iso="2 3"
 
 . /tests/cases.inc
-plan 13
+plan 14
 fig() { sed -n "s/^$1 //p" $b; }
 stat() { sed -n "s/^$1 //p" $st; }
 # The CAL count of CPU $1.
@@ -44,6 +44,14 @@ unrun() {
 		n=$((n + ${1:-0} - ${2:-0}))
 	done
 	echo $n
+}
+# accounted F D S: for a storm of F flips, 3 sync rounds each, that
+# deferred D and sent S: prints what went wrong if the rounds did not
+# count each isolated CPU as deferred to or sent the IPI, once a round.
+accounted() {
+	want=$((3 * $1 * 2))
+	[ $(($2 + $3)) = $want ] ||
+		echo "; $2 deferred and $3 sent, not the $want of $1 flips' rounds to 2 isolated CPUs"
 }
 # check KEY: each isolated CPU runs KEY's sites; prints what went wrong.
 check() {
@@ -228,6 +236,31 @@ for k in 1 8 56 256; do
 done
 echo "@@ info $t flips=$flips deferred=$((d1 - d0)) sent=$((s1 - s0)) waited=$(stat waited)"
 [ $((d1 - d0)) -gt 0 ] || why="$why; no round was deferred"
+why="$why$(accounted $flips $((d1 - d0)) $((s1 - s0)))"
+if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
+
+# Isolated CPUs that nap: each goes from user space into the kernel, to
+# idle, and back, all the time, so a round often finds one in the kernel
+# and waits, and the CPU goes idle meanwhile. Every isolated CPU a round
+# asks is still deferred to or sent the IPI, and counted as one of them.
+t=defer_napping_isolated_accounted
+echo on > $d
+loops=
+for c in $iso; do
+	taskset -c $c sh -c 'while :; do usleep 100; done' &
+	loops="$loops $!"
+done
+sleep 1
+d0=$(stat deferred)
+s0=$(stat sent)
+why=
+n=200
+storm $n || why="$why; a flip failed or a site took the wrong direction on CPU 0"
+d1=$(stat deferred)
+s1=$(stat sent)
+stop
+echo "@@ info $t flips=$n deferred=$((d1 - d0)) sent=$((s1 - s0))"
+why="$why$(accounted $n $((d1 - d0)) $((s1 - s0)))"
 if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 
 # Isolated CPUs that run no task are idle, not in user space: every round
