@@ -8,9 +8,9 @@
 use std::path::Path;
 use std::process::Command;
 
-/// Runs `assign_files()` on `list` (a series.list's sections) and `files` (the overlay): the
-/// files of each section, one line per section, or the error.
-fn assign(list: &str, files: &[&str]) -> Result<String, String> {
+/// Runs `body`, Python with `scripts/series.py` imported as `m`: its output, or its output as the
+/// error if it failed.
+fn series_py(body: &str) -> Result<String, String> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/series.py");
     let program = format!(
         r#"
@@ -18,16 +18,8 @@ import importlib.util, sys
 spec = importlib.util.spec_from_file_location("series", {script:?})
 m = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(m)
-sections = []
-for block in {list:?}.split("== ")[1:]:
-    lines = block.strip().split("\n")
-    sections.append({{"hook": lines[0], "msg": [], "files": lines[1:]}})
-m.assign_files(sections, sorted({files:?}))
-for s in sections:
-    print(s["hook"] + ": " + " ".join(s["files"]))
-"#,
+{body}"#,
         script = script.to_str().unwrap(),
-        files = files,
     );
     let out = Command::new("python3")
         .args(["-c", &program])
@@ -39,6 +31,22 @@ for s in sections:
     } else {
         Err(stdout)
     }
+}
+
+/// Runs `assign_files()` on `list` (a series.list's sections) and `files` (the overlay): the
+/// files of each section, one line per section, or the error.
+fn assign(list: &str, files: &[&str]) -> Result<String, String> {
+    series_py(&format!(
+        r#"
+sections = []
+for block in {list:?}.split("== ")[1:]:
+    lines = block.strip().split("\n")
+    sections.append({{"hook": lines[0], "msg": [], "files": lines[1:]}})
+m.assign_files(sections, sorted({files:?}))
+for s in sections:
+    print(s["hook"] + ": " + " ".join(s["files"]))
+"#
+    ))
 }
 
 const LIST: &str = "== a
@@ -99,7 +107,6 @@ fn stale_paths_and_patterns_are_named() {
 /// each file with parts as each patch leaves it ("patch path: text", newlines as "|"), or the
 /// error.
 fn parts(list: &str, files: &[(&str, &str)]) -> Result<String, String> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/series.py");
     let top = std::env::temp_dir().join(format!("series-parts-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&top);
     for (path, text) in files {
@@ -108,12 +115,8 @@ fn parts(list: &str, files: &[(&str, &str)]) -> Result<String, String> {
         std::fs::write(p, text).unwrap();
     }
     let names: Vec<&str> = files.iter().map(|f| f.0).collect();
-    let program = format!(
+    let out = series_py(&format!(
         r#"
-import importlib.util, sys
-spec = importlib.util.spec_from_file_location("series", {script:?})
-m = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(m)
 sections = []
 for block in {list:?}.split("== ")[1:]:
     lines = block.strip().split("\n")
@@ -125,20 +128,10 @@ for k, s in enumerate(sections):
         if k in parts[f]["patch"]:
             print(s["hook"] + " " + f + ": " + m.file_at(parts[f], k).replace("\n", "|"))
 "#,
-        script = script.to_str().unwrap(),
         top = top.to_str().unwrap(),
-    );
-    let out = Command::new("python3")
-        .args(["-c", &program])
-        .output()
-        .unwrap();
+    ));
     let _ = std::fs::remove_dir_all(&top);
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    if out.status.success() {
-        Ok(stdout)
-    } else {
-        Err(stdout)
-    }
+    out
 }
 
 const KEY: &str = "mod a;\n#[cfg(X)]\nmod ro;\n\nfn f() {}\n\n/// Doc.\nfn ro() {\n    x\n}\n\n#[tests]\nmod tests {\n}\n";
@@ -162,12 +155,26 @@ fn a_later_patch_adds_the_parts_of_a_file_it_names() {
 fn a_part_that_is_not_one_place_of_a_later_file_is_refused() {
     let files = [("k/key.rs", KEY), ("k/ro.rs", "ro\n")];
     for (list, says) in [
-        ("== a\nk/key.rs\nk/ro.rs\n== b\nk/key.rs /^mod/\n", "/^mod/ matches 3 lines"),
-        ("== a\nk/key.rs\nk/ro.rs\n== b\nk/key.rs /^nothing/\n", "matches 0 lines"),
-        ("== a\nk/key.rs\nk/ro.rs\n== b\nk/key.rs /^fn ro/,/^nothing/\n", "after line 7"),
-        ("== a\nk/key.rs /^mod a/\n== b\nk/key.rs\nk/ro.rs\n", "no patch before this one"),
-        ("== a\nk/key.rs\nk/ro.rs\n== b\nk/key.rs /^fn ro/,/^}/\n== c\nk/key.rs /x$/\n",
-         "line 9 of k/key.rs is in another part too"),
+        (
+            "== a\nk/key.rs\nk/ro.rs\n== b\nk/key.rs /^mod/\n",
+            "/^mod/ matches 3 lines",
+        ),
+        (
+            "== a\nk/key.rs\nk/ro.rs\n== b\nk/key.rs /^nothing/\n",
+            "matches 0 lines",
+        ),
+        (
+            "== a\nk/key.rs\nk/ro.rs\n== b\nk/key.rs /^fn ro/,/^nothing/\n",
+            "after line 7",
+        ),
+        (
+            "== a\nk/key.rs /^mod a/\n== b\nk/key.rs\nk/ro.rs\n",
+            "no patch before this one",
+        ),
+        (
+            "== a\nk/key.rs\nk/ro.rs\n== b\nk/key.rs /^fn ro/,/^}/\n== c\nk/key.rs /x$/\n",
+            "line 9 of k/key.rs is in another part too",
+        ),
     ] {
         let err = parts(list, &files).unwrap_err();
         assert!(err.contains(says), "{list}: {err}");
