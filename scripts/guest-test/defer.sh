@@ -86,11 +86,11 @@ fi
 # may wait a whole time slice for its turn.
 echo 10000000 > /sys/kernel/debug/text_poke/defer_wait_ns
 
-# start PROG: PROG on each isolated CPU, in the background.
+# start CMD...: CMD on each isolated CPU, in the background.
 start() {
 	loops=
 	for c in $iso; do
-		taskset -c $c /demo/$1 &
+		taskset -c $c "$@" &
 		loops="$loops $!"
 	done
 	sleep 1
@@ -116,7 +116,7 @@ switched_on() {
 	tlb_was=
 	[ -e $dt ] && tlb_was=$(cat $dt) && echo off > $dt
 	echo off > $d
-	start spin
+	start /demo/spin
 	for c in $iso; do
 		grep -q "^cpu$c user-off " $cpus ||
 			why="$why; CPU $c's word: $(grep "^cpu$c " $cpus), not user-off"
@@ -149,7 +149,7 @@ for mode in off on; do
 	echo $mode > $d || { fail $t "cannot switch deferral $mode"; continue; }
 	# The switch applies to a CPU from its next return to user space:
 	# the loops start after it.
-	start spin
+	start /demo/spin
 	before=$(cals)
 	d0=$(stat deferred)
 	w0=$(stat waited)
@@ -222,7 +222,7 @@ if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 
 # Flips racing CPUs that enter and leave the kernel all the time.
 t=defer_racing_syscalls
-start syscalls
+start /demo/syscalls
 d0=$(stat deferred)
 s0=$(stat sent)
 why=
@@ -245,12 +245,7 @@ if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 # asks is still deferred to or sent the IPI, and counted as one of them.
 t=defer_napping_isolated_accounted
 echo on > $d
-loops=
-for c in $iso; do
-	taskset -c $c sh -c 'while :; do usleep 100; done' &
-	loops="$loops $!"
-done
-sleep 1
+start sh -c 'while :; do usleep 100; done'
 d0=$(stat deferred)
 s0=$(stat sent)
 why=
@@ -286,7 +281,7 @@ if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 # round reaches every isolated CPU once, by an IPI or a bit it runs at its
 # next entry; no IPI storm; every site takes its key's new direction there.
 t=defer_switch_during_storm
-start spin
+start /demo/spin
 taskset -c 1 sh -c "while :; do echo off > $d; echo on > $d; done" &
 tog=$!
 before=$(cals)
@@ -331,7 +326,7 @@ why=
 if [ ! -w $online ]; then
 	fail $t "$online missing or not writable (CONFIG_HOTPLUG_CPU off?)"
 else
-	start spin
+	start /demo/spin
 	# An offline CPU has no line in $cpus: CPU 3's runs are all CPUs'
 	# but CPU 2's (housekeeping CPUs never run work at entry), read in
 	# the order that can only undercount CPU 3's.
@@ -371,7 +366,7 @@ else
 	l0=$(stat lost_at_entry)
 	s0=$(stat skipped_at_entry)
 	u0=$(unrun)
-	start spin
+	start /demo/spin
 	echo 2 > $sk
 	echo "set 256 1" > $b || why="$why; set 256 1 failed"
 	check 256 > /dev/null

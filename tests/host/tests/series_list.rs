@@ -18,6 +18,13 @@ import importlib.util, sys
 spec = importlib.util.spec_from_file_location("series", {script:?})
 m = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(m)
+def read(text):
+    """A series.list text's sections, as read_list() gives them, without messages."""
+    sections = []
+    for block in text.split("== ")[1:]:
+        lines = block.strip().split("\n")
+        sections.append({{"hook": lines[0], "msg": [], "files": lines[1:]}})
+    return sections
 {body}"#,
         script = script.to_str().unwrap(),
     );
@@ -38,10 +45,7 @@ spec.loader.exec_module(m)
 fn assign(list: &str, files: &[&str]) -> Result<String, String> {
     series_py(&format!(
         r#"
-sections = []
-for block in {list:?}.split("== ")[1:]:
-    lines = block.strip().split("\n")
-    sections.append({{"hook": lines[0], "msg": [], "files": lines[1:]}})
+sections = read({list:?})
 m.assign_files(sections, sorted({files:?}))
 for s in sections:
     print(s["hook"] + ": " + " ".join(s["files"]))
@@ -117,10 +121,7 @@ fn parts(list: &str, files: &[(&str, &str)]) -> Result<String, String> {
     let names: Vec<&str> = files.iter().map(|f| f.0).collect();
     let out = series_py(&format!(
         r#"
-sections = []
-for block in {list:?}.split("== ")[1:]:
-    lines = block.strip().split("\n")
-    sections.append({{"hook": lines[0], "msg": [], "files": lines[1:]}})
+sections = read({list:?})
 m.assign_files(sections, sorted({names:?}))
 parts = m.assign_parts(sections, {top:?})
 for k, s in enumerate(sections):
