@@ -15,19 +15,10 @@
 #include <asm/pgtable_types.h>
 #include <asm/ptrace.h>
 
+struct dentry;
 struct jump_entry;
 struct mm_struct;
 struct static_key;
-
-/*
- * Which implementation serves smp_text_poke_*(): "text_poke=" at boot, with
- * CONFIG_TEXT_POKE_RS_MEASURE; the Rust batch without it.
- */
-enum text_poke_rs_mode {
-	TEXT_POKE_RS_MODE_RUST,
-	TEXT_POKE_RS_MODE_C,
-	TEXT_POKE_RS_MODE_SERIAL,
-};
 
 /* What kernel/jump_label.c's update of a key does with the key's sites. */
 enum jump_label_pass {
@@ -37,43 +28,6 @@ enum jump_label_pass {
 	JUMP_LABEL_CHECK,
 	/* It checks them and queues them for jump_label_rs_finish(). */
 	JUMP_LABEL_QUEUE,
-};
-
-/**
- * struct text_poke_rs_stats - what smp_text_poke_*() did, in every mode
- *	(CONFIG_TEXT_POKE_RS_MEASURE): the lines of text_poke/stats
- * @batches: batches applied
- * @entries: sites patched
- * @syncs: sync rounds (one IPI to every other online CPU each)
- * @ipis: function-call IPIs received by all CPUs, whatever sent them: the
- *	sum of the CAL line of /proc/interrupts
- * @int3_hits: INT3s at sites being patched, emulated by the handler
- * @max_batch: the largest batch, in sites
- * @batch_ns: time spent applying batches
- * @max_batch_ns: the longest time one batch took
- * @own_syncs: sync rounds made by the task text_poke_rs_track() follows
- * @own_entries: sites patched by that task
- * @refused: key flips refused because a site held the wrong bytes
- * @mm_switches: switches to the poking mm to write text: one per
- *	text_poke() (per write, in upstream's batch), one per run of pages
- *	in the Rust batch (text_poke_rs_run_map())
- * @unmapped: batches the Rust batch did not apply, writing nothing, because
- *	a page of their text could not be mapped
- */
-struct text_poke_rs_stats {
-	u64 batches;
-	u64 entries;
-	u64 syncs;
-	u64 ipis;
-	u64 int3_hits;
-	u64 max_batch;
-	u64 batch_ns;
-	u64 max_batch_ns;
-	u64 own_syncs;
-	u64 own_entries;
-	u64 refused;
-	u64 mm_switches;
-	u64 unmapped;
 };
 
 /* The most text pages one temporary mapping of the Rust batch holds. */
@@ -123,6 +77,53 @@ struct text_poke_rs_write {
 
 #ifdef CONFIG_TEXT_POKE_RS_MEASURE
 
+/*
+ * Which implementation serves smp_text_poke_*(): "text_poke=" at boot, with
+ * CONFIG_TEXT_POKE_RS_MEASURE; the Rust batch without it.
+ */
+enum text_poke_rs_mode {
+	TEXT_POKE_RS_MODE_RUST,
+	TEXT_POKE_RS_MODE_C,
+	TEXT_POKE_RS_MODE_SERIAL,
+};
+
+/**
+ * struct text_poke_rs_stats - what smp_text_poke_*() did, in every mode
+ *	(CONFIG_TEXT_POKE_RS_MEASURE): the lines of text_poke/stats
+ * @batches: batches applied
+ * @entries: sites patched
+ * @syncs: sync rounds (one IPI to every other online CPU each)
+ * @ipis: function-call IPIs received by all CPUs, whatever sent them: the
+ *	sum of the CAL line of /proc/interrupts
+ * @int3_hits: INT3s at sites being patched, emulated by the handler
+ * @max_batch: the largest batch, in sites
+ * @batch_ns: time spent applying batches
+ * @max_batch_ns: the longest time one batch took
+ * @own_syncs: sync rounds made by the task text_poke_rs_track() follows
+ * @own_entries: sites patched by that task
+ * @refused: key flips refused because a site held the wrong bytes
+ * @mm_switches: switches to the poking mm to write text: one per
+ *	text_poke() (per write, in upstream's batch), one per run of pages
+ *	in the Rust batch (text_poke_rs_run_map())
+ * @unmapped: batches the Rust batch did not apply, writing nothing, because
+ *	a page of their text could not be mapped
+ */
+struct text_poke_rs_stats {
+	u64 batches;
+	u64 entries;
+	u64 syncs;
+	u64 ipis;
+	u64 int3_hits;
+	u64 max_batch;
+	u64 batch_ns;
+	u64 max_batch_ns;
+	u64 own_syncs;
+	u64 own_entries;
+	u64 refused;
+	u64 mm_switches;
+	u64 unmapped;
+};
+
 extern int text_poke_rs_mode;
 DECLARE_PER_CPU(unsigned long, text_poke_rs_int3_hits);
 
@@ -149,6 +150,9 @@ unsigned int text_poke_rs_ipis_received(int cpu);
 void text_poke_rs_read_stats(struct text_poke_rs_stats *stats);
 void text_poke_rs_track(bool on);
 int text_poke_rs_set_mode(int mode);
+void text_poke_rs_count_refused(void);
+void text_poke_rs_count_unmapped(void);
+void text_poke_rs_measure_debugfs(struct dentry *dir);
 
 #else /* !CONFIG_TEXT_POKE_RS_MEASURE */
 
@@ -175,6 +179,18 @@ static inline void text_poke_rs_note_batch_done(void)
 }
 
 static inline void text_poke_rs_note_mm_switch(void)
+{
+}
+
+static inline void text_poke_rs_count_refused(void)
+{
+}
+
+static inline void text_poke_rs_count_unmapped(void)
+{
+}
+
+static inline void text_poke_rs_measure_debugfs(struct dentry *dir)
 {
 }
 
