@@ -252,7 +252,7 @@ static void ct_work_rs_audit_debugfs_init(struct dentry *dir)
 	debugfs_create_file_unsafe("defer_skip_work", 0600, dir, NULL,
 				   &ct_work_rs_skip_fops);
 }
-#else
+#else /* !CONFIG_TEXT_POKE_RS_DEFER_DEBUG */
 static __always_inline void ct_work_rs_audit_ran(unsigned int ran) { }
 static __always_inline void ct_work_rs_audit_flush(enum ct_work_rs_flush way) { }
 static __always_inline bool ct_work_rs_skip_work(unsigned int work) { return false; }
@@ -260,7 +260,7 @@ static inline void ct_work_rs_audit_forget(unsigned int work, unsigned int n) { 
 static inline void ct_work_rs_audit_show(struct seq_file *m, int cpu) { }
 static inline void ct_work_rs_audit_debugfs_init(struct dentry *dir) { }
 static inline void ct_work_rs_audit_stats(struct seq_file *m) { }
-#endif
+#endif /* CONFIG_TEXT_POKE_RS_DEFER_DEBUG */
 
 /* The senders' counts of text_poke/stats (CONFIG_TEXT_POKE_RS_MEASURE). */
 static atomic64_t text_poke_rs_deferred;
