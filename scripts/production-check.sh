@@ -72,8 +72,8 @@ for s in text_poke_rs_mode text_poke_rs_set_mode text_poke_rs_int3_hits \
 	has "$s" && found+=("$s")
 done
 # The qpw object cache, which only its KUnit suite uses (Rust symbols of
-# the module jump_label_rs::qpw_cache).
-grep -q 'jump_label_rs9qpw_cache' <<< "$syms" && found+=("jump_label_rs::qpw_cache")
+# the crate qpw_cache).
+grep -q '9qpw_cache' <<< "$syms" && found+=("qpw_cache")
 result "production image: nothing only measurement needs" "${#found[@]}" \
 	"found: ${found[*]:-}"
 exit "$failed"

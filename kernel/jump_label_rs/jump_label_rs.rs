@@ -23,10 +23,6 @@ pub mod ct_work;
 pub mod defer;
 pub mod jump_label;
 pub mod poke;
-/// Only its KUnit suite uses it: built with the suite, not into a production kernel.
-#[cfg(CONFIG_TEXT_POKE_RS_KUNIT_TEST)]
-#[path = "tests/qpw_cache.rs"]
-pub mod qpw_cache;
 
 /// The prefix of this crate's messages.
 const __LOG_PREFIX: &[u8] = b"text_poke\0";

@@ -8,9 +8,16 @@
 //! caller, under each CPU's lock, without disturbing the CPU; with `qpw=0` by work queued on each
 //! CPU that holds objects, which is what a C cache does today (the LRU batches of
 //! `lru_add_drain_all()`, slab's sheaves).
+//!
+//! A crate of its own, for its KUnit suite `qpw_cache`: built with
+//! `CONFIG_TEXT_POKE_RS_KUNIT_TEST` only, never into a production kernel, and apart from the
+//! text-poke batch.
 
 use core::sync::atomic::{AtomicUsize, Ordering};
 use kernel::{alloc::Flags, cpu::CpuId, prelude::*, qpw};
+
+/// The prefix of this crate's messages.
+const __LOG_PREFIX: &[u8] = b"qpw_cache\0";
 
 /// Free objects a CPU keeps.
 pub const DEPTH: usize = 16;
@@ -524,7 +531,7 @@ mod tests {
         let back = unsafe { bindings::add_cpu(cpu.as_u32()) };
         let calls = race.calls.load(Ordering::Relaxed);
         pr_info!(
-            "qpw_cache: {} calls on offline CPU {} from {} executors, {} overlaps, qpw {}\n",
+            "{} calls on offline CPU {} from {} executors, {} overlaps, qpw {}\n",
             calls,
             cpu.as_u32(),
             started,
@@ -608,7 +615,7 @@ mod tests {
         drained += shared.cache.drain_all()?;
         let ledger = &shared.ledger;
         pr_info!(
-            "qpw_cache: {} passes on {} CPUs, {} drains, {} objects made, {} drained, qpw {}\n",
+            "{} passes on {} CPUs, {} drains, {} objects made, {} drained, qpw {}\n",
             passes,
             started,
             drains,
@@ -757,7 +764,7 @@ mod tests {
         drained += shared.cache.drain_all()?;
         let ledger = &shared.ledger;
         pr_info!(
-            "qpw_cache: qpw {} after {} of {} passes ({} drains, {} objects drained)\n",
+            "qpw {} after {} of {} passes ({} drains, {} objects drained)\n",
             if switched {
                 "switched on"
             } else {
@@ -849,7 +856,7 @@ mod tests {
             injected += 1;
         }
         pr_info!(
-            "qpw_cache: {} runs with a fault injected, {} refused, {} wrong\n",
+            "{} runs with a fault injected, {} refused, {} wrong\n",
             injected,
             refused,
             bad
