@@ -16,7 +16,17 @@ use kernel::{
     prelude::*, //
 };
 
-use crate::poke::{self, OldInsn, Outcome, PokeError, PokeLoc, Queue, Sites, TextOps, MAX_INSN};
+use crate::poke::{
+    self,
+    OldInsn,
+    Outcome,
+    PokeError,
+    PokeLoc,
+    PokeStorage,
+    Queue,
+    TextOps,
+    MAX_INSN, //
+};
 
 /// Sites a batch holds without allocating: a page of [`PokeLoc`]s, as in C. Only key flips
 /// grow a batch beyond it.
@@ -54,7 +64,7 @@ impl Storage {
         self.grown.reserve(more, flags).is_ok() && self.grown_old.reserve(more, flags).is_ok()
     }
 
-    /// [`Sites::reserve_one`] when the sites' storage is full.
+    /// [`PokeStorage::reserve_one`] when the sites' storage is full.
     fn reserve_one_slow(&mut self, grow: bool) -> bool {
         if self.grown.is_empty() {
             if self.nr < FIXED {
@@ -87,7 +97,7 @@ impl Storage {
     }
 }
 
-impl Sites for Storage {
+impl PokeStorage for Storage {
     fn as_mut_slice(&mut self) -> &mut [PokeLoc] {
         if self.grown.is_empty() {
             &mut self.fixed[..self.nr]

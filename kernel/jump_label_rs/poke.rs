@@ -810,7 +810,7 @@ pub fn apply(
 }
 
 /// Storage for the sites of a batch, and for the bytes each held before it was applied.
-pub trait Sites {
+pub trait PokeStorage {
     /// The sites, in the order they were added.
     fn as_mut_slice(&mut self) -> &mut [PokeLoc];
     /// The sites and room for as many old instructions, for [`apply`].
@@ -848,7 +848,7 @@ pub struct Queue<S> {
     unsorted: bool,
 }
 
-impl<S: Sites> Queue<S> {
+impl<S: PokeStorage> Queue<S> {
     /// An empty queue over `sites`, which must be empty.
     pub const fn new(sites: S) -> Self {
         Self {

@@ -5,7 +5,7 @@
 //! batch is applied.
 
 use jump_label_rs_host::poke::{
-    self, Emulation, OldInsn, Outcome, PokeError, PokeLoc, Queue, RunWrite, Sites, TextOps,
+    self, Emulation, OldInsn, Outcome, PokeError, PokeLoc, PokeStorage, Queue, RunWrite, TextOps,
     MAX_INSN, PAGE_SIZE,
 };
 use proptest::prelude::*;
@@ -633,7 +633,7 @@ fn jcc_conditions_follow_the_sdm() {
 /// Storage for the queue model: `cap` sites without growing (`fixed` of them before any
 /// growth), then growth, for key flips only, that fails when the next bit of `fail` says so
 /// (one bit per attempt, cycling).
-struct ModelSites {
+struct ModelStorage {
     v: Vec<PokeLoc>,
     old: Vec<OldInsn>,
     fixed: usize,
@@ -642,7 +642,7 @@ struct ModelSites {
     attempts: u32,
 }
 
-impl ModelSites {
+impl ModelStorage {
     fn new(cap: usize, fail: u32) -> Self {
         Self {
             v: Vec::new(),
@@ -655,7 +655,7 @@ impl ModelSites {
     }
 }
 
-impl Sites for ModelSites {
+impl PokeStorage for ModelStorage {
     fn as_mut_slice(&mut self) -> &mut [PokeLoc] {
         &mut self.v
     }
@@ -722,7 +722,7 @@ proptest! {
         fail in any::<u32>(),
         key in any::<bool>(),
     ) {
-        let mut q = Queue::new(ModelSites::new(cap, fail));
+        let mut q = Queue::new(ModelStorage::new(cap, fail));
         let mut text: BTreeMap<usize, [u8; 2]> = BTreeMap::new();
         let mut reference: BTreeMap<usize, [u8; 2]> = BTreeMap::new();
         let mut applied = 0usize;
@@ -760,8 +760,8 @@ proptest! {
 }
 
 /// A queue over room for two sites that always grows.
-fn small_queue() -> Queue<ModelSites> {
-    Queue::new(ModelSites::new(2, 0))
+fn small_queue() -> Queue<ModelStorage> {
+    Queue::new(ModelStorage::new(2, 0))
 }
 
 /// A key flip's sites, in any order, are applied as one batch per flush, the storage growing
@@ -851,7 +851,7 @@ fn key_sites_queued_in_one_walk_are_taken_back() {
     assert_eq!(batches, vec![want]);
 
     // No room: a storage that cannot grow refuses to reserve, and to push past its room.
-    let mut q = Queue::new(ModelSites::new(2, u32::MAX));
+    let mut q = Queue::new(ModelStorage::new(2, u32::MAX));
     assert!(!q.reserve_keys(3));
     assert!(q.reserve_keys(2));
     assert_eq!(q.push_key(BASE, site(0)), Ok(()));
@@ -1145,7 +1145,7 @@ fn large_transaction_is_queued_in_n_log_n() {
         PokeLoc::new(BASE, at, &NOP2, None).unwrap()
     };
     for repeat in [false, true] {
-        let mut q = Queue::new(ModelSites::new(256, 0));
+        let mut q = Queue::new(ModelStorage::new(256, 0));
         let mut batches: Vec<Vec<PokeLoc>> = Vec::new();
         let mut apply = |v: &[PokeLoc], _: &mut [OldInsn]| batches.push(v.to_vec());
         for k in 0..16 {
