@@ -88,6 +88,11 @@ while read -r f; do
 			cp "$JLRS_PRISTINE/$f" "$JLRS_SRC/$f"
 	else
 		rm -f "$JLRS_SRC/$f"
+		# And the directories it leaves empty, up to the tree's.
+		d=$(dirname "$f")
+		while [ "$d" != . ] && rmdir "$JLRS_SRC/$d" 2>/dev/null; do
+			d=$(dirname "$d")
+		done
 	fi
 	changed=$((changed + 1))
 done <<< "$old"

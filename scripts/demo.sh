@@ -65,7 +65,7 @@ build_kernel() {
 	log=$JLRS_CACHE/demo-build-$(basename "$dir").log
 	msg "building the kernel in $dir (incremental)"
 	(cd "$JLRS_SRC" && python3 tools/testing/kunit/kunit.py build --arch=x86_64 \
-		--kunitconfig="$JLRS_SRC/kernel/jump_label_rs/.kunitconfig" \
+		--kunitconfig="$JLRS_SRC/arch/x86/kernel/jump_label_rs/.kunitconfig" \
 		--build_dir="$dir" --jobs="$(nproc)" "$@" "${mkopts[@]}") > "$log" 2>&1 ||
 		{ tail -n 30 "$log" >&2; die "kernel build failed (log: $log)"; }
 	[ -f "$dir/arch/x86/boot/bzImage" ] || die "no kernel image in $dir after the build"

@@ -21,7 +21,7 @@ JLRS_BUILD=${JLRS_KUNIT_BUILD:-$JLRS_BUILD}
 
 # $JLRS_KUNITCONFIG: another configuration (scripts/kunitconfig/), in a
 # build directory of its own.
-KUNITCONFIG=${JLRS_KUNITCONFIG:-$JLRS_SRC/kernel/jump_label_rs/.kunitconfig}
+KUNITCONFIG=${JLRS_KUNITCONFIG:-$JLRS_SRC/arch/x86/kernel/jump_label_rs/.kunitconfig}
 [ -f "$KUNITCONFIG" ] || die "$KUNITCONFIG missing: run scripts/apply-overlay.sh"
 [ -x "$JLRS_BINDGEN" ] || die "bindgen missing: run scripts/setup-host.sh"
 

@@ -141,7 +141,7 @@ if [ "$what" = matrix ]; then
 	#
 	# Both carry the Rust crates' debug assertions and overflow checks (a
 	# failed one panics) in every crate but the INT3 handler's, which runs
-	# in noinstr code (kernel/jump_label_rs/Makefile), and
+	# in noinstr code (arch/x86/kernel/jump_label_rs/Makefile), and
 	# CONFIG_DEBUG_ENTRY, with which objtool validates noinstr code (nothing
 	# it calls before instrumentation is allowed may be instrumented: the
 	# entry hooks and the INT3 handler among it); CONFIG_OBJTOOL_WERROR

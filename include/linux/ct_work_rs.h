@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Deferred work for isolated CPUs in user space (kernel/jump_label_rs/):
- * the hooks context tracking calls, and the interface of the C side.
+ * Deferred work for isolated CPUs in user space
+ * (arch/x86/kernel/jump_label_rs/): the hooks context tracking calls, and
+ * the interface of the C side.
  *
  * A nohz_full CPU running a user-space task has a per-CPU work word saying
  * "user". A sender that would interrupt it for work that only matters once
@@ -25,9 +26,10 @@ struct seq_file;
 
 /*
  * The work word: bit 0 says the CPU is in user space, the work bits are
- * above it (kernel/jump_label_rs/ct_work.rs owns the protocol). A word that
- * is CT_WORK_RS_OFF alone belongs to a CPU that returned to user space with
- * deferral off: it takes no work, and a sender need not wait for it.
+ * above it (arch/x86/kernel/jump_label_rs/ct_work.rs owns the protocol).
+ * A word that is CT_WORK_RS_OFF alone belongs to a CPU that returned to
+ * user space with deferral off: it takes no work, and a sender need not
+ * wait for it.
  */
 #define CT_WORK_RS_USER		0x1
 #define CT_WORK_RS_WORK_SHIFT	1
@@ -70,9 +72,10 @@ DECLARE_PER_CPU_ALIGNED(u32, ct_work_rs_words);
  * The nesting levels of the entries that came while RCU was not watching,
  * CT_WORK_RS_LEVEL_BITS each, the innermost lowest: whether that entry took
  * the word from user space, and whether it took work it has not run yet
- * (ct_work::nmi_enter() in kernel/jump_label_rs/ct_work.rs). An NMI from
- * user space takes the word, and a machine check that nests before the
- * NMI's handler runs must not give the word back on its own exit.
+ * (ct_work::nmi_enter() in arch/x86/kernel/jump_label_rs/ct_work.rs). An
+ * NMI from user space takes the word, and a machine check that nests
+ * before the NMI's handler runs must not give the word back on its own
+ * exit.
  */
 #define CT_WORK_RS_LEVEL_BITS	2
 #define CT_WORK_RS_LEVEL_USER	0x1
@@ -218,12 +221,13 @@ int ct_work_rs_flush_tlb_local(int way);
 #define ct_work_rs_tlb_needs_ipi NULL
 #endif
 
-/* Implemented in Rust (kernel/jump_label_rs/defer.rs). */
+/* Implemented in Rust (arch/x86/kernel/jump_label_rs/defer.rs). */
 bool ct_work_rs_defer(int cpu, unsigned int work);
 /*
  * The entry side of the protocol on a word and a CPU's levels, noinstr
  * (arch/x86/kernel/ct_work_rs.c): ct_work::enter_taking(), ran(),
- * nmi_enter(), nmi_ran() and nmi_exit() of kernel/jump_label_rs/ct_work.rs.
+ * nmi_enter(), nmi_ran() and nmi_exit() of
+ * arch/x86/kernel/jump_label_rs/ct_work.rs.
  */
 unsigned int ct_work_rs_enter(u32 *word);
 void ct_work_rs_ran(u32 *word);

@@ -78,5 +78,5 @@ fault_knobs off
 # and no BUG, may come of the faults. Then the expected warnings leave the
 # log the other tests check.
 no_other_warning modfaults_no_other_warning \
-	'at jump_label_module_notify\+|at jump_label_del_module\+|kernel/jump_label_rs/batch.rs'
+	'at jump_label_module_notify\+|at jump_label_del_module\+|arch/x86/kernel/jump_label_rs/batch.rs'
 exit $rc

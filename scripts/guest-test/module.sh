@@ -86,7 +86,7 @@ echo rust > $m
 # a key update that found the module COMING and is writing its init sites:
 # the module goes live, but must not go on to free its init text (which it
 # does right after) until the update is over. The jump-label LIVE notifier
-# orders the two (kernel/jump_label_rs/jump_label.rs): an update that
+# orders the two (arch/x86/kernel/jump_label_rs/jump_label.rs): an update that
 # released the mutex before its last write, or a notifier that did not
 # take it for LIVE, fails this.
 t=module_init_text_waits_for_update

@@ -39,5 +39,5 @@ fault_knobs off
 # A write that did not land warns, once for each batch put back: no other
 # warning, and no BUG, may come of the faults. Then the expected warnings
 # leave the log the other tests check.
-no_other_warning faults_no_other_warning 'kernel/jump_label_rs/batch.rs'
+no_other_warning faults_no_other_warning 'arch/x86/kernel/jump_label_rs/batch.rs'
 exit $rc

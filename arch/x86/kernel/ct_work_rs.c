@@ -3,9 +3,9 @@
  * Deferred work for isolated CPUs in user space, x86 side: the per-CPU work
  * word, the context-tracking hooks that take the work at kernel entry and
  * run it, the sync round of the Rust text-poke batch that defers to them,
- * and the switches. The protocol's rules are Rust: kernel/jump_label_rs/
- * ct_work.rs (checked by every interleaving on the host), and defer.rs for
- * the sender; its entry side, which runs before instrumentation is
+ * and the switches. The protocol's rules are Rust: jump_label_rs/ct_work.rs
+ * (checked by every interleaving on the host), and defer.rs for the
+ * sender; its entry side, which runs before instrumentation is
  * allowed, is the noinstr C below, one function for each of ct_work.rs's.
  *
  * The danger zone: a CPU coming from user space takes its work in
@@ -367,7 +367,7 @@ static noinstr noinline unsigned int ct_work_rs_run_work(unsigned int work,
 
 /*
  * The entry side of the work word's protocol. Its rules are Rust
- * (kernel/jump_label_rs/ct_work.rs: the host tests check every
+ * (jump_label_rs/ct_work.rs: the host tests check every
  * interleaving of them, nested NMIs and machine checks among them), but
  * the entry runs them before instrumentation is allowed, where only
  * noinstr C and the uninstrumented raw_*() atomics belong: so here they
@@ -852,7 +852,7 @@ DEFINE_SHOW_ATTRIBUTE(ct_work_rs_cpus);
 
 /*
  * The round's wait, read by the sender with a marked load
- * (kernel/jump_label_rs/defer.rs): stored with a marked store, not
+ * (jump_label_rs/defer.rs): stored with a marked store, not
  * debugfs_create_ulong()'s plain one.
  */
 static int ct_work_rs_wait_ns_get(void *data, u64 *val)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * C side of the Rust text-poke batch (kernel/jump_label_rs/): the per-CPU
+ * C side of the Rust text-poke batch (jump_label_rs/): the per-CPU
  * reference handshake with the noinstr INT3 entry, the runs of text pages
  * the batch writes through, and text_mutex for the Rust side. What only
  * measurement needs is in text_poke_rs_measure.c.

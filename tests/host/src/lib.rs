@@ -5,8 +5,8 @@
 #[path = "../../../rust/kernel/jump_label/x86.rs"]
 pub mod x86;
 
-#[path = "../../../kernel/jump_label_rs/poke.rs"]
+#[path = "../../../arch/x86/kernel/jump_label_rs/poke.rs"]
 pub mod poke;
 
-#[path = "../../../kernel/jump_label_rs/ct_work.rs"]
+#[path = "../../../arch/x86/kernel/jump_label_rs/ct_work.rs"]
 pub mod ct_work;

@@ -3,7 +3,7 @@
  * x86's hooks for work deferred to CPUs in user space
  * (<linux/context_tracking_work.h>): the per-CPU work word of
  * arch/x86/kernel/ct_work_rs.c, whose protocol is
- * kernel/jump_label_rs/ct_work.rs.
+ * arch/x86/kernel/jump_label_rs/ct_work.rs.
  */
 #ifndef _ASM_X86_CONTEXT_TRACKING_WORK_H
 #define _ASM_X86_CONTEXT_TRACKING_WORK_H

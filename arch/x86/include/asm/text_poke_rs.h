@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The Rust text-poke batch (kernel/jump_label_rs/) behind smp_text_poke_*():
- * the interface between alternative.c, the C shim and the Rust side.
+ * The Rust text-poke batch (arch/x86/kernel/jump_label_rs/) behind
+ * smp_text_poke_*(): the interface between alternative.c, the C shim and
+ * the Rust side.
  */
 #ifndef _ASM_X86_TEXT_POKE_RS_H
 #define _ASM_X86_TEXT_POKE_RS_H
@@ -34,7 +35,7 @@ enum jump_label_pass {
 #define TEXT_POKE_RS_RUN_PAGES	64
 /*
  * The most writes text_poke_rs_run_write() makes at once, in one
- * interrupts-off section (RUN_CHUNK in kernel/jump_label_rs/poke.rs).
+ * interrupts-off section (RUN_CHUNK in jump_label_rs/poke.rs).
  */
 #define TEXT_POKE_RS_RUN_WRITES	64
 
@@ -294,8 +295,8 @@ int jump_label_rs_update(struct static_key *key, struct jump_entry *entry,
 			 enum jump_label_pass pass);
 int jump_label_rs_finish(int queued);
 /*
- * In a crate of its own (kernel/jump_label_rs/text_poke_rs_int3.rs), built
- * to be called from noinstr code.
+ * In a crate of its own (jump_label_rs/text_poke_rs_int3.rs), built to be
+ * called from noinstr code.
  */
 bool text_poke_rs_emulate(struct pt_regs *regs, const void *sites, size_t nr);
 

@@ -3,7 +3,7 @@
 //! The mutexes behind static keys: `jump_label_mutex`, which serialises every update of a key and
 //! every walk of its sites ([`JumpLabelLock`]), and, with the Rust text-poke batch, `text_mutex`,
 //! which serialises every write of kernel text ([`TextLock`]). One guard each, for this crate and
-//! for the batch's (`kernel/jump_label_rs/`).
+//! for the batch's (`arch/x86/kernel/jump_label_rs/`).
 
 use crate::bindings;
 use core::marker::PhantomData;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Executors for the text_poke_rs KUnit stress test (kernel/jump_label_rs/
- * kunit.rs) and the text_poke_bench benchmark: kthreads that run a
- * callback in a loop on other CPUs while the caller flips a static key.
+ * Executors for the text_poke_rs KUnit stress test (kunit.rs) and the
+ * text_poke_bench benchmark: kthreads that run a callback in a loop on
+ * other CPUs while the caller flips a static key.
  */
 #ifndef _KERNEL_JUMP_LABEL_RS_TEXT_POKE_STRESS_H
 #define _KERNEL_JUMP_LABEL_RS_TEXT_POKE_STRESS_H

@@ -74,7 +74,8 @@ kernel::define_static_key_ro!(
 );
 
 extern "C" {
-    // Keys of the kernel image and the test's helpers, in kernel/jump_label_rs/text_poke_stress.c.
+    // Keys of the kernel image and the test's helpers, in
+    // arch/x86/kernel/jump_label_rs/tests/text_poke_stress.c.
     static mut text_poke_rs_mod_key: bindings::static_key_false;
     static mut text_poke_rs_span_key: bindings::static_key_false;
     fn text_poke_span_image_site() -> bool;

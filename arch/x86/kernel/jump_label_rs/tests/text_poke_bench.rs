@@ -270,7 +270,7 @@ static KEYS: [BenchKey; 5] = [
     },
 ];
 
-/// The timed executor, in kernel/jump_label_rs/text_poke_stress.c.
+/// The timed executor, in `text_poke_stress.c`.
 #[repr(C)]
 #[derive(Default)]
 struct Timed {
@@ -283,7 +283,7 @@ struct Timed {
 extern "C" {
     fn text_poke_timed_start(site: extern "C" fn() -> c_ulong) -> i32;
     fn text_poke_timed_stop(timed: *mut Timed);
-    // In kernel/jump_label_rs/text_poke_stress.c.
+    // In text_poke_stress.c.
     static mut text_poke_rs_mod_key: bindings::static_key_false;
     fn text_poke_rs_upstream_key() -> *mut bindings::static_key_false;
     static mut text_poke_rs_mod_go: bool;

@@ -65,7 +65,7 @@ const STRESS_SITES: [fn() -> u32; 4] = [
 /// Flips of [`KEY_STRESS`] in the stress test.
 const STRESS_FLIPS: u64 = 10_000;
 
-// Executor threads and trace-event probes, in kernel/jump_label_rs/text_poke_stress.c.
+// Executor threads and trace-event probes, in text_poke_stress.c.
 extern "C" {
     fn text_poke_stress_start(pass: extern "C" fn() -> core::ffi::c_ulong, max: u32) -> i32;
     fn text_poke_stress_stop(passes: *mut core::ffi::c_ulong, wrong: *mut core::ffi::c_ulong);
@@ -1062,7 +1062,7 @@ mod defer_tests {
     }
 
     extern "C" {
-        // In kernel/jump_label_rs/text_poke_stress.c.
+        // In text_poke_stress.c.
         fn text_poke_stress_pin(cpu: i32) -> i32;
     }
 
@@ -1101,7 +1101,7 @@ mod defer_tests {
 
     #[cfg(CONFIG_TLB_FLUSH_DEFER_RS)]
     extern "C" {
-        // In kernel/jump_label_rs/text_poke_stress.c.
+        // In text_poke_stress.c.
         fn text_poke_tlb_selftest(
             way: i32,
             stale: *mut u64,
