@@ -43,6 +43,9 @@ jlrs_user_programs "$work"
 # log, which leave out upstream's own data races as summarize.py does.
 python3 "$JLRS_TOP/scripts/summarize.py" --project-code > "$work/project-code" ||
 	die "scripts/summarize.py --project-code failed"
+python3 "$JLRS_TOP/scripts/summarize.py" --lockless-mask-writers \
+	> "$work/lockless-mask-writers" ||
+	die "scripts/summarize.py --lockless-mask-writers failed"
 {
 	cat <<LIST
 dir /dev 0755 0 0
@@ -73,6 +76,7 @@ LIST
 		echo "file /tests/$f $JLRS_TOP/scripts/guest-test/$f 0644 0 0"
 	done
 	echo "file /tests/project-code $work/project-code 0644 0 0"
+	echo "file /tests/lockless-mask-writers $work/lockless-mask-writers 0644 0 0"
 	for t in "$JLRS_TOP"/scripts/guest-test/*.sh; do
 		[ "$(basename "$t")" = init.sh ] && continue
 		echo "file /tests/$(basename "$t") $t 0755 0 0"
