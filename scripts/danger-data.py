@@ -3,7 +3,7 @@
 """Check what the entry code of a vmlinux reads and writes before it takes its deferred work.
 
 A CPU in user space may have a kernel TLB flush deferred to it
-(arch/x86/kernel/ct_work_rs.c): until its next kernel entry takes the work
+(kernel/context_tracking_work/word.c): until its next kernel entry takes the work
 word (ct_work_rs_words), its TLB may still map a vmalloc or vmap range that
 was freed and reused since. Entry code before that point, the data side of
 the danger zone, must touch no memory such a range can hold. It may touch:

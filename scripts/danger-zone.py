@@ -3,7 +3,7 @@
 """Check the static branch and static call sites in the danger zone of a vmlinux.
 
 A CPU coming from user space takes its deferred work in context tracking
-(arch/x86/kernel/ct_work_rs.c); what it runs before that, the entry code,
+(kernel/context_tracking_work/word.c); what it runs before that, the entry code,
 lives in .entry.text and .noinstr.text (objtool keeps noinstr code calling
 only noinstr code and static call trampolines). A site there, or a
 trampoline called from there, must not change under a CPU that deferred its

@@ -26,7 +26,7 @@ main | matrix) ;;
 *) die "usage: scripts/test.sh [matrix]" ;;
 esac
 
-SUITES=(rust_static_key rust_static_key_sample rust_doctests_kernel text_poke_rs text_poke_rs_defer text_poke_rs_pages kprobes_test)
+SUITES=(rust_static_key rust_static_key_sample rust_doctests_kernel text_poke_rs ct_work_rs text_poke_rs_defer text_poke_rs_pages kprobes_test)
 MODES=(rust c serial)
 
 start=$(date +%s)
@@ -125,7 +125,7 @@ if [ "$what" = matrix ]; then
 	# 10,000-flip stress with three CPUs running the sites, the qpw cache's
 	# concurrent drains, and in user space the deferral storms, the remote
 	# drains and the hotplug torture. rustc has no KCSAN: the C side is
-	# instrumented, the shims (text_poke_rs.c, ct_work_rs.c, qpw.c, the C
+	# instrumented, the shims (text_poke_rs.c, word.c, qpw.c, the C
 	# halves of the tests) and every C path the Rust side shares
 	# (jump_label.c, alternative.c, mm/swap.c), and sees the Rust side's
 	# marked accesses as such. No ftrace self-tests: they are slow under
@@ -282,7 +282,8 @@ else
 	# (- for none), running the one suite SUITES names or, for a list,
 	# every suite the build has; each must run.
 	for cfg in rs-off:rs-off:rust_static_key:- rust-off:rust-off:list-kunit-test:- \
-		paravirt:paravirt:text_poke_rs_defer:- paravirt:paravirt-qpw1:qpw_cache:qpw=1 \
+		paravirt:paravirt:text_poke_rs_defer:- paravirt:paravirt-ct:ct_work_rs:- \
+		paravirt:paravirt-qpw1:qpw_cache:qpw=1 \
 		paravirt:paravirt-qpw0:qpw_cache:qpw=0 production:production:"$prod_suites":-; do
 		IFS=: read -r name json suites arg <<< "$cfg"
 		args=()

@@ -3,11 +3,12 @@
  * Work for CPUs in user space that waits for their next kernel entry
  * instead of interrupting them: the hooks context tracking calls for it.
  *
- * An architecture that defers such work (x86: text-poke syncs and kernel
- * TLB flushes, arch/x86/kernel/ct_work_rs.c) implements them in
- * <asm/context_tracking_work.h> as arch_ct_work_*(), and its option
- * selects CONTEXT_TRACKING_WORK. Context tracking calls them on CPUs where
- * it is active, with interrupts off and from noinstr code:
+ * With CONFIG_CONTEXT_TRACKING_WORK, which the options of the work an
+ * architecture defers select (x86: text-poke syncs and kernel TLB
+ * flushes), the per-CPU work word of kernel/context_tracking_work/
+ * implements them (<linux/ct_work_rs.h>); the architecture may add what it
+ * needs in <asm/context_tracking_work.h>. Context tracking calls them on
+ * CPUs where it is active, with interrupts off and from noinstr code:
  *
  * ct_work_user_exit()	first thing on entry from user space, before RCU
  *			watches (__ct_user_exit()): the work runs before
@@ -26,33 +27,34 @@
 #include <linux/compiler_types.h>
 
 #ifdef CONFIG_CONTEXT_TRACKING_WORK
+#include <linux/ct_work_rs.h>
 #include <asm/context_tracking_work.h>
-#else
-static __always_inline void arch_ct_work_user_exit(void) { }
-static __always_inline void arch_ct_work_user_enter(void) { }
-static __always_inline void arch_ct_work_nmi_enter(void) { }
-static __always_inline void arch_ct_work_nmi_exit(void) { }
-#endif
 
 static __always_inline void ct_work_user_exit(void)
 {
-	arch_ct_work_user_exit();
+	ct_work_rs_user_exit();
 }
 
 static __always_inline void ct_work_user_enter(void)
 {
-	arch_ct_work_user_enter();
+	ct_work_rs_user_enter();
 }
 
 static __always_inline void ct_work_nmi_enter(void)
 {
-	arch_ct_work_nmi_enter();
+	ct_work_rs_nmi_enter();
 }
 
 static __always_inline void ct_work_nmi_exit(void)
 {
-	arch_ct_work_nmi_exit();
+	ct_work_rs_nmi_exit();
 }
+#else
+static __always_inline void ct_work_user_exit(void) { }
+static __always_inline void ct_work_user_enter(void) { }
+static __always_inline void ct_work_nmi_enter(void) { }
+static __always_inline void ct_work_nmi_exit(void) { }
+#endif
 
 /*
  * A kernel TLB flush that CPUs in user space may take at their next kernel
@@ -61,7 +63,7 @@ static __always_inline void ct_work_nmi_exit(void)
  * flush, the one before a page-table page is freed first among them, is
  * flush_tlb_kernel_range(), which reaches every CPU at once; and so is
  * this one where the architecture does not defer it (x86 says why it may,
- * in arch/x86/kernel/ct_work_rs.c).
+ * in arch/x86/mm/tlb_defer_rs.c).
  */
 #ifndef flush_tlb_kernel_range_deferrable
 #define flush_tlb_kernel_range_deferrable flush_tlb_kernel_range

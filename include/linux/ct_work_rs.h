@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Deferred work for isolated CPUs in user space
- * (arch/x86/kernel/jump_label_rs/): the hooks context tracking calls, and
+ * (kernel/context_tracking_work/): the hooks context tracking calls, and
  * the interface of the C side.
  *
  * A nohz_full CPU running a user-space task has a per-CPU work word saying
@@ -26,7 +26,7 @@ struct seq_file;
 
 /*
  * The work word: bit 0 says the CPU is in user space, the work bits are
- * above it (arch/x86/kernel/jump_label_rs/ct_work.rs owns the protocol).
+ * above it (kernel/context_tracking_work/ct_work.rs owns the protocol).
  * A word that is CT_WORK_RS_OFF alone belongs to a CPU that returned to
  * user space with deferral off: it takes no work, and a sender need not
  * wait for it.
@@ -46,7 +46,7 @@ enum ct_work_rs_work {
 
 /*
  * The ways the entry flushes the TLB for a deferred kernel flush
- * (arch/x86/kernel/ct_work_rs.c): a CR3 reload with page table isolation,
+ * (arch/x86/mm/tlb_defer_rs.c): a CR3 reload with page table isolation,
  * else INVPCID, else a CR4.PGE toggle.
  */
 enum ct_work_rs_flush {
@@ -56,12 +56,27 @@ enum ct_work_rs_flush {
 	CT_WORK_RS_FLUSH_WAYS,
 };
 
-#ifdef CONFIG_TEXT_POKE_RS_DEFER
+/**
+ * struct ct_work_rs_asked - what ct_work_rs_ask() did
+ * @deferred: how many CPUs took a work bit
+ * @waited: how many of those were found in the kernel and given a while
+ *	to return to user space first
+ * @expired: isolated CPUs given that while in vain, to be interrupted
+ * @sent: isolated CPUs asked that are to be interrupted all the same
+ */
+struct ct_work_rs_asked {
+	unsigned int deferred;
+	unsigned int waited;
+	unsigned int expired;
+	unsigned int sent;
+};
+
+#ifdef CONFIG_CONTEXT_TRACKING_WORK
 
 /*
- * x86's context-tracking work hooks (<linux/context_tracking_work.h>, by
- * way of <asm/context_tracking_work.h>), in that order: ct_work_user_exit(),
- * ct_work_user_enter(), ct_work_nmi_enter(), ct_work_nmi_exit().
+ * The context-tracking work hooks (<linux/context_tracking_work.h>), in
+ * that order: ct_work_user_exit(), ct_work_user_enter(),
+ * ct_work_nmi_enter(), ct_work_nmi_exit().
  */
 void __ct_work_rs_user_exit(void);
 void __ct_work_rs_nmi_enter(void);
@@ -72,7 +87,7 @@ DECLARE_PER_CPU_ALIGNED(u32, ct_work_rs_words);
  * The nesting levels of the entries that came while RCU was not watching,
  * CT_WORK_RS_LEVEL_BITS each, the innermost lowest: whether that entry took
  * the word from user space, and whether it took work it has not run yet
- * (ct_work::nmi_enter() in arch/x86/kernel/jump_label_rs/ct_work.rs). An
+ * (ct_work::nmi_enter() in kernel/context_tracking_work/ct_work.rs). An
  * NMI from user space takes the word, and a machine check that nests
  * before the NMI's handler runs must not give the word back on its own
  * exit.
@@ -149,36 +164,9 @@ static __always_inline void ct_work_rs_nmi_exit(void)
 			      levels >> CT_WORK_RS_LEVEL_BITS);
 }
 
-/* How long a round waits for an isolated CPU in the kernel: text_poke/defer_wait_ns. */
+/* How long a sender waits for an isolated CPU in the kernel (defer_wait_ns). */
 extern unsigned long ct_work_rs_wait_ns;
 
-/**
- * struct text_poke_rs_round - one sync round of the Rust batch
- * @deferred_cpus: the CPUs that took a work bit instead of the IPI (set
- *	when any did)
- * @local: the CPU sending the round, which syncs itself
- * @deferred: how many CPUs took a work bit
- * @waited: how many of those were found in the kernel and given a while
- *	to return to user space first
- * @expired: isolated CPUs given that while in vain, then the IPI
- * @sent: isolated CPUs asked that got the IPI all the same
- */
-struct text_poke_rs_round {
-	struct cpumask *deferred_cpus;
-	int local;
-	unsigned int deferred;
-	unsigned int waited;
-	unsigned int expired;
-	unsigned int sent;
-};
-
-/*
- * The round's CPU mask, cleared: one for all rounds, which text_mutex
- * serialises.
- */
-struct cpumask *text_poke_rs_round_mask(void);
-/* sync_core() on every online CPU, by IPI but to @round->deferred_cpus. */
-void text_poke_rs_sync_round(struct text_poke_rs_round *round);
 /* The next online isolated CPU after @cpu, or nr_cpu_ids. */
 int ct_work_rs_next_isolated(int cpu);
 /* Whether @cpu runs a task (in the kernel, or entering or leaving user space). */
@@ -204,7 +192,7 @@ void ct_work_rs_audit_added(int cpu, unsigned int work);
 /* Deferral's files in text_poke/. */
 void ct_work_rs_debugfs_init(struct dentry *dir);
 #ifdef CONFIG_TEXT_POKE_RS_MEASURE
-/* Deferral's lines of text_poke/stats. */
+/* The word's lines of text_poke/stats: work run at entry, the audit's. */
 void ct_work_rs_stats_show(struct seq_file *m);
 /* The entry hook's cost, for make demo: ns per entry of @n with @word. */
 int ct_work_rs_bench_entry(u32 word, unsigned int n, u64 *ns);
@@ -212,6 +200,8 @@ int ct_work_rs_bench_entry(u32 word, unsigned int n, u64 *ns);
 static inline void ct_work_rs_stats_show(struct seq_file *m) { }
 #endif
 
+/* The entry's TLB flush, noinstr, where they are deferred: the way it took. */
+enum ct_work_rs_flush ct_work_rs_tlb_flush_at_entry(void);
 #ifdef CONFIG_TLB_FLUSH_DEFER_RS
 /* The condition of flush_tlb_kernel_range_deferrable()'s IPIs. */
 bool ct_work_rs_tlb_needs_ipi(int cpu, void *info);
@@ -221,13 +211,19 @@ int ct_work_rs_flush_tlb_local(int way);
 #define ct_work_rs_tlb_needs_ipi NULL
 #endif
 
-/* Implemented in Rust (arch/x86/kernel/jump_label_rs/defer.rs). */
+/* Implemented in Rust (kernel/context_tracking_work/ct_work_rs.rs). */
+/* Whether @cpu took @work (one or more kinds) and needs no IPI. */
 bool ct_work_rs_defer(int cpu, unsigned int work);
 /*
+ * Asks every online isolated CPU but this one to take @work (one kind) at
+ * its next entry: those that did are added to @deferred, and @asked counts.
+ */
+void ct_work_rs_ask(unsigned int work, struct cpumask *deferred,
+		    struct ct_work_rs_asked *asked);
+/*
  * The entry side of the protocol on a word and a CPU's levels, noinstr
- * (arch/x86/kernel/ct_work_rs.c): ct_work::enter_taking(), ran(),
- * nmi_enter(), nmi_ran() and nmi_exit() of
- * arch/x86/kernel/jump_label_rs/ct_work.rs.
+ * (word.c): ct_work::enter_taking(), ran(), nmi_enter(), nmi_ran() and
+ * nmi_exit() of kernel/context_tracking_work/ct_work.rs.
  */
 unsigned int ct_work_rs_enter(u32 *word);
 void ct_work_rs_ran(u32 *word);
@@ -235,12 +231,12 @@ unsigned int ct_work_rs_nmi_take(u32 *word, u32 *levels);
 void ct_work_rs_nmi_ran(u32 *word, u32 *levels);
 void ct_work_rs_nmi_give(u32 *word, u32 *levels);
 
-#else /* !CONFIG_TEXT_POKE_RS_DEFER */
+#else /* !CONFIG_CONTEXT_TRACKING_WORK */
 
 static inline void ct_work_rs_stats_show(struct seq_file *m) { }
 static inline void ct_work_rs_debugfs_init(struct dentry *dir) { }
 #define ct_work_rs_tlb_needs_ipi NULL
 
-#endif /* CONFIG_TEXT_POKE_RS_DEFER */
+#endif /* CONFIG_CONTEXT_TRACKING_WORK */
 
 #endif /* _LINUX_CT_WORK_RS_H */

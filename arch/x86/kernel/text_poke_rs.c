@@ -25,7 +25,9 @@
 #include <linux/percpu.h>
 #include <linux/printk.h>
 #include <linux/sched.h>
+#include <linux/smp.h>
 #include <linux/string.h>
+#include <linux/sync_core.h>
 #include <linux/text-patching.h>
 #include <linux/uaccess.h>
 #include <linux/unaligned.h>
@@ -428,11 +430,55 @@ void text_poke_rs_poked(const void *addr, const void *old, const void *new,
 	perf_event_text_poke(addr, old, len, new, len);
 }
 
+#ifdef CONFIG_TEXT_POKE_RS_DEFER
+static void text_poke_rs_do_sync_core(void *info)
+{
+	sync_core();
+}
+
+static bool text_poke_rs_needs_ipi(int cpu, void *info)
+{
+	struct text_poke_rs_round *round = info;
+
+	return cpu == round->local || !cpumask_test_cpu(cpu, round->deferred_cpus);
+}
+
+struct cpumask *text_poke_rs_round_mask(void)
+{
+	static struct cpumask mask;
+
+	lockdep_assert_held(&text_mutex);
+	cpumask_clear(&mask);
+	return &mask;
+}
+
+/*
+ * A sync round the Rust batch deferred to isolated CPUs in user space
+ * (jump_label_rs/defer.rs): the IPIs to every other CPU.
+ */
+void text_poke_rs_sync_round(struct text_poke_rs_round *round)
+{
+	text_poke_rs_note_sync();
+	text_poke_rs_note_deferral(&round->asked);
+	/* Nobody deferred: the round upstream's batch makes. */
+	if (!round->asked.deferred) {
+		on_each_cpu(text_poke_rs_do_sync_core, NULL, 1);
+		return;
+	}
+	preempt_disable();
+	round->local = smp_processor_id();
+	on_each_cpu_cond(text_poke_rs_needs_ipi, text_poke_rs_do_sync_core,
+			 round, true);
+	preempt_enable();
+}
+#endif /* CONFIG_TEXT_POKE_RS_DEFER */
+
 /*
  * /sys/kernel/debug/text_poke/: with deferral, "defer" and "cpus"
- * (ct_work_rs.c); with CONFIG_TEXT_POKE_RS_MEASURE, "stats", the counters,
- * one "name value" a line, whose maxima a write resets, and "mode", the
- * implementation in use, which a write of rust, c or serial switches.
+ * (kernel/context_tracking_work/word.c); with CONFIG_TEXT_POKE_RS_MEASURE,
+ * "stats", the counters, one "name value" a line, whose maxima a write
+ * resets, and "mode", the implementation in use, which a write of rust, c
+ * or serial switches.
  */
 static int __init text_poke_rs_debugfs_init(void)
 {

@@ -235,6 +235,31 @@ void text_poke_rs_count_unmapped(void)
 	atomic64_inc(&text_poke_rs_counts.unmapped);
 }
 
+/*
+ * The deferral's counts: sync rounds of other CPUs deferred (of which
+ * waited: found in the kernel first) and sent as IPIs (of which
+ * wait_expired: waited for in vain); kernel TLB flushes deferred and sent.
+ */
+static atomic64_t text_poke_rs_deferred;
+static atomic64_t text_poke_rs_waited;
+static atomic64_t text_poke_rs_wait_expired;
+static atomic64_t text_poke_rs_sent;
+static atomic64_t ct_work_rs_tlb_deferred;
+static atomic64_t ct_work_rs_tlb_sent;
+
+void text_poke_rs_note_deferral(const struct ct_work_rs_asked *asked)
+{
+	atomic64_add(asked->deferred, &text_poke_rs_deferred);
+	atomic64_add(asked->waited, &text_poke_rs_waited);
+	atomic64_add(asked->expired, &text_poke_rs_wait_expired);
+	atomic64_add(asked->sent, &text_poke_rs_sent);
+}
+
+void text_poke_rs_note_tlb(bool deferred)
+{
+	atomic64_inc(deferred ? &ct_work_rs_tlb_deferred : &ct_work_rs_tlb_sent);
+}
+
 static int text_poke_rs_stats_show(struct seq_file *m, void *v)
 {
 	struct text_poke_rs_stats s;
@@ -253,7 +278,21 @@ static int text_poke_rs_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "refused %llu\n", s.refused);
 	seq_printf(m, "unmapped %llu\n", s.unmapped);
 	seq_printf(m, "mm_switches %llu\n", s.mm_switches);
+	if (IS_ENABLED(CONFIG_TEXT_POKE_RS_DEFER)) {
+		seq_printf(m, "deferred %lld\n",
+			   atomic64_read(&text_poke_rs_deferred));
+		seq_printf(m, "waited %lld\n", atomic64_read(&text_poke_rs_waited));
+		seq_printf(m, "sent %lld\n", atomic64_read(&text_poke_rs_sent));
+		seq_printf(m, "wait_expired %lld\n",
+			   atomic64_read(&text_poke_rs_wait_expired));
+	}
 	ct_work_rs_stats_show(m);
+	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS)) {
+		seq_printf(m, "tlb_deferred %lld\n",
+			   atomic64_read(&ct_work_rs_tlb_deferred));
+		seq_printf(m, "tlb_sent %lld\n",
+			   atomic64_read(&ct_work_rs_tlb_sent));
+	}
 	return 0;
 }
 

@@ -8,5 +8,5 @@ pub mod x86;
 #[path = "../../../arch/x86/kernel/jump_label_rs/poke.rs"]
 pub mod poke;
 
-#[path = "../../../arch/x86/kernel/jump_label_rs/ct_work.rs"]
+#[path = "../../../kernel/context_tracking_work/ct_work.rs"]
 pub mod ct_work;

@@ -2,7 +2,7 @@
 
 //! Every interleaving (loom) of a sender deferring `sync_core()` to a CPU against that CPU
 //! entering and leaving the kernel, with the protocol of
-//! `arch/x86/kernel/jump_label_rs/ct_work.rs`.
+//! `kernel/context_tracking_work/ct_work.rs`.
 //!
 //! The sender writes new text, then either defers the sync to the target or sends it an IPI and
 //! waits until the target took it; then the round is done. The target enters the kernel (for a

@@ -9,6 +9,7 @@
 
 #include <linux/atomic.h>
 #include <linux/compiler.h>
+#include <linux/ct_work_rs.h>
 #include <linux/percpu.h>
 #include <linux/spinlock_types.h>
 #include <linux/types.h>
@@ -16,6 +17,7 @@
 #include <asm/pgtable_types.h>
 #include <asm/ptrace.h>
 
+struct ct_work_rs_asked;
 struct dentry;
 struct jump_entry;
 struct mm_struct;
@@ -153,6 +155,8 @@ void text_poke_rs_track(bool on);
 int text_poke_rs_set_mode(int mode);
 void text_poke_rs_count_refused(void);
 void text_poke_rs_count_unmapped(void);
+void text_poke_rs_note_deferral(const struct ct_work_rs_asked *asked);
+void text_poke_rs_note_tlb(bool deferred);
 void text_poke_rs_measure_debugfs(struct dentry *dir);
 
 #else /* !CONFIG_TEXT_POKE_RS_MEASURE */
@@ -188,6 +192,15 @@ static inline void text_poke_rs_count_refused(void)
 }
 
 static inline void text_poke_rs_count_unmapped(void)
+{
+}
+
+static inline void
+text_poke_rs_note_deferral(const struct ct_work_rs_asked *asked)
+{
+}
+
+static inline void text_poke_rs_note_tlb(bool deferred)
 {
 }
 
@@ -284,6 +297,29 @@ bool jump_label_rs_batches(void);
 /* The per-CPU reference handshake with the INT3 handler. */
 void text_poke_rs_publish(const void *sites, size_t nr);
 void text_poke_rs_retire(void);
+
+#ifdef CONFIG_TEXT_POKE_RS_DEFER
+/**
+ * struct text_poke_rs_round - one sync round of the Rust batch
+ * @deferred_cpus: the CPUs that took a work bit instead of the IPI (set
+ *	when any did)
+ * @local: the CPU sending the round, which syncs itself
+ * @asked: what asking the isolated CPUs did (ct_work_rs_ask())
+ */
+struct text_poke_rs_round {
+	struct cpumask *deferred_cpus;
+	int local;
+	struct ct_work_rs_asked asked;
+};
+
+/*
+ * The round's CPU mask, cleared: one for all rounds, which text_mutex
+ * serialises.
+ */
+struct cpumask *text_poke_rs_round_mask(void);
+/* sync_core() on every online CPU, by IPI but to @round->deferred_cpus. */
+void text_poke_rs_sync_round(struct text_poke_rs_round *round);
+#endif /* CONFIG_TEXT_POKE_RS_DEFER */
 
 /* Implemented in Rust. */
 void text_poke_rs_batch_add(void *addr, const void *opcode, size_t len,

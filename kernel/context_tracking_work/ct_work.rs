@@ -25,9 +25,9 @@
 //! Entry takes the bits and changes the context in the same exchange, so a sender racing with
 //! it either set its bits before (they are run) or fails its compare-and-exchange and sends the
 //! IPI. This module uses only `core`: the host tests check every interleaving of it. The kernel's
-//! entry side is C (`arch/x86/kernel/ct_work_rs.c`, where only noinstr code may run), one function
-//! for each of this module's, which the KUnit suite checks against them for every value a word
-//! and a CPU's levels can hold.
+//! entry side is C (`word.c`, where only noinstr code may run), one function for each of this
+//! module's, which the KUnit suite checks against them for every value a word and a CPU's levels
+//! can hold.
 
 /// A CPU's context, as the work word records it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

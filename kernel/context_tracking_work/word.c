@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Deferred work for isolated CPUs in user space, x86 side: the per-CPU work
- * word, the context-tracking hooks that take the work at kernel entry and
- * run it, the sync round of the Rust text-poke batch that defers to them,
- * and the switches. The protocol's rules are Rust: jump_label_rs/ct_work.rs
- * (checked by every interleaving on the host), and defer.rs for the
- * sender; its entry side, which runs before instrumentation is
- * allowed, is the noinstr C below, one function for each of ct_work.rs's.
+ * Work for isolated CPUs in user space that waits for their next kernel
+ * entry: the per-CPU work word, the context-tracking hooks that take the
+ * work at kernel entry and run it (sync_core(), and the kernel TLB flush
+ * the architecture defers, arch/x86/mm/tlb_defer_rs.c), and the switches.
+ * The protocol's rules are Rust: ct_work.rs (checked by every interleaving
+ * on the host), and ct_work_rs.rs for the senders; its entry side, which
+ * runs before instrumentation is allowed, is the noinstr C below, one
+ * function for each of ct_work.rs's.
  *
  * The danger zone: a CPU coming from user space takes its work in
  * ct_work_rs_user_exit(), the first thing __ct_user_exit() does on a CPU
@@ -19,13 +20,14 @@
  * .entry.text: noinstr code may only call noinstr code, and static call
  * trampolines, which live in .static_call.text. So the sender follows one
  * rule, a superset of the danger zone: a batch that writes any byte in
- * those sections is never deferred (ct_work_rs_danger_text[]), and every
- * CPU takes its IPIs. scripts/danger-zone.py lists the static branch
- * and static call sites in those sections at build time, and warns about
- * every one whose key can be flipped after boot: flipping it costs the
- * isolated CPUs their IPIs. Keys in .data..ro_after_init cannot be flipped
- * after boot; context_tracking_key, which guards the call into context
- * tracking itself, is only flipped by ct_cpu_track_user(), which is __init.
+ * those sections is never deferred (ct_work_rs_danger_text[], which the
+ * text-poke batch checks), and every CPU takes its IPIs.
+ * scripts/danger-zone.py lists the static branch and static call sites in
+ * those sections at build time, and warns about every one whose key can
+ * be flipped after boot: flipping it costs the isolated CPUs their IPIs.
+ * Keys in .data..ro_after_init cannot be flipped after boot;
+ * context_tracking_key, which guards the call into context tracking
+ * itself, is only flipped by ct_cpu_track_user(), which is __init.
  *
  * Cost. The upstream series kept the work bits in context tracking's state
  * word, next to RCU's counter, and paid for them on every entry of every
@@ -51,8 +53,6 @@
 #include <linux/init.h>
 #include <linux/kstrtox.h>
 #include <linux/ktime.h>
-#include <linux/memory.h>
-#include <linux/mm.h>
 #include <linux/percpu.h>
 #include <linux/printk.h>
 #include <linux/sched/clock.h>
@@ -63,12 +63,7 @@
 #include <linux/tick.h>
 #include <linux/uaccess.h>
 
-#include <asm/alternative.h>
-#include <asm/cpufeatures.h>
-#include <asm/invpcid.h>
 #include <asm/sections.h>
-#include <asm/tlbflush.h>
-#include <asm/text_poke_rs.h>
 
 bool ct_work_rs_enabled __read_mostly = true;
 bool ct_work_rs_tlb_enabled __read_mostly = IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS);
@@ -262,77 +257,6 @@ static inline void ct_work_rs_audit_debugfs_init(struct dentry *dir) { }
 static inline void ct_work_rs_audit_stats(struct seq_file *m) { }
 #endif /* CONFIG_TEXT_POKE_RS_DEFER_DEBUG */
 
-/* The senders' counts of text_poke/stats (CONFIG_TEXT_POKE_RS_MEASURE). */
-static atomic64_t text_poke_rs_deferred;
-static atomic64_t text_poke_rs_waited;
-static atomic64_t text_poke_rs_wait_expired;
-static atomic64_t text_poke_rs_sent;
-static atomic64_t ct_work_rs_tlb_deferred;
-static atomic64_t ct_work_rs_tlb_sent;
-
-static inline void ct_work_rs_count(atomic64_t *count, unsigned int n)
-{
-	if (IS_ENABLED(CONFIG_TEXT_POKE_RS_MEASURE) && n)
-		atomic64_add(n, count);
-}
-
-/*
- * The narrowest flush of this CPU's TLB that drops every kernel mapping
- * removed while it was in user space, with the paging-structure caches:
- *
- * - With page table isolation, kernel mappings are not global
- *   (__default_kernel_pte_mask), but for the kernel image's and the
- *   cpu_entry_area's, which are never unmapped: reloading CR3 drops the
- *   kernel PCID's (the entry's CR3 switch kept them, with PCID), and the
- *   other address spaces' kernel PCIDs are flushed when next loaded, as
- *   flush_tlb_one_kernel() has them. The user PCID's entries, which map no
- *   kernel memory, stay for the task in user space.
- * - Without it, kernel mappings are global: INVPCID "all contexts, globals
- *   too" where the CPU has it, else a CR4.PGE toggle. Both drop the user
- *   task's entries too.
- *
- * Interrupts are off: nothing can change CR3 or CR4 between a read and a
- * write.
- */
-static __always_inline enum ct_work_rs_flush ct_work_rs_flush_way(void)
-{
-	/*
-	 * One patched instruction picks the way, as one cpu_feature_enabled()
-	 * would pick between two: PTI's wins over INVPCID's. Until
-	 * alternatives are applied, the toggle, which is correct anywhere.
-	 */
-	asm goto(ALTERNATIVE_2("jmp %l[cr4]",
-			       "jmp %l[invpcid]", X86_FEATURE_INVPCID,
-			       "", X86_FEATURE_PTI)
-		 : : : : cr4, invpcid);
-	return CT_WORK_RS_FLUSH_CR3;
-invpcid:
-	return CT_WORK_RS_FLUSH_INVPCID;
-cr4:
-	return CT_WORK_RS_FLUSH_CR4;
-}
-
-static __always_inline void ct_work_rs_flush_tlb(enum ct_work_rs_flush way)
-{
-	if (way == CT_WORK_RS_FLUSH_CR3) {
-		native_write_cr3(__native_read_cr3());
-		if (cpu_feature_enabled(X86_FEATURE_PCID))
-			this_cpu_write(cpu_tlbstate.invalidate_other, true);
-	} else if (way == CT_WORK_RS_FLUSH_INVPCID) {
-		struct { u64 pcid, addr; } desc = { 0, 0 };
-
-		asm volatile("invpcid %[desc], %[type]"
-			     : : [desc] "m" (desc),
-			       [type] "r" ((unsigned long)INVPCID_TYPE_ALL_INCL_GLOBAL)
-			     : "memory");
-	} else {
-		unsigned long cr4 = this_cpu_read(cpu_tlbstate.cr4);
-
-		asm volatile("mov %0, %%cr4" : : "r" (cr4 ^ X86_CR4_PGE) : "memory");
-		asm volatile("mov %0, %%cr4" : : "r" (cr4) : "memory");
-	}
-}
-
 /*
  * Out of line: the hooks' path with no work stays a few instructions.
  * Returns the kinds of work it ran. Only an entry whose work the audit
@@ -345,16 +269,13 @@ static noinstr noinline unsigned int ct_work_rs_run_work(unsigned int work,
 
 	if (audited && ct_work_rs_skip_work(work))
 		return 0;
-	/*
-	 * The flush first: sync_core() may IRET, on this task's stack. Only
-	 * where flushes are deferred: an entry nesting in one that took work
-	 * it has not run asks for every kind.
-	 */
 	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS) && (work & CT_WORK_RS_TLB_FLUSH)) {
-		enum ct_work_rs_flush way = ct_work_rs_flush_way();
-
-		ct_work_rs_flush_tlb(way);
-		ct_work_rs_audit_flush(way);
+		/*
+		 * The flush first: sync_core() may IRET, on this task's
+		 * stack. Only where flushes are deferred: an entry nesting in
+		 * one that took work it has not run asks for every kind.
+		 */
+		ct_work_rs_audit_flush(ct_work_rs_tlb_flush_at_entry());
 		ran |= CT_WORK_RS_TLB_FLUSH;
 	}
 	if (work & CT_WORK_RS_SYNC_CORE) {
@@ -367,13 +288,13 @@ static noinstr noinline unsigned int ct_work_rs_run_work(unsigned int work,
 
 /*
  * The entry side of the work word's protocol. Its rules are Rust
- * (jump_label_rs/ct_work.rs: the host tests check every
- * interleaving of them, nested NMIs and machine checks among them), but
- * the entry runs them before instrumentation is allowed, where only
- * noinstr C and the uninstrumented raw_*() atomics belong: so here they
- * are in C, one function for each of ct_work.rs's, and the KUnit case
- * entry_side_follows_the_protocol checks every one against ct_work.rs for
- * every value a word and a CPU's levels can hold.
+ * (ct_work.rs: the host tests check every interleaving of them, nested
+ * NMIs and machine checks among them), but the entry runs them before
+ * instrumentation is allowed, where only noinstr C and the uninstrumented
+ * raw_*() atomics belong: so here they are in C, one function for each of
+ * ct_work.rs's, and the KUnit case entry_side_follows_the_protocol checks
+ * every one against ct_work.rs for every value a word and a CPU's levels
+ * can hold.
  *
  * Stores that end a state are plain stores after a compiler barrier,
  * releases on x86; an exchange is a full barrier.
@@ -496,46 +417,6 @@ noinstr void __ct_work_rs_nmi_exit(void)
 			    raw_cpu_ptr(&ct_work_rs_nmi_levels));
 }
 
-static void text_poke_rs_do_sync_core(void *info)
-{
-	sync_core();
-}
-
-static bool text_poke_rs_needs_ipi(int cpu, void *info)
-{
-	struct text_poke_rs_round *round = info;
-
-	return cpu == round->local || !cpumask_test_cpu(cpu, round->deferred_cpus);
-}
-
-struct cpumask *text_poke_rs_round_mask(void)
-{
-	static struct cpumask mask;
-
-	lockdep_assert_held(&text_mutex);
-	cpumask_clear(&mask);
-	return &mask;
-}
-
-void text_poke_rs_sync_round(struct text_poke_rs_round *round)
-{
-	text_poke_rs_note_sync();
-	ct_work_rs_count(&text_poke_rs_sent, round->sent);
-	ct_work_rs_count(&text_poke_rs_wait_expired, round->expired);
-	/* Nobody deferred: the round upstream's batch makes. */
-	if (!round->deferred) {
-		on_each_cpu(text_poke_rs_do_sync_core, NULL, 1);
-		return;
-	}
-	preempt_disable();
-	round->local = smp_processor_id();
-	on_each_cpu_cond(text_poke_rs_needs_ipi, text_poke_rs_do_sync_core,
-			 round, true);
-	preempt_enable();
-	ct_work_rs_count(&text_poke_rs_deferred, round->deferred);
-	ct_work_rs_count(&text_poke_rs_waited, round->waited);
-}
-
 int ct_work_rs_next_isolated(int cpu)
 {
 	if (!tick_nohz_full_enabled())
@@ -558,125 +439,6 @@ bool ct_work_rs_cpu_running(int cpu)
 	return state == CT_STATE_KERNEL || state == CT_STATE_USER;
 }
 
-#ifdef CONFIG_TLB_FLUSH_DEFER_RS
-/*
- * The condition of flush_tlb_kernel_range_deferrable()'s IPIs (patch
- * 0006): whether @cpu needs one, or takes the flush at its next kernel
- * entry instead.
- *
- * Which flushes may wait: only vmalloc's lazy purge and vm_unmap_aliases()
- * (patch 0006a), which flush ranges whose PTEs were cleared earlier while
- * every page table above them stays: freed vmap areas, dirty vmap blocks,
- * and the direct-map aliases of pages vm_reset_perms() gives back. Never
- * a flush before a page-table page is freed: with HAVE_ARCH_HUGE_VMAP, a
- * huge mapping made over a range that had a page table frees it
- * (pmd_free_pte_page(), pud_free_pmd_page()), and a CPU whose
- * paging-structure caches still point into the freed and reused page
- * could walk it speculatively, in user space too. Those, and every other
- * caller's, go through flush_tlb_kernel_range(), which reaches every CPU
- * at once, as upstream's does.
- *
- * Why the purge's flush may wait for entry (the objections to the
- * upstream series, answered):
- *
- * - vmap space reused before the flush (Jann Horn): until the CPU enters
- *   the kernel it runs no kernel code, so it cannot use a stale entry,
- *   whatever the freed range now maps; at entry the full flush runs before
- *   anything that can touch vmalloc or vmap memory. What runs before it is
- *   the danger zone (above): the entry text, the per-CPU first chunk
- *   (direct-mapped memory: if it is vmapped, as with percpu_alloc=page,
- *   deferral is refused at boot), the task_struct (slab)
- *   and the task's stack, which is vmalloc'd: but a range can only be stale
- *   on this CPU if it was unmapped while the CPU was in user space running
- *   this task, and this task's stack was mapped before the task was last
- *   switched in here, in the kernel. scripts/danger-data.py lists what
- *   the entry code may touch before it takes the work, and checks the
- *   built image's entry code against it (make check).
- * - paging-structure caches and the CR3 write in the danger zone (Dave
- *   Hansen): both flushes drop the paging-structure caches with the TLB;
- *   the CR3 write of the entry (with PTI) loads the kernel's own page
- *   tables, whose page-table pages a deferred flush never outlives (above),
- *   and the danger zone touches no vmalloc or vmap address but its own
- *   stack. The
- *   state the sender tests is the work word, changed by the CPU itself, not
- *   a kernel_cr3_loaded flag set apart from the CR3 write: there is no
- *   window in which the word says "user" while this CPU may touch memory a
- *   stale entry could map.
- * - the cost of context tracking at entry (Andy Lutomirski) and frequent
- *   enter/leave (Nadav Amit): see "Cost" above; the flush itself is only
- *   paid by an entry that finds the bit set, and a storm of flushes costs a
- *   CPU in user space one flush at its next entry.
- */
-bool ct_work_rs_tlb_needs_ipi(int cpu, void *info)
-{
-	if (cpu == smp_processor_id() || !READ_ONCE(ct_work_rs_tlb_enabled))
-		return true;
-	if (ct_work_rs_defer(cpu, CT_WORK_RS_TLB_FLUSH)) {
-		ct_work_rs_count(&ct_work_rs_tlb_deferred, 1);
-		return false;
-	}
-	if (ct_work_rs_word(cpu))
-		ct_work_rs_count(&ct_work_rs_tlb_sent, 1);
-	return true;
-}
-
-/*
- * The entry's flush on this CPU, for the KUnit suite: the entry's own way
- * if @way is negative, else @way. Returns the way used, or -EINVAL for a
- * way that is not correct here: a CR3 reload without page table isolation
- * (it would leave global entries), INVPCID on a CPU without it.
- */
-int ct_work_rs_flush_tlb_local(int way)
-{
-	unsigned long flags;
-
-	if (way < 0)
-		way = ct_work_rs_flush_way();
-	if (way >= CT_WORK_RS_FLUSH_WAYS ||
-	    (way == CT_WORK_RS_FLUSH_CR3 && !cpu_feature_enabled(X86_FEATURE_PTI)) ||
-	    (way == CT_WORK_RS_FLUSH_INVPCID &&
-	     !cpu_feature_enabled(X86_FEATURE_INVPCID)))
-		return -EINVAL;
-	local_irq_save(flags);
-	ct_work_rs_flush_tlb(way);
-	local_irq_restore(flags);
-	return way;
-}
-
-static int __init ct_work_rs_tlb_check(void)
-{
-	if (is_vmalloc_addr(per_cpu_ptr(&ct_work_rs_words, 0)) &&
-	    ct_work_rs_tlb_enabled) {
-		pr_warn("tlb_defer: the per-CPU first chunk is vmapped (percpu_alloc=page?): kernel TLB flushes are not deferred\n");
-		ct_work_rs_tlb_enabled = false;
-	}
-	/*
-	 * A CPU that reads supervisor mappings speculatively from user space
-	 * (Meltdown) with the kernel mapped there (pti=off) could use a stale
-	 * entry, of a memory type set_memory_uc() has since changed say,
-	 * before its next entry.
-	 */
-	if (boot_cpu_has_bug(X86_BUG_CPU_MELTDOWN) &&
-	    !boot_cpu_has(X86_FEATURE_PTI) && ct_work_rs_tlb_enabled) {
-		pr_warn("tlb_defer: Meltdown without page table isolation: kernel TLB flushes are not deferred\n");
-		ct_work_rs_tlb_enabled = false;
-	}
-	return 0;
-}
-early_initcall(ct_work_rs_tlb_check);
-
-static int __init ct_work_rs_tlb_setup(char *str)
-{
-	if (!str || kstrtobool(str, &ct_work_rs_tlb_enabled)) {
-		pr_warn("tlb_defer=%s: expected on or off; keeping %s\n",
-			str ?: "", str_on_off(ct_work_rs_tlb_enabled));
-		return -EINVAL;
-	}
-	return 0;
-}
-early_param("tlb_defer", ct_work_rs_tlb_setup);
-#endif
-
 u32 *ct_work_rs_word(int cpu)
 {
 	if (cpu < 0 || cpu >= nr_cpu_ids || !cpu_online(cpu) ||
@@ -693,11 +455,7 @@ const unsigned long ct_work_rs_danger_text[CT_WORK_RS_DANGER_RANGES][2] = {
 };
 
 #ifdef CONFIG_TEXT_POKE_RS_MEASURE
-/*
- * Sync rounds of other CPUs deferred (of which waited: found in the kernel
- * first) and sent as IPIs (of which wait_expired: waited for in vain), and
- * the work CPUs ran at entry instead.
- */
+/* The work CPUs ran at entry, and the audit's counts. */
 void ct_work_rs_stats_show(struct seq_file *m)
 {
 	u64 runs = 0;
@@ -705,19 +463,8 @@ void ct_work_rs_stats_show(struct seq_file *m)
 
 	for_each_possible_cpu(cpu)
 		runs += ct_work_rs_runs(cpu);
-	seq_printf(m, "deferred %lld\n", atomic64_read(&text_poke_rs_deferred));
-	seq_printf(m, "waited %lld\n", atomic64_read(&text_poke_rs_waited));
-	seq_printf(m, "sent %lld\n", atomic64_read(&text_poke_rs_sent));
-	seq_printf(m, "wait_expired %lld\n",
-		   atomic64_read(&text_poke_rs_wait_expired));
 	seq_printf(m, "run_at_entry %llu\n", runs);
 	ct_work_rs_audit_stats(m);
-	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS)) {
-		seq_printf(m, "tlb_deferred %lld\n",
-			   atomic64_read(&ct_work_rs_tlb_deferred));
-		seq_printf(m, "tlb_sent %lld\n",
-			   atomic64_read(&ct_work_rs_tlb_sent));
-	}
 }
 
 /*
@@ -851,8 +598,7 @@ static int ct_work_rs_cpus_show(struct seq_file *m, void *v)
 DEFINE_SHOW_ATTRIBUTE(ct_work_rs_cpus);
 
 /*
- * The round's wait, read by the sender with a marked load
- * (jump_label_rs/defer.rs): stored with a marked store, not
+ * The senders' wait, read with a marked load (ct_work_rs.rs): stored with a marked store, not
  * debugfs_create_ulong()'s plain one.
  */
 static int ct_work_rs_wait_ns_get(void *data, u64 *val)
