@@ -125,10 +125,11 @@ if [ "$what" = matrix ]; then
 	# 10,000-flip stress with three CPUs running the sites, the qpw cache's
 	# concurrent drains, and in user space the deferral storms, the remote
 	# drains and the hotplug torture. rustc has no KCSAN: the C side is
-	# instrumented, the shims (text_poke_rs.c, word.c, qpw.c, the C
-	# halves of the tests) and every C path the Rust side shares
-	# (jump_label.c, alternative.c, mm/swap.c), and sees the Rust side's
-	# marked accesses as such. No ftrace self-tests: they are slow under
+	# instrumented, the shims (word.c, qpw.c, the C halves of the tests;
+	# not text_poke_rs.c, which arch/x86/kernel/ builds without KCSAN, as
+	# it does alternative.c) and every C path the Rust side shares
+	# (jump_label.c, mm/swap.c), and sees the Rust side's marked accesses
+	# as such. No ftrace self-tests: they are slow under
 	# lockdep, and make test's boots run them.
 	#
 	# KASAN (generic, inline) and UBSAN in the other (KCSAN and KASAN

@@ -6,8 +6,9 @@
  * With CONFIG_CONTEXT_TRACKING_WORK, which the options of the work an
  * architecture defers select (x86: text-poke syncs and kernel TLB
  * flushes), the per-CPU work word of kernel/context_tracking_work/
- * implements them (<linux/ct_work_rs.h>); the architecture may add what it
- * needs in <asm/context_tracking_work.h>. Context tracking calls them on
+ * implements them (<linux/ct_work_rs.h>), and the architecture's
+ * <asm/context_tracking_work.h> what it needs besides (x86: the kernel TLB
+ * flush it defers). Context tracking calls them on
  * CPUs where it is active, with interrupts off and from noinstr code:
  *
  * ct_work_user_exit()	first thing on entry from user space, before RCU

@@ -459,17 +459,17 @@ struct cpumask *text_poke_rs_round_mask(void)
 void text_poke_rs_sync_round(struct text_poke_rs_round *round)
 {
 	text_poke_rs_note_sync();
-	text_poke_rs_note_deferral(&round->asked);
-	/* Nobody deferred: the round upstream's batch makes. */
 	if (!round->asked.deferred) {
+		/* Nobody deferred: the round upstream's batch makes. */
 		on_each_cpu(text_poke_rs_do_sync_core, NULL, 1);
-		return;
+	} else {
+		preempt_disable();
+		round->local = smp_processor_id();
+		on_each_cpu_cond(text_poke_rs_needs_ipi,
+				 text_poke_rs_do_sync_core, round, true);
+		preempt_enable();
 	}
-	preempt_disable();
-	round->local = smp_processor_id();
-	on_each_cpu_cond(text_poke_rs_needs_ipi, text_poke_rs_do_sync_core,
-			 round, true);
-	preempt_enable();
+	text_poke_rs_note_deferral(&round->asked);
 }
 #endif /* CONFIG_TEXT_POKE_RS_DEFER */
 

@@ -343,16 +343,6 @@ void text_poke_sc_set(bool two)
 		static_call_update(text_poke_rs_sc, text_poke_sc_one);
 }
 
-int text_poke_stress_pin(int cpu)
-{
-	if (cpu < 0)
-		return set_cpus_allowed_ptr(current, cpu_possible_mask);
-	if (cpu >= nr_cpu_ids || !cpu_online(cpu))
-		return -EINVAL;
-	return set_cpus_allowed_ptr(current, cpumask_of(cpu)) ?:
-	       (raw_smp_processor_id() == cpu ? 0 : -EAGAIN);
-}
-
 int text_poke_stress_start(unsigned long (*pass)(void), unsigned int max)
 {
 	int self, cpu;

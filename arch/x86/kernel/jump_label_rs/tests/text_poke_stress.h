@@ -71,12 +71,6 @@ void text_poke_sc_set(bool two);
 void *text_poke_sc_tramp(void);
 
 /*
- * Moves the calling task to @cpu, or lets it run anywhere again (@cpu < 0):
- * 0, or an error if it could not.
- */
-int text_poke_stress_pin(int cpu);
-
-/*
  * Pins the caller to its CPU and starts one executor on each of up to @max
  * other online CPUs, each calling @pass in a loop; @pass returns how many
  * wrong results it saw. Returns the number of executors started, or a
