@@ -62,7 +62,7 @@ else
 	# A warning names a project file on its own line or on a following
 	# "--> file:line" line; objtool names the object.
 	warn=$(grep -E -A4 '^(warning|error)' "$logs/clippy.log" | grep -E "($ours_re)" ; \
-	       grep -E 'objtool.*(static_key|jump_label_rs|text_poke_rs|ct_work_rs|context_tracking_work|tlb_defer_rs)|(static_key|jump_label_rs|text_poke_rs|ct_work_rs|context_tracking_work|tlb_defer_rs)[^ ]*\.o: warning' "$logs/clippy.log")
+	       grep -E 'objtool.*(static_key|jump_label_rs|text_poke_rs|ct_work_rs|context_tracking_work|tlb_defer_rs|qpw)|(static_key|jump_label_rs|text_poke_rs|ct_work_rs|context_tracking_work|tlb_defer_rs|qpw)[^ ]*\.o: warning' "$logs/clippy.log")
 	rc=0
 	if [ -n "$warn" ]; then
 		grep -E -B2 -A12 '^(warning|error)' "$logs/clippy.log" | head -n 200

@@ -74,8 +74,9 @@ for s in text_poke_rs_mode text_poke_rs_set_mode text_poke_rs_int3_hits \
 	has "$s" && found+=("$s")
 done
 # The qpw object cache, which only its KUnit suite uses (Rust symbols of
-# the crate qpw_cache).
-grep -q '9qpw_cache' <<< "$syms" && found+=("qpw_cache")
+# the crate qpw_cache_kunit, and its C executors).
+grep -q '15qpw_cache_kunit' <<< "$syms" && found+=("qpw_cache_kunit")
+has qpw_cache_exec_start && found+=("qpw_cache_exec_start")
 result "production image: nothing only measurement needs" "${#found[@]}" \
 	"found: ${found[*]:-}"
 exit "$failed"

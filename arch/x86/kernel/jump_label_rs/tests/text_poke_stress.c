@@ -11,7 +11,6 @@
 #include <linux/delay.h>
 #include <linux/err.h>
 #include <linux/export.h>
-#include <linux/irq_work.h>
 #include <linux/io.h>
 #include <linux/irqflags.h>
 #include <linux/jump_label.h>
@@ -584,41 +583,6 @@ int text_poke_lock_bench(unsigned int n, u64 *none, u64 *local, u64 *qpw, bool *
 	*local = text_poke_lock_loop(text_poke_lock_local, n);
 	*qpw = text_poke_lock_loop(text_poke_lock_qpw, n);
 	*on = qpw_enabled();
-	return 0;
-}
-
-struct text_poke_irq {
-	struct irq_work work;
-	void (*fn)(void *arg);
-	void *arg;
-};
-
-static void text_poke_irq_fn(struct irq_work *work)
-{
-	struct text_poke_irq *t = container_of(work, struct text_poke_irq, work);
-
-	t->fn(t->arg);
-}
-
-int text_poke_irq_run(void (*fn)(void *arg), void *arg)
-{
-	struct text_poke_irq t = {
-		.work = IRQ_WORK_INIT_HARD(text_poke_irq_fn),
-		.fn = fn,
-		.arg = arg,
-	};
-
-	if (irqs_disabled())
-		return -EINVAL;
-	preempt_disable();
-	if (!irq_work_queue(&t.work)) {
-		preempt_enable();
-		return -EBUSY;
-	}
-	/* The self-interrupt comes at once: interrupts are on. */
-	while (irq_work_is_busy(&t.work))
-		cpu_relax();
-	preempt_enable();
 	return 0;
 }
 

@@ -158,12 +158,6 @@ int text_poke_lru_drain(unsigned int n);
 unsigned int text_poke_fail_nth(unsigned int n);
 
 /*
- * Runs @fn(@arg) in a hard interrupt on this CPU (an irq_work), and waits
- * for it: 0, or -EINVAL with interrupts off.
- */
-int text_poke_irq_run(void (*fn)(void *arg), void *arg);
-
-/*
  * The local fast path of per-CPU locks, @n lock-unlock pairs each with
  * interrupts off: an empty call (*@none), a local_lock (*@local) and a qpw
  * lock (*@qpw), in local_clock() ns (guest instructions under -icount

@@ -9,9 +9,8 @@
 //! CPU that holds objects, which is what a C cache does today (the LRU batches of
 //! `lru_add_drain_all()`, slab's sheaves).
 //!
-//! A crate of its own, for its KUnit suite `qpw_cache`: built with
-//! `CONFIG_TEXT_POKE_RS_KUNIT_TEST` only, never into a production kernel, and apart from the
-//! text-poke batch.
+//! A crate of its own, for its KUnit suite `qpw_cache`, built with `CONFIG_QPW_CACHE_KUNIT_TEST`
+//! only; its executors are `qpw_cache_exec.c`.
 
 use core::sync::atomic::{AtomicUsize, Ordering};
 use kernel::{alloc::Flags, cpu::CpuId, prelude::*, qpw};
@@ -168,10 +167,10 @@ mod tests {
     };
 
     extern "C" {
-        fn text_poke_stress_start(pass: extern "C" fn() -> c_ulong, max: u32) -> i32;
-        fn text_poke_stress_stop(passes: *mut c_ulong, wrong: *mut c_ulong);
-        fn text_poke_irq_run(f: extern "C" fn(*mut c_void), arg: *mut c_void) -> i32;
-        fn text_poke_fail_nth(n: u32) -> u32;
+        fn qpw_cache_exec_start(pass: extern "C" fn() -> c_ulong, max: u32) -> i32;
+        fn qpw_cache_exec_stop(passes: *mut c_ulong, wrong: *mut c_ulong);
+        fn qpw_cache_irq_run(f: extern "C" fn(*mut c_void), arg: *mut c_void) -> i32;
+        fn qpw_cache_fail_nth(n: u32) -> u32;
     }
 
     /// Objects the tests may make.
@@ -302,8 +301,8 @@ mod tests {
 
     fn run_in_irq(irq: &mut InIrq<'_>) -> i32 {
         irq.res = None;
-        // SAFETY: `irq` outlives the interrupt: `text_poke_irq_run()` waits for it.
-        unsafe { text_poke_irq_run(local_in_irq, core::ptr::from_mut(irq).cast()) }
+        // SAFETY: `irq` outlives the interrupt: `qpw_cache_irq_run()` waits for it.
+        unsafe { qpw_cache_irq_run(local_in_irq, core::ptr::from_mut(irq).cast()) }
     }
 
     #[test]
@@ -379,9 +378,9 @@ mod tests {
             percpu.with_cpu(cpu, |v| {
                 *v += 1;
                 let arg = irq_ptr as *mut c_void;
-                // SAFETY: `irq` outlives the interrupt: `text_poke_irq_run()` waits for it,
+                // SAFETY: `irq` outlives the interrupt: `qpw_cache_irq_run()` waits for it,
                 // and nothing else touches `irq` meanwhile.
-                let ran = unsafe { text_poke_irq_run(local_in_drain_irq, arg) };
+                let ran = unsafe { qpw_cache_irq_run(local_in_drain_irq, arg) };
                 // SAFETY: `arg` points to `irq`, alive on this stack; the interrupt that also
                 // used it is over, so nothing else touches it.
                 unsafe { (*arg.cast::<DrainIrq<'_>>()).ran = ran };
@@ -517,7 +516,7 @@ mod tests {
         assert_eq!(unsafe { bindings::remove_cpu(cpu.as_u32()) }, 0);
         RACE.store((&raw const *race).cast_mut(), Ordering::Release);
         // SAFETY: `offline_pass` may run on any CPU; nothing else runs executors.
-        let started = unsafe { text_poke_stress_start(offline_pass, 2) };
+        let started = unsafe { qpw_cache_exec_start(offline_pass, 2) };
         let mut waits = 0;
         while race.calls.load(Ordering::Relaxed) < 2 * OFFLINE_CALLS && waits < 20_000 {
             fsleep(Delta::from_micros(100));
@@ -525,7 +524,7 @@ mod tests {
         }
         let (mut passes, mut wrong) = (0, 0);
         // SAFETY: Both pointers are valid for writes.
-        unsafe { text_poke_stress_stop(&mut passes, &mut wrong) };
+        unsafe { qpw_cache_exec_stop(&mut passes, &mut wrong) };
         RACE.store(core::ptr::null_mut(), Ordering::Release);
         // SAFETY: Taken offline above.
         let back = unsafe { bindings::add_cpu(cpu.as_u32()) };
@@ -593,7 +592,7 @@ mod tests {
         let shared = Shared::new()?;
         SHARED.store((&raw const *shared).cast_mut(), Ordering::Release);
         // SAFETY: `pass` may run on any CPU; nothing else runs executors.
-        let started = unsafe { text_poke_stress_start(pass, 3) };
+        let started = unsafe { qpw_cache_exec_start(pass, 3) };
         // Drains while the executors allocate and free, until they have made enough passes.
         let (mut drained, mut drains, mut failed) = (0, 0, 0);
         while drains < MAX_DRAINS
@@ -610,7 +609,7 @@ mod tests {
         }
         let (mut passes, mut wrong) = (0, 0);
         // SAFETY: Both pointers are valid for writes.
-        unsafe { text_poke_stress_stop(&mut passes, &mut wrong) };
+        unsafe { qpw_cache_exec_stop(&mut passes, &mut wrong) };
         SHARED.store(core::ptr::null_mut(), Ordering::Release);
         drained += shared.cache.drain_all()?;
         let ledger = &shared.ledger;
@@ -691,7 +690,7 @@ mod tests {
         let cpu = victim().ok_or(ENODEV)?;
         SHARED.store((&raw const *shared).cast_mut(), Ordering::Release);
         // SAFETY: `drain_pass` may run on any CPU; nothing else runs executors.
-        let started = unsafe { text_poke_stress_start(drain_pass, 1) };
+        let started = unsafe { qpw_cache_exec_start(drain_pass, 1) };
         let mut cycles = 0;
         for _ in 0..HOTPLUG_CYCLES {
             // Objects on the victim, for the drains to race its going and coming.
@@ -713,7 +712,7 @@ mod tests {
         }
         let (mut passes, mut wrong) = (0, 0);
         // SAFETY: Both pointers are valid for writes.
-        unsafe { text_poke_stress_stop(&mut passes, &mut wrong) };
+        unsafe { qpw_cache_exec_stop(&mut passes, &mut wrong) };
         SHARED.store(core::ptr::null_mut(), Ordering::Release);
         assert!(shared.cache.drain_all().is_ok());
         let ledger = &shared.ledger;
@@ -739,7 +738,7 @@ mod tests {
         let was_on = qpw::enabled();
         SHARED.store((&raw const *shared).cast_mut(), Ordering::Release);
         // SAFETY: `pass` may run on any CPU; nothing else runs executors.
-        let started = unsafe { text_poke_stress_start(pass, 3) };
+        let started = unsafe { qpw_cache_exec_start(pass, 3) };
         let (mut drained, mut drains, mut failed) = (0, 0, 0);
         let (mut switched, mut switch_at) = (false, None);
         while drains < MAX_DRAINS
@@ -759,7 +758,7 @@ mod tests {
         }
         let (mut passes, mut wrong) = (0, 0);
         // SAFETY: Both pointers are valid for writes.
-        unsafe { text_poke_stress_stop(&mut passes, &mut wrong) };
+        unsafe { qpw_cache_exec_stop(&mut passes, &mut wrong) };
         SHARED.store(core::ptr::null_mut(), Ordering::Release);
         drained += shared.cache.drain_all()?;
         let ledger = &shared.ledger;
@@ -839,10 +838,10 @@ mod tests {
         let (mut injected, mut refused, mut bad) = (0, 0, 0);
         for n in 1..=1000 {
             // SAFETY: Only sets this task's count.
-            unsafe { text_poke_fail_nth(n) };
+            unsafe { qpw_cache_fail_nth(n) };
             let ret = workload(&ledger, other);
             // SAFETY: Only sets this task's count, and returns what was left of it.
-            let left = unsafe { text_poke_fail_nth(0) };
+            let left = unsafe { qpw_cache_fail_nth(0) };
             if let Err(e) = ret {
                 refused += 1;
                 bad += usize::from(e != ENOMEM);

@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The executors of the qpw_cache KUnit suite: its cache is used from
+ * kthreads on other CPUs and from a hard interrupt while the suite drains
+ * it, and its allocations are made to fail one by one.
+ */
+
+#include <linux/cpumask.h>
+#include <linux/errno.h>
+#include <linux/irq_work.h>
+#include <linux/kthread.h>
+#include <linux/limits.h>
+#include <linux/minmax.h>
+#include <linux/processor.h>
+#include <linux/sched.h>
+#include <linux/smp.h>
+
+#include "qpw_cache_exec.h"
+
+#define QPW_CACHE_EXEC_MAX	4
+
+struct qpw_cache_exec {
+	struct task_struct *task;
+	unsigned long (*pass)(void);
+	unsigned long passes;
+	unsigned long wrong;
+};
+
+static struct qpw_cache_exec qpw_cache_execs[QPW_CACHE_EXEC_MAX];
+static unsigned int qpw_cache_exec_nr;
+
+static int qpw_cache_exec_fn(void *data)
+{
+	struct qpw_cache_exec *e = data;
+
+	while (!kthread_should_stop()) {
+		e->wrong += e->pass();
+		e->passes++;
+		/*
+		 * A spin loop's pause: it also lets a single-threaded TCG
+		 * guest move on to the other vCPUs, where the drains' work
+		 * and IPIs wait.
+		 */
+		cpu_relax();
+		cond_resched();
+	}
+	return 0;
+}
+
+int qpw_cache_exec_start(unsigned long (*pass)(void), unsigned int max)
+{
+	int self, cpu;
+
+	if (qpw_cache_exec_nr)
+		return -EBUSY;
+	max = min(max, QPW_CACHE_EXEC_MAX);
+
+	self = get_cpu();
+	set_cpus_allowed_ptr(current, cpumask_of(self));
+	put_cpu();
+
+	for_each_online_cpu(cpu) {
+		struct qpw_cache_exec *e;
+		struct task_struct *t;
+
+		if (cpu == self || qpw_cache_exec_nr == max)
+			continue;
+		e = &qpw_cache_execs[qpw_cache_exec_nr];
+		*e = (struct qpw_cache_exec){ .pass = pass };
+		t = kthread_create_on_cpu(qpw_cache_exec_fn, e, cpu,
+					  "qpw_cache/%u");
+		if (IS_ERR(t))
+			break;
+		e->task = t;
+		qpw_cache_exec_nr++;
+		wake_up_process(t);
+	}
+	return qpw_cache_exec_nr;
+}
+
+void qpw_cache_exec_stop(unsigned long *passes, unsigned long *wrong)
+{
+	unsigned int i;
+
+	*passes = 0;
+	*wrong = 0;
+	for (i = 0; i < qpw_cache_exec_nr; i++) {
+		kthread_stop(qpw_cache_execs[i].task);
+		*passes += qpw_cache_execs[i].passes;
+		*wrong += qpw_cache_execs[i].wrong;
+	}
+	qpw_cache_exec_nr = 0;
+	set_cpus_allowed_ptr(current, cpu_possible_mask);
+}
+
+struct qpw_cache_irq {
+	struct irq_work work;
+	void (*fn)(void *arg);
+	void *arg;
+};
+
+static void qpw_cache_irq_fn(struct irq_work *work)
+{
+	struct qpw_cache_irq *t = container_of(work, struct qpw_cache_irq,
+					       work);
+
+	t->fn(t->arg);
+}
+
+int qpw_cache_irq_run(void (*fn)(void *arg), void *arg)
+{
+	struct qpw_cache_irq t = {
+		.work = IRQ_WORK_INIT_HARD(qpw_cache_irq_fn),
+		.fn = fn,
+		.arg = arg,
+	};
+
+	if (irqs_disabled())
+		return -EINVAL;
+	preempt_disable();
+	if (!irq_work_queue(&t.work)) {
+		preempt_enable();
+		return -EBUSY;
+	}
+	/* The self-interrupt comes at once: interrupts are on. */
+	while (irq_work_is_busy(&t.work))
+		cpu_relax();
+	preempt_enable();
+	return 0;
+}
+
+unsigned int qpw_cache_fail_nth(unsigned int n)
+{
+#ifdef CONFIG_FAULT_INJECTION
+	unsigned int left = READ_ONCE(current->fail_nth);
+
+	WRITE_ONCE(current->fail_nth, n);
+	return left;
+#else
+	return UINT_MAX;
+#endif
+}

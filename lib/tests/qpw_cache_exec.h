@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * What the qpw_cache KUnit suite (qpw_cache_kunit.rs) runs its work on:
+ * kthreads on other CPUs, a hard interrupt on this one, and fault injection
+ * of this task's allocations.
+ */
+#ifndef _QPW_CACHE_EXEC_H
+#define _QPW_CACHE_EXEC_H
+
+/*
+ * Pins the caller to its CPU and starts one kthread on each of up to @max
+ * other online CPUs, each calling @pass in a loop; @pass returns how many
+ * wrong results it saw. Returns the number of kthreads started, or -EBUSY
+ * while others run.
+ */
+int qpw_cache_exec_start(unsigned long (*pass)(void), unsigned int max);
+
+/*
+ * Stops the kthreads, unpins the caller, and reports the passes they ran
+ * and the wrong results they saw.
+ */
+void qpw_cache_exec_stop(unsigned long *passes, unsigned long *wrong);
+
+/*
+ * Runs @fn(@arg) in a hard interrupt on this CPU (an irq_work), and waits
+ * for it: 0, -EINVAL with interrupts off, -EBUSY if it could not be queued.
+ */
+int qpw_cache_irq_run(void (*fn)(void *arg), void *arg);
+
+/*
+ * With CONFIG_FAULT_INJECTION: makes the @n-th fault-injection point the
+ * calling task reaches from now on fail (0: none), as a write of @n to
+ * /proc/self/fail-nth does, and returns what was left of the previous
+ * count: 0 once that point was reached. UINT_MAX without fault injection.
+ */
+unsigned int qpw_cache_fail_nth(unsigned int n);
+
+#endif /* _QPW_CACHE_EXEC_H */
