@@ -1116,6 +1116,7 @@ fn padded_writes_are_written_and_emulated_as_given() {
         assert_eq!(loc.first_byte(), text[0]);
         let tail = loc.tail().unwrap();
         assert_eq!((tail.skip, tail.bytes()), (1, &text[1..]));
+        assert!(tail.bytes[tail.len..].iter().all(|&b| b == 0), "{text:02x?}");
         assert_eq!(loc.emulation(BASE), emulation, "{text:02x?}");
     }
     // Six bytes that are neither a `Jcc rel32` nor padded: not written as a Jcc, refused.

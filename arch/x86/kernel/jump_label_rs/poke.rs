@@ -236,8 +236,22 @@ impl PokeLoc {
         if self.len < 2 {
             return None;
         }
-        let (new, len) = self.new_bytes();
-        Some(Piece::of(&new, 1, len - 1))
+        // As one word, without building the whole write first: the bytes of `text` past the
+        // write are zero (type invariant), as `Piece`'s past its `len` must be.
+        let [t0, t1, t2, t3, t4] = self.text;
+        let bytes = if self.form & ESCAPED != 0 {
+            // The write is the escape, then all of `text`.
+            [t0, t1, t2, t3, t4, 0, 0, 0]
+        } else {
+            // A 6-byte write without the escape ends with the INT3 `text` leaves out.
+            let pad = if self.len == 6 { INT3 } else { 0 };
+            [t1, t2, t3, t4, pad, 0, 0, 0]
+        };
+        Some(Piece {
+            skip: 1,
+            len: usize::from(self.len) - 1,
+            bytes,
+        })
     }
 
     /// The first byte to write.
@@ -431,11 +445,15 @@ pub fn next_run(vec: &[PokeLoc], base: usize, start: usize, pages: &mut [usize])
     let mut n = 0;
     // The run's last page; no site lies below it.
     let mut top = 0;
-    for (k, loc) in rest.iter().enumerate() {
+    // Wrapping arithmetic in this loop, which every phase of a batch runs over every site: no
+    // overflow checks (`k` is below `rest.len()`, a site's length at least 1).
+    let mut k = 0usize;
+    while let Some(loc) = rest.get(k) {
         let addr = loc.addr(base);
-        let last = addr.wrapping_add(loc.len() - 1) & !(PAGE_SIZE - 1);
+        let last = addr.wrapping_add(loc.len().wrapping_sub(1)) & !(PAGE_SIZE - 1);
         // Most sites lie in the last page of the run already.
         if n > 0 && last <= top {
+            k = k.wrapping_add(1);
             continue;
         }
         // Pages of this site not in the run yet: sites come in address order, so only pages
@@ -462,6 +480,7 @@ pub fn next_run(vec: &[PokeLoc], base: usize, start: usize, pages: &mut [usize])
             top = page;
             page = page.wrapping_add(PAGE_SIZE);
         }
+        k = k.wrapping_add(1);
     }
     (vec.len(), n)
 }
@@ -533,7 +552,7 @@ fn write_phase(
                     bytes,
                 };
                 k += 1;
-                writes += 1;
+                writes = u32::wrapping_add(writes, 1);
                 if k == RUN_CHUNK {
                     wrong += ops.write_run(buf);
                     k = 0;
