@@ -78,13 +78,14 @@ void text_poke_rs_text_unlock(void)
  * that sees one of our INT3s must find a non-zero count, and the vector
  * with it. Called with text_mutex held.
  */
-void text_poke_rs_publish(const void *sites, size_t nr)
+void text_poke_rs_publish(const void *sites, size_t nr, const void *index)
 {
 	int cpu;
 
 	lockdep_assert_held(&text_mutex);
 	text_poke_rs_published.sites = sites;
 	text_poke_rs_published.nr = nr;
+	text_poke_rs_published.index = index;
 	for_each_possible_cpu(cpu)
 		atomic_set_release(per_cpu_ptr(&text_poke_rs_refs, cpu), 1);
 	/*
@@ -113,6 +114,7 @@ void text_poke_rs_retire(void)
 	}
 	text_poke_rs_published.sites = NULL;
 	text_poke_rs_published.nr = 0;
+	text_poke_rs_published.index = NULL;
 }
 
 #ifdef CONFIG_FAIL_TEXT_POKE_RS

@@ -5,8 +5,8 @@
 //! batch is applied.
 
 use jump_label_rs_host::poke::{
-    self, Emulation, OldInsn, Outcome, PokeError, PokeLoc, PokeStorage, Queue, RunWrite, TextOps,
-    MAX_INSN, PAGE_SIZE,
+    self, Emulation, Index, OldInsn, Outcome, PokeError, PokeLoc, PokeStorage, Queue, RunWrite,
+    TextOps, MAX_INSN, PAGE_SIZE,
 };
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -159,10 +159,68 @@ proptest! {
         for &o in offsets.iter().chain(probes.iter()) {
             let ip = BASE + o;
             let linear = vec.iter().find(|l| l.addr(BASE) == ip);
-            prop_assert_eq!(poke::lookup(&vec, BASE, ip), linear);
+            prop_assert_eq!(poke::lookup(&vec, None, BASE, ip), linear);
         }
-        prop_assert_eq!(poke::lookup(&vec, BASE, BASE.wrapping_sub(1)), None);
+        prop_assert_eq!(poke::lookup(&vec, None, BASE, BASE.wrapping_sub(1)), None);
     }
+}
+
+proptest! {
+    /// With an index, the search finds exactly the sites a linear scan finds, whatever the
+    /// spread of the sites: clustered, spread over a few bytes or over the whole text, one
+    /// site far from the others.
+    #[test]
+    fn indexed_lookup_matches_linear_scan(
+        offsets in proptest::collection::btree_set(0usize..1 << 12, 1..1200),
+        spread in 0u32..18,
+        far in proptest::option::of(0usize..1 << 30),
+        probes in proptest::collection::vec(0usize..1 << 31, 0..64),
+    ) {
+        let mut offsets: Vec<usize> = offsets.iter().map(|&o| o << spread).collect();
+        if let Some(far) = far {
+            if !offsets.contains(&far) {
+                offsets.push(far);
+                offsets.sort();
+            }
+        }
+        let vec: Vec<PokeLoc> = offsets
+            .iter()
+            .map(|&o| PokeLoc::new(BASE, BASE + o, &NOP2, None).unwrap())
+            .collect();
+        let mut index = Box::new(Index::EMPTY);
+        prop_assert!(index.build(&vec));
+        let near = offsets.iter().flat_map(|&o| [o.wrapping_sub(1), o, o + 1]);
+        for o in near.chain(probes.iter().copied()) {
+            let ip = BASE.wrapping_add(o);
+            let linear = vec.iter().find(|l| l.addr(BASE) == ip);
+            prop_assert_eq!(poke::lookup(&vec, Some(&index), BASE, ip), linear);
+        }
+        prop_assert_eq!(poke::lookup(&vec, Some(&index), BASE, BASE.wrapping_sub(1)), None);
+    }
+}
+
+/// An index narrows a search to a site or two: 1024 sites spread evenly over their text leave
+/// at most 2 to search for any address.
+#[test]
+fn index_narrows_the_search() {
+    let vec: Vec<PokeLoc> = (0..1024)
+        .map(|i| PokeLoc::new(BASE, BASE + 0x40 * i + (i % 7), &NOP2, None).unwrap())
+        .collect();
+    let mut index = Box::new(Index::EMPTY);
+    assert!(index.build(&vec));
+    let most = (0..0x40 * 1024 + 8)
+        .map(|o| {
+            let (start, end) = index.range(o as isize);
+            end - start
+        })
+        .max()
+        .unwrap();
+    assert!(most <= 2, "{most} sites in one range");
+    // Below the first site, past the last range: nothing to search.
+    assert_eq!(index.range(-1), (0, 0));
+    assert_eq!(index.range(0x40 * 1024 * 2), (0, 0));
+    let mut empty = Box::new(Index::EMPTY);
+    assert!(!empty.build(&[]));
 }
 
 /// Simulated text, and a CPU's view of it between any two writes.
@@ -253,7 +311,7 @@ impl Sim {
             let len = old.len().max(new.len());
             let now = self.bytes(at, len);
             if now[0] == poke::INT3 {
-                match poke::lookup(&self.vec, BASE, at) {
+                match poke::lookup(&self.vec, None, BASE, at) {
                     Some(loc)
                         if PokeLoc::new(BASE, at, new, None).unwrap().emulation(BASE)
                             == loc.emulation(BASE) => {}
@@ -734,7 +792,7 @@ proptest! {
                 let (bytes, len) = l.new_bytes();
                 assert_eq!(len, 2);
                 text.insert(l.addr(BASE), [bytes[0], bytes[1]]);
-                assert_eq!(poke::lookup(sites, BASE, l.addr(BASE)), Some(l));
+                assert_eq!(poke::lookup(sites, None, BASE, l.addr(BASE)), Some(l));
             }
             applied += sites.len();
         };

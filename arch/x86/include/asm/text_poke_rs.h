@@ -218,6 +218,7 @@ DECLARE_PER_CPU(atomic_t, text_poke_rs_refs);
  * struct text_poke_rs_vec - the batch the INT3 handler sees
  * @sites: the Rust batch's PokeLocs, sorted by address
  * @nr: how many
+ * @index: NULL, or the Index of @sites that narrows the handler's search
  *
  * Set by text_poke_rs_publish() before any CPU's count is, cleared by
  * text_poke_rs_retire() once none is; unchanged while a CPU's count is.
@@ -225,6 +226,7 @@ DECLARE_PER_CPU(atomic_t, text_poke_rs_refs);
 struct text_poke_rs_vec {
 	const void *sites;
 	size_t nr;
+	const void *index;
 };
 
 extern struct text_poke_rs_vec text_poke_rs_published;
@@ -295,7 +297,7 @@ int jump_label_rs_inc(struct static_key *key, bool cpuslocked);
 bool jump_label_rs_batches(void);
 
 /* The per-CPU reference handshake with the INT3 handler. */
-void text_poke_rs_publish(const void *sites, size_t nr);
+void text_poke_rs_publish(const void *sites, size_t nr, const void *index);
 void text_poke_rs_retire(void);
 
 #ifdef CONFIG_TEXT_POKE_RS_DEFER
@@ -334,7 +336,8 @@ int jump_label_rs_finish(int queued);
  * In a crate of its own (jump_label_rs/text_poke_rs_int3.rs), built to be
  * called from noinstr code.
  */
-bool text_poke_rs_emulate(struct pt_regs *regs, const void *sites, size_t nr);
+bool text_poke_rs_emulate(struct pt_regs *regs, const void *sites, size_t nr,
+			  const void *index);
 
 /*
  * The INT3 handler, inlined into smp_text_poke_int3_handler(): while a
@@ -356,7 +359,8 @@ static __always_inline int text_poke_rs_int3_handler(struct pt_regs *regs)
 		return 0;
 
 	ret = text_poke_rs_emulate(regs, text_poke_rs_published.sites,
-				   text_poke_rs_published.nr);
+				   text_poke_rs_published.nr,
+				   text_poke_rs_published.index);
 	if (ret)
 		text_poke_rs_note_int3();
 

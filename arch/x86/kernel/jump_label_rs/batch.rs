@@ -18,6 +18,7 @@ use kernel::{
 
 use crate::poke::{
     self,
+    Index,
     OldInsn,
     Outcome,
     PokeError,
@@ -201,6 +202,19 @@ static STATE: State = State {
         nr: 0,
     })),
 };
+
+/// Batches of more sites than this are published with an [`Index`]: up to C's batches of 256
+/// (`TEXT_POKE_ARRAY_MAX`), the INT3 handler's search is C's, and an index would only cost.
+const INDEX_MIN: usize = 256;
+
+/// The index of the batch being applied, if it has one.
+struct BatchIndex(UnsafeCell<Index>);
+
+// SAFETY: Only [`apply_sites()`] writes it, under `text_mutex`, while no batch is published;
+// INT3 handlers read it only while one is.
+unsafe impl Sync for BatchIndex {}
+
+static INDEX: BatchIndex = BatchIndex(UnsafeCell::new(Index::EMPTY));
 
 /// The address offsets are stored from.
 #[inline(always)]
@@ -673,10 +687,19 @@ fn broken(sites: usize) -> ! {
 /// (`text_poke_rs_run_mappable()` warned); with [`PokeError::WriteFailed`], warning, if a write
 /// did not land: every site was put back then.
 fn apply_sites(sites: &[PokeLoc], old: &mut [OldInsn], refusable: bool) -> Result<(), PokeError> {
-    // SAFETY: Publishes `sites`, which stay live and unchanged until `text_poke_rs_retire()`
-    // below, and sets every CPU's reference count, before any INT3 is written; our caller holds
-    // `text_mutex`.
-    unsafe { bindings::text_poke_rs_publish(sites.as_ptr().cast(), sites.len()) };
+    let mut index = ptr::null();
+    if sites.len() > INDEX_MIN {
+        // SAFETY: Our caller holds `text_mutex`, and no batch is published: nothing else
+        // writes the index, and no INT3 handler reads it.
+        let built = unsafe { &mut *INDEX.0.get() };
+        if built.build(sites) {
+            index = ptr::from_ref(built);
+        }
+    }
+    // SAFETY: Publishes `sites` and `index`, built for them, which stay live and unchanged
+    // until `text_poke_rs_retire()` below, and sets every CPU's reference count, before any
+    // INT3 is written; our caller holds `text_mutex`.
+    unsafe { bindings::text_poke_rs_publish(sites.as_ptr().cast(), sites.len(), index.cast()) };
     // SAFETY: Counts the batch for the statistics.
     #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
     unsafe {

@@ -41,7 +41,9 @@ pub use int3::{
     condition,
     lookup,
     Emulation,
-    PokeLoc, //
+    Index,
+    PokeLoc,
+    INDEX_MAX, //
 };
 
 /// The longest instruction a batch patches: `Jcc rel32`.
@@ -901,7 +903,7 @@ impl<S: PokeStorage> Queue<S> {
         } else if in_order {
             queued.last().is_some_and(|l| l.addr(base) == addr)
         } else {
-            lookup(queued, base, addr).is_some()
+            lookup(queued, None, base, addr).is_some()
         };
         let flush = already || (!in_order && !key);
         let mut applied = Ok(());
@@ -944,7 +946,7 @@ impl<S: PokeStorage> Queue<S> {
         } else if in_order {
             queued.last().is_some_and(|l| l.addr(base) == addr)
         } else {
-            lookup(queued, base, addr).is_some()
+            lookup(queued, None, base, addr).is_some()
         };
         if already {
             return Err(PokeError::Twice);

@@ -22,7 +22,7 @@ pub(crate) use kernel::jump_label::x86;
 #[allow(dead_code)]
 pub mod int3;
 
-use int3::{Emulation, PokeLoc};
+use int3::{Emulation, Index, PokeLoc};
 
 /// The address offsets are stored from, as the batch stores them.
 #[inline(always)]
@@ -31,7 +31,8 @@ fn base() -> usize {
 }
 
 /// The INT3 handler's work: finds the site the INT3 at `regs->ip - 1` belongs to in the
-/// published vector, `nr` sites at `sites`, by binary search, and emulates the instruction
+/// published vector, `nr` sites at `sites`, by binary search (narrowed by `index` if it is not
+/// null), and emulates the instruction
 /// being written there, as if it had run: a CALL, JMP, RET or Jcc, or a NOP as a JMP to the
 /// next instruction. Returns false, changing nothing, for an address that is not in the vector
 /// and for an INT3 written on purpose, which are someone else's to handle.
@@ -42,8 +43,9 @@ fn base() -> usize {
 /// # Safety
 ///
 /// The caller holds a reference taken with `raw_atomic_inc_not_zero()` on this CPU's count;
-/// `sites` and `nr` are `text_poke_rs_published`'s, read after it: null, or `nr` sites the
-/// batch keeps live and unchanged until every reference is dropped. `regs` are the registers
+/// `sites`, `nr` and `index` are `text_poke_rs_published`'s, read after it: null, or `nr`
+/// sites the batch keeps live and unchanged until every reference is dropped, and null or an
+/// [`Index`] built for them, kept as long. `regs` are the registers
 /// of a kernel-mode INT3 trap, saved by the entry code with the gap below the interrupted
 /// stack that lets a CALL be emulated (see `int3_emulate_push()`).
 #[no_mangle]
@@ -52,6 +54,7 @@ pub unsafe extern "C" fn text_poke_rs_emulate(
     regs: *mut bindings::pt_regs,
     sites: *const PokeLoc,
     nr: usize,
+    index: *const Index,
 ) -> bool {
     if sites.is_null() {
         return false;
@@ -59,10 +62,13 @@ pub unsafe extern "C" fn text_poke_rs_emulate(
     // SAFETY: The caller guarantees that a non-null `sites` points to `nr` live sites that do
     // not change while we run.
     let sites = unsafe { core::slice::from_raw_parts(sites, nr) };
+    // SAFETY: The caller guarantees that a non-null `index` is an `Index` of `sites` that does
+    // not change while we run.
+    let index = unsafe { index.as_ref() };
     // SAFETY: The caller guarantees `regs` are valid and ours to change until we return.
     let regs = unsafe { &mut *regs };
     let ip = regs.ip.wrapping_sub(1);
-    let Some(loc) = int3::lookup(sites, base(), ip) else {
+    let Some(loc) = int3::lookup(sites, index, base(), ip) else {
         return false;
     };
     match loc.emulation(base()) {
