@@ -25,6 +25,7 @@ use crate::poke::{
     PokeLoc,
     PokeStorage,
     Queue,
+    Runs,
     TextOps,
     MAX_INSN, //
 };
@@ -207,14 +208,21 @@ static STATE: State = State {
 /// (`TEXT_POKE_ARRAY_MAX`), the INT3 handler's search is C's, and an index would only cost.
 const INDEX_MIN: usize = 256;
 
-/// The index of the batch being applied, if it has one.
-struct BatchIndex(UnsafeCell<Index>);
+/// What [`apply_sites()`] keeps of the batch it applies: its index, if it has one, and its runs
+/// of pages.
+struct Scratch {
+    index: UnsafeCell<Index>,
+    runs: UnsafeCell<Runs>,
+}
 
-// SAFETY: Only [`apply_sites()`] writes it, under `text_mutex`, while no batch is published;
-// INT3 handlers read it only while one is.
-unsafe impl Sync for BatchIndex {}
+// SAFETY: Only [`apply_sites()`] reaches either, under `text_mutex`; it writes the index while
+// no batch is published, and INT3 handlers read it only while one is.
+unsafe impl Sync for Scratch {}
 
-static INDEX: BatchIndex = BatchIndex(UnsafeCell::new(Index::EMPTY));
+static SCRATCH: Scratch = Scratch {
+    index: UnsafeCell::new(Index::EMPTY),
+    runs: UnsafeCell::new(Runs::EMPTY),
+};
 
 /// The address offsets are stored from.
 #[inline(always)]
@@ -691,7 +699,7 @@ fn apply_sites(sites: &[PokeLoc], old: &mut [OldInsn], refusable: bool) -> Resul
     if sites.len() > INDEX_MIN {
         // SAFETY: Our caller holds `text_mutex`, and no batch is published: nothing else
         // writes the index, and no INT3 handler reads it.
-        let built = unsafe { &mut *INDEX.0.get() };
+        let built = unsafe { &mut *SCRATCH.index.get() };
         if built.build(sites) {
             index = ptr::from_ref(built);
         }
@@ -706,7 +714,10 @@ fn apply_sites(sites: &[PokeLoc], old: &mut [OldInsn], refusable: bool) -> Resul
         bindings::text_poke_rs_note_batch(sites.len() as u32)
     };
 
-    let stats = poke::apply(sites, old, base(), &mut KernelText::of(sites, refusable));
+    // SAFETY: Our caller holds `text_mutex`: nothing else uses the runs, and `poke::apply()`
+    // keeps them only until it returns.
+    let runs = unsafe { &mut *SCRATCH.runs.get() };
+    let stats = poke::apply(sites, old, base(), &mut KernelText::of(sites, refusable), runs);
     if stats.outcome == Outcome::Broken {
         broken(sites.len());
     }

@@ -487,6 +487,83 @@ pub fn next_run(vec: &[PokeLoc], base: usize, start: usize, pages: &mut [usize])
     (vec.len(), n)
 }
 
+/// Runs of pages a batch keeps for its passes: its first runs, found once.
+pub const RUNS_KEPT: usize = 16;
+
+/// The runs of pages of a batch ([`next_run`]), found once for the passes that write or check
+/// its text (the check that every page can be mapped, the three write phases, and the way back
+/// of [`undo`]) rather than by each: up to [`RUNS_KEPT`] runs, [`RUNS_KEPT`] * [`RUN_MAX`]
+/// pages, which the passes find again beyond them. Scratch that a batch's caller keeps, as
+/// large as the sites it saves a walk over.
+///
+/// # Invariants
+///
+/// `kept <= RUNS_KEPT`; for `r < kept`, run `r` is the sites `ends[r - 1]..ends[r]` (from 0 for
+/// the first) and the pages `pages[r][..counts[r]]`, as [`next_run`] found them for the batch
+/// [`Runs::find`] was last given.
+pub struct Runs {
+    kept: usize,
+    ends: [usize; RUNS_KEPT],
+    counts: [usize; RUNS_KEPT],
+    pages: [[usize; RUN_MAX]; RUNS_KEPT],
+}
+
+impl Runs {
+    /// No runs.
+    pub const EMPTY: Self = Self {
+        kept: 0,
+        ends: [0; RUNS_KEPT],
+        counts: [0; RUNS_KEPT],
+        pages: [[0; RUN_MAX]; RUNS_KEPT],
+    };
+
+    /// Finds the first runs of `vec` (sorted by address) of at most `max` pages each (2 to
+    /// [`RUN_MAX`]).
+    fn find(&mut self, vec: &[PokeLoc], base: usize, max: usize) {
+        self.kept = 0;
+        let mut start = 0;
+        for r in 0..RUNS_KEPT {
+            if start >= vec.len() {
+                break;
+            }
+            let (Some(pages), Some(end), Some(count)) = (
+                self.pages.get_mut(r),
+                self.ends.get_mut(r),
+                self.counts.get_mut(r),
+            ) else {
+                break;
+            };
+            let (e, n) = next_run(vec, base, start, &mut pages[..max.min(RUN_MAX)]);
+            (*end, *count) = (e, n);
+            self.kept = r + 1;
+            start = e;
+        }
+    }
+
+    /// Run `r` of the batch, which starts at site `start`: `(end, pages)` as [`next_run`] finds
+    /// them, kept in `runs`, or found in `spare` with runs of at most `max` pages.
+    #[inline(always)]
+    fn get<'a>(
+        runs: Option<&'a Self>,
+        r: usize,
+        vec: &[PokeLoc],
+        base: usize,
+        start: usize,
+        max: usize,
+        spare: &'a mut [usize; RUN_MAX],
+    ) -> (usize, &'a [usize]) {
+        if let Some(runs) = runs.filter(|runs| r < runs.kept) {
+            if let (Some(&end), Some(&n), Some(pages)) =
+                (runs.ends.get(r), runs.counts.get(r), runs.pages.get(r))
+            {
+                return (end, pages.get(..n).unwrap_or(&[]));
+            }
+        }
+        let (end, n) = next_run(vec, base, start, &mut spare[..max.min(RUN_MAX)]);
+        (end, spare.get(..n).unwrap_or(&[]))
+    }
+}
+
 /// Writes what `piece` says for each site of `vec`, given the site and its old bytes in `old`,
 /// in address order: a run of pages at a time if `ops` maps runs, else one at a time (a run of
 /// a single write, too: one write costs less through [`TextOps::write`]). Returns the writes,
@@ -497,21 +574,24 @@ fn write_phase(
     vec: &[PokeLoc],
     old: &[OldInsn],
     base: usize,
+    kept: Option<&Runs>,
     piece: impl Fn(&PokeLoc, &OldInsn) -> Option<Piece>,
 ) -> (u32, u32, u32) {
     let (mut writes, mut runs, mut wrong) = (0, 0, 0);
-    let pages = &mut [0usize; RUN_MAX];
+    let spare = &mut [0usize; RUN_MAX];
     let max = ops.run_pages().min(RUN_MAX);
     let mut start = 0;
+    let mut r = 0;
     while start < vec.len() {
-        let (end, n) = if max >= 2 {
-            next_run(vec, base, start, &mut pages[..max])
+        let (end, run) = if max >= 2 {
+            Runs::get(kept, r, vec, base, start, max, spare)
         } else {
-            (vec.len(), 0)
+            (vec.len(), &[][..])
         };
+        r += 1;
+        let n = run.len();
         let sites = vec.get(start..end).unwrap_or(&[]);
         let olds = old.get(start..end).unwrap_or(&[]);
-        let run = pages.get(..n).unwrap_or(&[]);
         if n > 0
             && sites
                 .iter()
@@ -622,12 +702,13 @@ fn undo<O: TextOps>(
     old: &[OldInsn],
     base: usize,
     ops: &mut O,
+    kept: Option<&Runs>,
     reached: Reached,
     reports: bool,
     stats: &mut ApplyStats,
 ) {
     let mut phase = |ops: &mut O, piece: &dyn Fn(&PokeLoc, &OldInsn) -> Option<Piece>| {
-        let (_, runs, wrong) = write_phase(ops, vec, old, base, piece);
+        let (_, runs, wrong) = write_phase(ops, vec, old, base, kept, piece);
         stats.runs += runs;
         stats.wrong += wrong;
         if wrong > 0 {
@@ -677,7 +758,7 @@ fn apply_each(
     }
     if wrong > 0 {
         stats.wrong = wrong;
-        undo(vec, old, base, ops, Reached::Int3s, false, &mut stats);
+        undo(vec, old, base, ops, None, Reached::Int3s, false, &mut stats);
         return stats;
     }
     ops.sync();
@@ -696,7 +777,7 @@ fn apply_each(
     }
     if wrong > 0 {
         stats.wrong = wrong;
-        undo(vec, old, base, ops, Reached::Tails, reports, &mut stats);
+        undo(vec, old, base, ops, None, Reached::Tails, reports, &mut stats);
         return stats;
     }
     if wrote {
@@ -715,7 +796,7 @@ fn apply_each(
     }
     if wrong > 0 {
         stats.wrong = wrong;
-        undo(vec, old, base, ops, Reached::Firsts, reports, &mut stats);
+        undo(vec, old, base, ops, None, Reached::Firsts, reports, &mut stats);
         return stats;
     }
     if wrote {
@@ -756,11 +837,14 @@ pub fn mappable(vec: &[PokeLoc], base: usize, ops: &mut impl TextOps) -> bool {
 /// INT3 protocol ([`Outcome::Undone`]), so that no site is left torn or holding an INT3 the
 /// handler no longer knows. A CPU that hit an INT3 of the batch meanwhile ran the new
 /// instruction, as during any batch. Upstream's `text_poke()` `BUG()`s there.
+///
+/// `kept` is scratch for the batch's runs of pages, found once for all its passes.
 pub fn apply(
     vec: &[PokeLoc],
     old: &mut [OldInsn],
     base: usize,
     ops: &mut impl TextOps,
+    kept: &mut Runs,
 ) -> ApplyStats {
     let mut stats = ApplyStats::default();
     let vec = vec.get(..old.len()).unwrap_or(vec);
@@ -770,25 +854,39 @@ pub fn apply(
 
     // 0. Every page first: a batch with text that cannot be mapped writes nothing at all,
     // rather than stop half-way (upstream's `text_poke()` would `BUG()` on it).
-    if !mappable(vec, base, ops) {
-        stats.outcome = Outcome::Unmapped;
-        return stats;
-    }
-
+    //
     // One site, or no runs: one write at a time, which costs less without runs to group.
     if vec.len() < 2 || ops.run_pages() < 2 {
+        if !mappable(vec, base, ops) {
+            stats.outcome = Outcome::Unmapped;
+            return stats;
+        }
         return apply_each(vec, old, base, ops);
+    }
+    // Otherwise the pages are asked a run at a time, the runs the write phases map.
+    let max = ops.run_pages().min(RUN_MAX);
+    kept.find(vec, base, max);
+    let kept = &*kept;
+    let spare = &mut [0usize; RUN_MAX];
+    let (mut start, mut r) = (0, 0);
+    while start < vec.len() {
+        let (end, pages) = Runs::get(Some(kept), r, vec, base, start, max, spare);
+        if !ops.mappable(pages) {
+            stats.outcome = Outcome::Unmapped;
+            return stats;
+        }
+        (start, r) = (end, r + 1);
     }
 
     // 1. INT3 at every site.
     for (loc, o) in vec.iter().zip(old.iter_mut()) {
         ops.read(loc.addr(base), &mut o[..1]);
     }
-    let (_, runs, wrong) = write_phase(ops, vec, old, base, |_, _| Some(Piece::of(&[INT3], 0, 1)));
+    let (_, runs, wrong) = write_phase(ops, vec, old, base, Some(kept), |_, _| Some(Piece::of(&[INT3], 0, 1)));
     stats.runs += runs;
     if wrong > 0 {
         stats.wrong = wrong;
-        undo(vec, old, base, ops, Reached::Int3s, false, &mut stats);
+        undo(vec, old, base, ops, Some(kept), Reached::Int3s, false, &mut stats);
         return stats;
     }
     ops.sync();
@@ -799,11 +897,11 @@ pub fn apply(
     for (loc, o) in vec.iter().zip(old.iter_mut()) {
         report(ops, loc, o, base, reports);
     }
-    let (writes, runs, wrong) = write_phase(ops, vec, old, base, |l, _| l.tail());
+    let (writes, runs, wrong) = write_phase(ops, vec, old, base, Some(kept), |l, _| l.tail());
     stats.runs += runs;
     if wrong > 0 {
         stats.wrong = wrong;
-        undo(vec, old, base, ops, Reached::Tails, reports, &mut stats);
+        undo(vec, old, base, ops, Some(kept), Reached::Tails, reports, &mut stats);
         return stats;
     }
     if writes > 0 {
@@ -812,14 +910,14 @@ pub fn apply(
     }
 
     // 3. The first bytes, unless the new first byte is INT3 itself.
-    let (writes, runs, wrong) = write_phase(ops, vec, old, base, |l, _| {
+    let (writes, runs, wrong) = write_phase(ops, vec, old, base, Some(kept), |l, _| {
         let byte = l.first_byte();
         (byte != INT3).then(|| Piece::of(&[byte], 0, 1))
     });
     stats.runs += runs;
     if wrong > 0 {
         stats.wrong = wrong;
-        undo(vec, old, base, ops, Reached::Firsts, reports, &mut stats);
+        undo(vec, old, base, ops, Some(kept), Reached::Firsts, reports, &mut stats);
         return stats;
     }
     if writes > 0 {
