@@ -918,35 +918,49 @@ fn key_sites_queued_in_one_walk_are_taken_back() {
     assert_eq!(q.len(), 2);
 }
 
-/// A key site's write built directly is what the general decoder makes of it; anything but a
-/// NOP or JMP of 2 or 5 bytes goes to the general decoder.
+/// A key site's write built directly is what the general decoder makes of its bytes: the NOP,
+/// or the JMP to the target, of 2 or 5 bytes; a target the JMP cannot reach, another length or
+/// an address too far from the base is refused.
 #[test]
-fn site_locs_match_the_general_decoder() {
+fn key_sites_match_the_general_decoder() {
+    let jmp = |at: usize, target: usize, len: usize| -> Option<Vec<u8>> {
+        let disp = target as i64 - (at + len) as i64;
+        match len {
+            2 => Some(vec![0xeb, i8::try_from(disp).ok()? as u8]),
+            _ => [vec![0xe9], i32::try_from(disp).ok()?.to_le_bytes().to_vec()]
+                .concat()
+                .into(),
+        }
+    };
     for at in [BASE, BASE + 0x1234, BASE + 0xffd] {
-        let mut texts: Vec<([u8; 5], usize)> = vec![
-            ([0x66, 0x90, 0, 0, 0], 2),
-            ([0x66, 0x90, 0xcc, 0xcc, 0xcc], 2),
-            (NOP5, 5),
-            ([0xeb, 0x7f, 1, 2, 3], 2),
-            ([0xeb, 0x80, 0, 0, 0], 2),
-            ([0xe9, 0x78, 0x56, 0x34, 0x12], 5),
-            ([0xe9, 0x00, 0x00, 0x00, 0x80], 5),
-            ([0xcc, 0, 0, 0, 0], 1),
-            ([0xe8, 1, 2, 3, 4], 5),
-            ([0x90, 0x90, 0, 0, 0], 2),
-            ([0xeb, 0, 0, 0, 0], 5),
-        ];
-        texts.push(([0xe9, 0, 0, 0, 0], 2));
-        for (text, len) in texts {
-            assert_eq!(
-                PokeLoc::site(BASE, at, &text, len),
-                PokeLoc::new(BASE, at, &text[..len], None),
-                "{text:02x?} len {len} at {at:#x}"
-            );
+        for len in [2, 5] {
+            for delta in [-0x8000_0000i64, -129, -128, -2, 0, 1, 127, 128, 129, 0x7fff_ffff] {
+                let target = (at as i64 + delta) as usize;
+                for jump in [false, true] {
+                    let bytes = match (jump, len) {
+                        (false, 2) => Some(NOP2.to_vec()),
+                        (false, _) => Some(NOP5.to_vec()),
+                        (true, _) => jmp(at, target, len),
+                    };
+                    let want = match bytes {
+                        Some(b) => PokeLoc::new(BASE, at, &b, None),
+                        None => Err(PokeError::OutOfRange),
+                    };
+                    assert_eq!(
+                        PokeLoc::key_site(BASE, at, target, len, jump),
+                        want,
+                        "at {at:#x} target {target:#x} len {len} jump {jump}"
+                    );
+                }
+            }
         }
     }
     assert_eq!(
-        PokeLoc::site(BASE, BASE - (1 << 32), &NOP5, 5),
+        PokeLoc::key_site(BASE, BASE, BASE, 1, false),
+        Err(PokeError::BadLength)
+    );
+    assert_eq!(
+        PokeLoc::key_site(BASE, BASE - (1 << 32), BASE, 5, false),
         Err(PokeError::OutOfRange)
     );
 }

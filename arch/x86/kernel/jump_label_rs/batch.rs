@@ -566,11 +566,16 @@ fn bad_poke(addr: *mut c_void, len: usize, why: PokeError) -> ! {
     );
 }
 
-/// A static-key site's write, `len` bytes of `text`, the site's NOP or JMP (see
-/// [`PokeLoc::site`]).
+/// A static-key site's write at `addr`: its JMP of `len` bytes to `target` if `jump`, else its
+/// NOP (see [`PokeLoc::key_site`]).
 #[inline(always)]
-pub(crate) fn site_loc(addr: usize, text: &[u8; 5], len: usize) -> Result<PokeLoc, PokeError> {
-    PokeLoc::site(base(), addr, text, len)
+pub(crate) fn key_site(
+    addr: usize,
+    target: usize,
+    len: usize,
+    jump: bool,
+) -> Result<PokeLoc, PokeError> {
+    PokeLoc::key_site(base(), addr, target, len, jump)
 }
 
 /// The sites queued.

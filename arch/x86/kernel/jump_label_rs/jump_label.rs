@@ -135,16 +135,11 @@ fn site_action(text: &TextMutex, e: &JumpEntry, enabled: bool, init: bool) -> Si
         return wrong(x86::MAX_LEN);
     };
     let jumps = x86::site_jumps(enabled, e.branch);
-    let (Some(old), Some(new)) = (
-        SiteInsn::for_site(e.code, e.target, len, !jumps),
-        SiteInsn::for_site(e.code, e.target, len, jumps),
-    ) else {
-        return wrong(len);
-    };
-    if !old.is_at(&have) {
-        return wrong(len);
+    match SiteInsn::for_site(e.code, e.target, len, !jumps) {
+        Some(old) if old.is_at(&have) => {}
+        _ => return wrong(len),
     }
-    match batch::site_loc(e.code, new.padded(), len) {
+    match batch::key_site(e.code, e.target, len, jumps) {
         Ok(loc) => SiteAction::Write(loc),
         Err(_) => wrong(len),
     }

@@ -172,33 +172,45 @@ impl PokeLoc {
         })
     }
 
-    /// Describes writing the first `len` bytes of `text`, a static-key site's NOP or JMP of 2
-    /// or 5 bytes, at `addr`: what [`new`](Self::new) makes of them, without its general
-    /// decoding, for the many sites of a key flip. Anything else goes to [`new`](Self::new).
+    /// Describes writing a static-key site of `len` bytes (2 or 5) at `addr`: the JMP to
+    /// `target` if `jump`, else the NOP, as [`new`](Self::new) describes those bytes, made
+    /// without building them and decoding them again: the write of each site of a key flip.
+    /// [`PokeError::OutOfRange`] for a target the JMP cannot reach, [`PokeError::BadLength`]
+    /// for another length.
     #[inline(always)]
-    pub fn site(base: usize, addr: usize, text: &[u8; 5], len: usize) -> Result<Self, PokeError> {
-        let (opcode, disp) = match (len, text) {
-            (2, [JMP8, d, ..]) => (JMP8, i32::from(*d as i8)),
-            (2, [0x66, 0x90, ..]) => (JMP8, 0),
-            (5, [JMP32, d0, d1, d2, d3]) => (JMP32, i32::from_le_bytes([*d0, *d1, *d2, *d3])),
-            (5, &NOP5) => (JMP32, 0),
-            _ => return Self::new(base, addr, text.get(..len).unwrap_or(text), None),
-        };
+    pub fn key_site(
+        base: usize,
+        addr: usize,
+        target: usize,
+        len: usize,
+        jump: bool,
+    ) -> Result<Self, PokeError> {
         let rel_addr =
             i32::try_from(addr.wrapping_sub(base) as isize).map_err(|_| PokeError::OutOfRange)?;
-        // The bytes past the instruction cleared, as one word: no call to `memset()`.
-        let [b0, b1, b2, b3, b4] = *text;
-        let word = u64::from_le_bytes([b0, b1, b2, b3, b4, 0, 0, 0]) & ((1u64 << (8 * len)) - 1);
-        let mut stored = [0u8; 5];
-        stored.copy_from_slice(&word.to_le_bytes()[..5]);
-        // INVARIANT: `len` is 2 or 5, `opcode` a JMP of that length, as matched above; no
-        // escape, and the bytes past the write cleared.
+        let disp = (target as i64).wrapping_sub(addr.wrapping_add(len) as i64);
+        let (opcode, text, disp) = match (len, jump) {
+            (2, false) => (JMP8, [NOP2[0], NOP2[1], 0, 0, 0], 0),
+            (5, false) => (JMP32, NOP5, 0),
+            (2, true) => {
+                let d = i8::try_from(disp).map_err(|_| PokeError::OutOfRange)?;
+                (JMP8, [JMP8, d as u8, 0, 0, 0], i32::from(d))
+            }
+            (5, true) => {
+                let d = i32::try_from(disp).map_err(|_| PokeError::OutOfRange)?;
+                let [d0, d1, d2, d3] = d.to_le_bytes();
+                (JMP32, [JMP32, d0, d1, d2, d3], d)
+            }
+            _ => return Err(PokeError::BadLength),
+        };
+        // INVARIANT: `len` is 2 or 5, `opcode` a JMP of that length (a NOP is emulated as the
+        // JMP to the next instruction), as matched above; no escape, and the bytes past the
+        // write cleared.
         Ok(Self {
             rel_addr,
             disp,
             len: len as u8,
             opcode,
-            text: stored,
+            text,
             form: len as u8,
         })
     }
@@ -1035,14 +1047,16 @@ impl<S: PokeStorage> Queue<S> {
         let addr = loc.addr(base);
         let unsorted = self.unsorted;
         let queued = self.sites.as_mut_slice();
-        let in_order = ordered(queued, base, addr);
+        // `ordered()`, with the last site's address kept for the check below.
+        let last = queued.last().map(|l| l.addr(base));
+        let in_order = last.is_none_or(|last| last <= addr);
         // A key's sites come in address order: a repeat is the last site queued, or, once a
         // transaction's next key starts below it, in the sorted sites (binary search). Past
         // that, `flush()` finds repeats.
         let already = if unsorted {
             false
         } else if in_order {
-            queued.last().is_some_and(|l| l.addr(base) == addr)
+            last == Some(addr)
         } else {
             lookup(queued, None, base, addr).is_some()
         };
