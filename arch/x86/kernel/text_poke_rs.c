@@ -364,8 +364,12 @@ unsigned int text_poke_rs_run_write(struct text_poke_rs_run *run,
 		u8 diff = 0;
 		u64 b;
 
-		if (unlikely(len - 1 >= TEXT_POKE_RS_WRITE_MAX ||
-			     (unsigned long)at + len > size)) {
+		/* Two tests, two branches: each write pays for them. */
+		if (unlikely((unsigned long)at + len > size)) {
+			wrong++;
+			continue;
+		}
+		if (unlikely(len - 1 >= TEXT_POKE_RS_WRITE_MAX)) {
 			wrong++;
 			continue;
 		}
