@@ -892,9 +892,12 @@ pub fn apply(
 
     // 1. INT3 at every site.
     for (loc, o) in vec.iter().zip(old.iter_mut()) {
-        ops.read(loc.addr(base), &mut o[..1]);
+        // All of a site's old bytes: the INT3 leaves all but the first in place until phase 2.
+        ops.read(loc.addr(base), &mut o[..loc.len().min(MAX_INSN)]);
     }
-    let (_, runs, wrong) = write_phase(ops, vec, old, base, Some(kept), |_, _| Some(Piece::of(&[INT3], 0, 1)));
+    let (_, runs, wrong) = write_phase(ops, vec, old, base, Some(kept), |_, _| {
+        Some(Piece::of(&[INT3], 0, 1))
+    });
     stats.runs += runs;
     if wrong > 0 {
         stats.wrong = wrong;
@@ -904,10 +907,14 @@ pub fn apply(
     ops.sync();
     stats.syncs += 1;
 
-    // 2. Every byte but the first, every site reported before.
+    // 2. Every byte but the first, every site reported before (its old bytes were read in
+    // phase 1).
     let reports = ops.reports();
-    for (loc, o) in vec.iter().zip(old.iter_mut()) {
-        report(ops, loc, o, base, reports);
+    if reports {
+        for (loc, o) in vec.iter().zip(old.iter()) {
+            let (new, len) = loc.new_bytes();
+            ops.poked(loc.addr(base), &o[..len], &new[..len]);
+        }
     }
     let (writes, runs, wrong) = write_phase(ops, vec, old, base, Some(kept), |l, _| l.tail());
     stats.runs += runs;
