@@ -722,7 +722,13 @@ fn apply_sites(sites: &[PokeLoc], old: &mut [OldInsn], refusable: bool) -> Resul
     // SAFETY: Our caller holds `text_mutex`: nothing else uses the runs, and `poke::apply()`
     // keeps them only until it returns.
     let runs = unsafe { &mut *SCRATCH.runs.get() };
-    let stats = poke::apply(sites, old, base(), &mut KernelText::of(sites, refusable), runs);
+    let stats = poke::apply(
+        sites,
+        old,
+        base(),
+        &mut KernelText::of(sites, refusable),
+        runs,
+    );
     if stats.outcome == Outcome::Broken {
         broken(sites.len());
     }

@@ -502,27 +502,43 @@ pub fn next_run(vec: &[PokeLoc], base: usize, start: usize, pages: &mut [usize])
 /// Runs of pages a batch keeps for its passes: its first runs, found once.
 pub const RUNS_KEPT: usize = 16;
 
+/// Scratch a batch's caller keeps for [`apply`]: the batch's runs of pages, and the buffers its
+/// write phases fill, which would otherwise be cleared on the stack for every phase.
+pub struct Runs {
+    found: Found,
+    spare: [usize; RUN_MAX],
+    buf: [RunWrite; RUN_CHUNK],
+}
+
+impl Runs {
+    /// No runs.
+    pub const EMPTY: Self = Self {
+        found: Found::EMPTY,
+        spare: [0; RUN_MAX],
+        buf: [RunWrite::EMPTY; RUN_CHUNK],
+    };
+}
+
 /// The runs of pages of a batch ([`next_run`]), found once for the passes that write or check
 /// its text (the check that every page can be mapped, the three write phases, and the way back
 /// of [`undo`]) rather than by each: up to [`RUNS_KEPT`] runs, [`RUNS_KEPT`] * [`RUN_MAX`]
-/// pages, which the passes find again beyond them. Scratch that a batch's caller keeps, as
-/// large as the sites it saves a walk over.
+/// pages, which the passes find again beyond them. As large as the sites it saves a walk over.
 ///
 /// # Invariants
 ///
 /// `kept <= RUNS_KEPT`; for `r < kept`, run `r` is the sites `ends[r - 1]..ends[r]` (from 0 for
 /// the first) and the pages `pages[r][..counts[r]]`, as [`next_run`] found them for the batch
-/// [`Runs::find`] was last given.
-pub struct Runs {
+/// [`Found::find`] was last given.
+struct Found {
     kept: usize,
     ends: [usize; RUNS_KEPT],
     counts: [usize; RUNS_KEPT],
     pages: [[usize; RUN_MAX]; RUNS_KEPT],
 }
 
-impl Runs {
+impl Found {
     /// No runs.
-    pub const EMPTY: Self = Self {
+    const EMPTY: Self = Self {
         kept: 0,
         ends: [0; RUNS_KEPT],
         counts: [0; RUNS_KEPT],
@@ -586,17 +602,25 @@ fn write_phase(
     vec: &[PokeLoc],
     old: &[OldInsn],
     base: usize,
-    kept: Option<&Runs>,
+    scratch: Option<&mut Runs>,
     piece: impl Fn(&PokeLoc, &OldInsn) -> Option<Piece>,
 ) -> (u32, u32, u32) {
     let (mut writes, mut runs, mut wrong) = (0, 0, 0);
-    let spare = &mut [0usize; RUN_MAX];
+    let (mut own_spare, mut own_buf) = (None, None);
+    let (kept, spare, buf) = match scratch {
+        Some(Runs { found, spare, buf }) => (Some(&*found), spare, buf),
+        None => (
+            None,
+            own_spare.insert([0usize; RUN_MAX]),
+            own_buf.insert([RunWrite::EMPTY; RUN_CHUNK]),
+        ),
+    };
     let max = ops.run_pages().min(RUN_MAX);
     let mut start = 0;
     let mut r = 0;
     while start < vec.len() {
         let (end, run) = if max >= 2 {
-            Runs::get(kept, r, vec, base, start, max, spare)
+            Found::get(kept, r, vec, base, start, max, spare)
         } else {
             (vec.len(), &[][..])
         };
@@ -614,7 +638,6 @@ fn write_phase(
             && ops.map_run(run)
         {
             runs += 1;
-            let buf = &mut [RunWrite::EMPTY; RUN_CHUNK];
             let mut k = 0;
             // The sites and the pages are in address order: each write's first page is the
             // previous one's, or later. Writes in the page of `slot` are at `addr + delta` in
@@ -685,23 +708,24 @@ fn report(ops: &mut impl TextOps, loc: &PokeLoc, old: &mut OldInsn, base: usize,
     }
 }
 
-/// How far a batch got when a write of it failed: what [`undo`] takes back.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+/// How far a batch got when a write of it failed: what [`undo`] takes back; from phase 2 on,
+/// whether the batch reported its rewrite (and must report the way back).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Reached {
     /// Phase 1: INT3s at some sites, every other byte old.
     Int3s,
     /// Phase 2: INT3 at every site, some tails new.
-    Tails,
+    Tails { reports: bool },
     /// Phase 3: every tail new, some first bytes new.
-    Firsts,
+    Firsts { reports: bool },
 }
 
 /// Puts every site of `vec` back as `old` says after a write of phase `reached` failed: the
 /// INT3 protocol again, towards the old bytes, from where the batch got. INT3 at every site
 /// and a sync (from phase 3), every old tail and a sync (from phase 2), every old first byte
 /// and a sync: no CPU runs a torn instruction meanwhile, and none still runs an INT3 of the
-/// batch when its caller retires the vector. The way back is a rewrite too: with `reports`, it
-/// is reported to [`TextOps::poked`] as the way there was, before the tails change.
+/// batch when its caller retires the vector. The way back is a rewrite too: if the way there
+/// was reported, it is reported to [`TextOps::poked`] as that was, before the tails change.
 ///
 /// Sets the outcome: [`Outcome::Undone`], or [`Outcome::Broken`] if a write of the way back
 /// fails too. That stops it at once, without a sync: its next phase would write under sites
@@ -714,13 +738,12 @@ fn undo<O: TextOps>(
     old: &[OldInsn],
     base: usize,
     ops: &mut O,
-    kept: Option<&Runs>,
+    mut scratch: Option<&mut Runs>,
     reached: Reached,
-    reports: bool,
     stats: &mut ApplyStats,
 ) {
     let mut phase = |ops: &mut O, piece: &dyn Fn(&PokeLoc, &OldInsn) -> Option<Piece>| {
-        let (_, runs, wrong) = write_phase(ops, vec, old, base, kept, piece);
+        let (_, runs, wrong) = write_phase(ops, vec, old, base, scratch.as_deref_mut(), piece);
         stats.runs += runs;
         stats.wrong += wrong;
         if wrong > 0 {
@@ -731,10 +754,12 @@ fn undo<O: TextOps>(
         true
     };
     stats.outcome = Outcome::Broken;
-    if reached == Reached::Firsts && !phase(ops, &|_, _| Some(Piece::of(&[INT3], 0, 1))) {
+    if matches!(reached, Reached::Firsts { .. })
+        && !phase(ops, &|_, _| Some(Piece::of(&[INT3], 0, 1)))
+    {
         return;
     }
-    if reached >= Reached::Tails {
+    if let Reached::Tails { reports } | Reached::Firsts { reports } = reached {
         if reports {
             for (loc, o) in vec.iter().zip(old) {
                 let (new, len) = loc.new_bytes();
@@ -770,7 +795,7 @@ fn apply_each(
     }
     if wrong > 0 {
         stats.wrong = wrong;
-        undo(vec, old, base, ops, None, Reached::Int3s, false, &mut stats);
+        undo(vec, old, base, ops, None, Reached::Int3s, &mut stats);
         return stats;
     }
     ops.sync();
@@ -789,7 +814,15 @@ fn apply_each(
     }
     if wrong > 0 {
         stats.wrong = wrong;
-        undo(vec, old, base, ops, None, Reached::Tails, reports, &mut stats);
+        undo(
+            vec,
+            old,
+            base,
+            ops,
+            None,
+            Reached::Tails { reports },
+            &mut stats,
+        );
         return stats;
     }
     if wrote {
@@ -808,7 +841,15 @@ fn apply_each(
     }
     if wrong > 0 {
         stats.wrong = wrong;
-        undo(vec, old, base, ops, None, Reached::Firsts, reports, &mut stats);
+        undo(
+            vec,
+            old,
+            base,
+            ops,
+            None,
+            Reached::Firsts { reports },
+            &mut stats,
+        );
         return stats;
     }
     if wrote {
@@ -877,12 +918,10 @@ pub fn apply(
     }
     // Otherwise the pages are asked a run at a time, the runs the write phases map.
     let max = ops.run_pages().min(RUN_MAX);
-    kept.find(vec, base, max);
-    let kept = &*kept;
-    let spare = &mut [0usize; RUN_MAX];
+    kept.found.find(vec, base, max);
     let (mut start, mut r) = (0, 0);
     while start < vec.len() {
-        let (end, pages) = Runs::get(Some(kept), r, vec, base, start, max, spare);
+        let (end, pages) = Found::get(Some(&kept.found), r, vec, base, start, max, &mut kept.spare);
         if !ops.mappable(pages) {
             stats.outcome = Outcome::Unmapped;
             return stats;
@@ -895,13 +934,21 @@ pub fn apply(
         // All of a site's old bytes: the INT3 leaves all but the first in place until phase 2.
         ops.read(loc.addr(base), &mut o[..loc.len().min(MAX_INSN)]);
     }
-    let (_, runs, wrong) = write_phase(ops, vec, old, base, Some(kept), |_, _| {
+    let (_, runs, wrong) = write_phase(ops, vec, old, base, Some(&mut *kept), |_, _| {
         Some(Piece::of(&[INT3], 0, 1))
     });
     stats.runs += runs;
     if wrong > 0 {
         stats.wrong = wrong;
-        undo(vec, old, base, ops, Some(kept), Reached::Int3s, false, &mut stats);
+        undo(
+            vec,
+            old,
+            base,
+            ops,
+            Some(&mut *kept),
+            Reached::Int3s,
+            &mut stats,
+        );
         return stats;
     }
     ops.sync();
@@ -916,11 +963,19 @@ pub fn apply(
             ops.poked(loc.addr(base), &o[..len], &new[..len]);
         }
     }
-    let (writes, runs, wrong) = write_phase(ops, vec, old, base, Some(kept), |l, _| l.tail());
+    let (writes, runs, wrong) = write_phase(ops, vec, old, base, Some(&mut *kept), |l, _| l.tail());
     stats.runs += runs;
     if wrong > 0 {
         stats.wrong = wrong;
-        undo(vec, old, base, ops, Some(kept), Reached::Tails, reports, &mut stats);
+        undo(
+            vec,
+            old,
+            base,
+            ops,
+            Some(&mut *kept),
+            Reached::Tails { reports },
+            &mut stats,
+        );
         return stats;
     }
     if writes > 0 {
@@ -929,14 +984,22 @@ pub fn apply(
     }
 
     // 3. The first bytes, unless the new first byte is INT3 itself.
-    let (writes, runs, wrong) = write_phase(ops, vec, old, base, Some(kept), |l, _| {
+    let (writes, runs, wrong) = write_phase(ops, vec, old, base, Some(&mut *kept), |l, _| {
         let byte = l.first_byte();
         (byte != INT3).then(|| Piece::of(&[byte], 0, 1))
     });
     stats.runs += runs;
     if wrong > 0 {
         stats.wrong = wrong;
-        undo(vec, old, base, ops, Some(kept), Reached::Firsts, reports, &mut stats);
+        undo(
+            vec,
+            old,
+            base,
+            ops,
+            Some(&mut *kept),
+            Reached::Firsts { reports },
+            &mut stats,
+        );
         return stats;
     }
     if writes > 0 {
