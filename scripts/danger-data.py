@@ -73,6 +73,13 @@ REASONS = {
     "fixup_bad_iret": "copies the IRET frame that faulted, on the entry stack "
                       "(the cpu_entry_area, mapped at boot), to the task's stack",
 }
+# Functions that load or store the work word on no way to a kernel TLB
+# flush, and why: they are not in the chain.
+NOT_TO_FLUSH = {
+    "ct_idle_enter": "marks the word idle, and an idle CPU is never deferred a "
+                     "kernel TLB flush (Work::IDLE in ct_work.rs)",
+    "ct_idle_exit": "takes an idle CPU's word, which holds no kernel TLB flush",
+}
 # What those functions return: fixup_bad_iret() the frame it built on the
 # task's stack (below cpu_tss_rw.x86_tss.sp0).
 RETURNS = {"fixup_bad_iret": "stack"}
@@ -231,9 +238,11 @@ def main():
                 i.target[1] != name and i.target[1] in funcs}
 
     # The chain: functions that load the work word, or call one that does.
-    chain = {n for n, f in funcs.items() if any(reads_word(i) for i in f)}
+    chain = {n for n, f in funcs.items()
+             if n not in NOT_TO_FLUSH and any(reads_word(i) for i in f)}
     while True:
-        more = {n for n in funcs if n not in chain and calls(n) & chain}
+        more = {n for n in funcs
+                if n not in chain and n not in NOT_TO_FLUSH and calls(n) & chain}
         if not more:
             break
         chain |= more

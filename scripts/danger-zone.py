@@ -2,17 +2,18 @@
 # SPDX-License-Identifier: GPL-2.0
 """Check the static branch and static call sites in the danger zone of a vmlinux.
 
-A CPU coming from user space takes its deferred work in context tracking
-(kernel/context_tracking_work/word.c); what it runs before that, the entry code,
-lives in .entry.text and .noinstr.text (objtool keeps noinstr code calling
-only noinstr code and static call trampolines). A site there, or a
+A CPU coming from user space or idle takes its deferred work in context
+tracking (kernel/context_tracking_work/word.c); what it runs before that, the
+entry code and the idle code, lives in .entry.text, .noinstr.text and
+.cpuidle.text (objtool keeps noinstr and cpuidle code calling only noinstr
+or cpuidle code and static call trampolines). A site there, or a
 trampoline called from there, must not change under a CPU that deferred its
 sync: the sender never defers a batch that writes any byte of the ranges in
 the image's ct_work_rs_danger_text[], the very table it reads. This check
 reads that table from the image and fails if any site in the danger zone, or
 any trampoline called from it, is outside it: a flip of that key could be
 deferred. It also notes every such key that can be flipped after boot (a
-flip of it interrupts every isolated CPU); keys in .data..ro_after_init
+flip of it interrupts every isolated and idle CPU); keys in .data..ro_after_init
 cannot be.
 
 Usage: danger-zone.py VMLINUX [--strict] [--drop-range I]... [--expect-error KEY]...
@@ -28,6 +29,10 @@ import bisect
 import struct
 import subprocess
 import sys
+
+
+# CT_WORK_RS_DANGER_RANGES (include/linux/ct_work_rs.h).
+RANGES = 3
 
 
 def die(msg):
@@ -100,18 +105,20 @@ def main():
     elf = Elf(args.vmlinux)
     syms, text, data = symbols(args.vmlinux, args.nm)
     need = ["__noinstr_text_start", "__noinstr_text_end", "__entry_text_start",
-            "__entry_text_end", "__start_ro_after_init", "__end_ro_after_init",
+            "__entry_text_end", "__cpuidle_text_start", "__cpuidle_text_end",
+            "__start_ro_after_init", "__end_ro_after_init",
             "__start___jump_table", "__stop___jump_table", "ct_work_rs_danger_text"]
     missing = [n for n in need if n not in syms]
     if missing:
         die(f"{args.vmlinux} has no {', '.join(missing)}: not an x86-64 vmlinux with jump labels?")
     zones = [(syms["__noinstr_text_start"], syms["__noinstr_text_end"]),
-             (syms["__entry_text_start"], syms["__entry_text_end"])]
+             (syms["__entry_text_start"], syms["__entry_text_end"]),
+             (syms["__cpuidle_text_start"], syms["__cpuidle_text_end"])]
     ro = (syms["__start_ro_after_init"], syms["__end_ro_after_init"])
     # The sender's rule: CT_WORK_RS_DANGER_RANGES (3) [start, end) pairs of
     # unsigned long.
-    raw = elf.read(syms["ct_work_rs_danger_text"], 3 * 16)
-    rule = [struct.unpack_from("<QQ", raw, 16 * i) for i in range(3)]
+    raw = elf.read(syms["ct_work_rs_danger_text"], RANGES * 16)
+    rule = [struct.unpack_from("<QQ", raw, 16 * i) for i in range(RANGES)]
     for i in args.drop_range:
         if not 0 <= i < len(rule):
             die(f"--drop-range {i}: the rule has ranges 0 to {len(rule) - 1}")
@@ -184,9 +191,16 @@ def main():
     errors = set()
     total = sum(k[2] for k in keys.values())
     print(f"danger-zone: {total} static branch and static call sites in "
-          f".noinstr.text and .entry.text and trampolines called from there, of "
-          f"{len(keys)} keys; the sender's rule: "
+          f".noinstr.text (with .cpuidle.text), .entry.text and trampolines called from "
+          f"there, of {len(keys)} keys; the sender's rule: "
           + ", ".join(f"{a:#x}-{b:#x}" for a, b in rule))
+    # Idle code lies within the noinstr range (NOINSTR_TEXT in
+    # include/asm-generic/vmlinux.lds.h): the rule covers it only so.
+    idle = zones[2]
+    if idle[0] < idle[1] and not refused(*idle):
+        errors.add(".cpuidle.text")
+        print(f"  error: .cpuidle.text {idle[0]:#x}-{idle[1]:#x} is outside the sender's "
+              f"rule: a batch that writes idle code may be deferred to an idle CPU")
     for key, (kind, funcs, n, bad) in sorted(keys.items(), key=lambda kv: owner(data, kv[0])):
         name = owner(data, key)
         where = ", ".join(sorted(funcs))
@@ -200,7 +214,7 @@ def main():
                   f"read-only after init")
         else:
             print(f"  note: {name} ({kind}, {n} sites: {where}): never deferred; it can be "
-                  f"flipped after boot, and a flip of it interrupts every isolated CPU")
+                  f"flipped after boot, and a flip of it interrupts every isolated and idle CPU")
     rc = 0
     for k in args.expect_error:
         if not any(k in w for w in errors):

@@ -100,10 +100,12 @@ done
 # tlb.sh's own hotplug cases in the same boot; and the module loads under
 # fault injection, some 150 of them, which clear the kernel log of the
 # warnings they expect: in a boot of few tests, after those that read
-# the log before it.
+# the log before it. Nor the two that need a boot with no CPU isolated at
+# boot: idle.sh and isopart.sh.
 first_tests=${all_tests/hotplug,/}
 first_tests=${first_tests/modfaults,/}
 first_tests=${first_tests/isopart,/}
+first_tests=${first_tests/idle,/}
 after_tests=
 if grep -qx 'CONFIG_TEXT_POKE_RS_DEFER_DEBUG=y' "$JLRS_BUILD/.config" 2>/dev/null; then
 	after_tests=audit,
@@ -211,13 +213,14 @@ stop_boot() {
 # the hotplug torture (its five offlines of CPU 1 leave tlb.sh's offline
 # of CPU 3 within 7.2's limit) and the module load faults (which clear the
 # log of the warnings they expect, after defer.sh's and hotplug.sh's
-# checks of it); a boot with no CPU isolated and no qpw=, in which a
+# checks of it); a boot with no CPU isolated and no qpw=, where idle CPUs
+# take deferred syncs (idle.sh, which needs no nohz_full=), and then a
 # cpuset partition isolates CPUs at run time (isopart.sh, which also runs
 # last with qpw=0); then a boot that must stop.
 boots=("qpw=1 jlrs_tests=${first_tests%,}"
 	"qpw=0 text_poke_defer=maybe tlb_defer=maybe jlrs_tests=qpw,params,isopart"
 	"pti=on jlrs_tests=defer,hotplug,modfaults,tlb"
-	"-noiso jlrs_tests=isopart")
+	"-noiso jlrs_tests=idle,isopart")
 # $JLRS_GUEST_TESTS=a,b: one boot (qpw=1, or the arguments of
 # $JLRS_GUEST_BOOT) of those tests alone, for a test under development;
 # make test never sets it.

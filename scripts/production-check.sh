@@ -50,7 +50,7 @@ has() { grep -qx -- "$1" <<< "$syms"; }
 missing=()
 for s in text_poke_rs_publish text_poke_rs_retire text_poke_rs_emulate \
 	text_poke_rs_run_write smp_text_poke_int3_handler jump_label_rs_update \
-	ct_work_rs_words __ct_work_rs_user_exit __ct_work_rs_nmi_enter \
+	ct_work_rs_words __ct_work_rs_take __ct_work_rs_nmi_enter \
 	ct_work_rs_ask ct_work_rs_tlb_flush_at_entry; do
 	has "$s" || missing+=("$s")
 done

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Work for CPUs in user space that waits for their next kernel entry
- * instead of interrupting them: the hooks context tracking calls for it.
+ * Work for CPUs in user space or idle that waits for their next kernel
+ * entry or idle exit instead of interrupting them: the hooks context
+ * tracking calls for it.
  *
  * With CONFIG_CONTEXT_TRACKING_WORK, which the options of the work an
  * architecture defers select (x86: text-poke syncs and kernel TLB
@@ -17,9 +18,15 @@
  * ct_work_user_enter()	last thing before user space, after RCU stopped
  *			watching (__ct_user_enter()): from here on, work
  *			for this CPU may wait;
+ * ct_work_idle_exit()	first thing on idle exit (ct_idle_exit()),
+ *			before RCU watches again;
+ * ct_work_idle_enter()	last thing on idle entry (ct_idle_enter()),
+ *			after RCU stopped watching: from here on, until
+ *			idle exit or an interrupt, this CPU runs only
+ *			.cpuidle.text and noinstr text;
  * ct_work_nmi_enter()	an NMI or interrupt came while RCU was not
  *			watching (ct_nmi_enter()), first thing: it may
- *			have come from user space;
+ *			have come from user space or idle;
  * ct_work_nmi_exit()	its way back, last thing (ct_nmi_exit()).
  */
 #ifndef _LINUX_CONTEXT_TRACKING_WORK_H
@@ -41,6 +48,16 @@ static __always_inline void ct_work_user_enter(void)
 	ct_work_rs_user_enter();
 }
 
+static __always_inline void ct_work_idle_exit(void)
+{
+	ct_work_rs_idle_exit();
+}
+
+static __always_inline void ct_work_idle_enter(void)
+{
+	ct_work_rs_idle_enter();
+}
+
 static __always_inline void ct_work_nmi_enter(void)
 {
 	ct_work_rs_nmi_enter();
@@ -53,6 +70,8 @@ static __always_inline void ct_work_nmi_exit(void)
 #else
 static __always_inline void ct_work_user_exit(void) { }
 static __always_inline void ct_work_user_enter(void) { }
+static __always_inline void ct_work_idle_exit(void) { }
+static __always_inline void ct_work_idle_enter(void) { }
 static __always_inline void ct_work_nmi_enter(void) { }
 static __always_inline void ct_work_nmi_exit(void) { }
 #endif

@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Deferred work for isolated CPUs in user space
+ * Deferred work for isolated CPUs in user space and for idle CPUs
  * (kernel/context_tracking_work/): the hooks context tracking calls, and
  * the interface of the C side.
  *
  * A nohz_full CPU running a user-space task has a per-CPU work word saying
- * "user". A sender that would interrupt it for work that only matters once
- * it runs kernel code again (the sync_core() of a text-poke sync round) sets
- * a work bit there instead, with a compare-and-exchange that succeeds only
- * while the word says "user"; the CPU takes the bits, in the same exchange
- * that makes the word say "kernel", at its next kernel entry, and runs the
- * work before any text that can be patched at run time.
+ * "user", and an idle CPU, isolated or not, one saying "idle". A sender
+ * that would interrupt it for work that only matters once it runs kernel
+ * code again (the sync_core() of a text-poke sync round) sets a work bit
+ * there instead, with a compare-and-exchange that succeeds only while the
+ * word says "user" or "idle"; the CPU takes the bits, in the same exchange
+ * that makes the word say "kernel", at its next kernel entry or idle exit,
+ * and runs the work before any text that can be patched at run time.
  */
 #ifndef _LINUX_CT_WORK_RS_H
 #define _LINUX_CT_WORK_RS_H
@@ -26,7 +27,8 @@ struct seq_file;
 
 /*
  * The work word: bit 0 says the CPU is in user space, the work bits are
- * above it (kernel/context_tracking_work/ct_work.rs owns the protocol).
+ * above it, CT_WORK_RS_IDLE says it is idle, with the same work bits
+ * (kernel/context_tracking_work/ct_work.rs owns the protocol).
  * A word that is CT_WORK_RS_OFF alone belongs to a CPU that returned to
  * user space with deferral off: it takes no work, and a sender need not
  * wait for it.
@@ -34,6 +36,7 @@ struct seq_file;
 #define CT_WORK_RS_USER		0x1
 #define CT_WORK_RS_WORK_SHIFT	1
 #define CT_WORK_RS_OFF		0x40000000
+#define CT_WORK_RS_IDLE		0x20000000
 /* "Kernel", and an entry took work it has not run yet: the word alone. */
 #define CT_WORK_RS_TAKING	0x80000000
 
@@ -58,7 +61,8 @@ enum ct_work_rs_flush {
 
 /**
  * struct ct_work_rs_asked - what ct_work_rs_ask() did
- * @deferred: how many CPUs took a work bit
+ * @deferred: how many isolated CPUs took a work bit (in user space or idle)
+ * @idle: how many other CPUs took one, idle
  * @waited: how many of those were found in the kernel and given a while
  *	to return to user space first
  * @expired: isolated CPUs given that while in vain, to be interrupted
@@ -66,6 +70,7 @@ enum ct_work_rs_flush {
  */
 struct ct_work_rs_asked {
 	unsigned int deferred;
+	unsigned int idle;
 	unsigned int waited;
 	unsigned int expired;
 	unsigned int sent;
@@ -75,10 +80,11 @@ struct ct_work_rs_asked {
 
 /*
  * The context-tracking work hooks (<linux/context_tracking_work.h>), in
- * that order: ct_work_user_exit(), ct_work_user_enter(),
- * ct_work_nmi_enter(), ct_work_nmi_exit().
+ * that order: ct_work_user_exit() and ct_work_idle_exit(),
+ * ct_work_user_enter(), ct_work_idle_enter(), ct_work_nmi_enter(),
+ * ct_work_nmi_exit().
  */
-void __ct_work_rs_user_exit(void);
+void __ct_work_rs_take(void);
 void __ct_work_rs_nmi_enter(void);
 void __ct_work_rs_nmi_exit(void);
 
@@ -86,16 +92,18 @@ DECLARE_PER_CPU_ALIGNED(u32, ct_work_rs_words);
 /*
  * The nesting levels of the entries that came while RCU was not watching,
  * CT_WORK_RS_LEVEL_BITS each, the innermost lowest: whether that entry took
- * the word from user space, and whether it took work it has not run yet
+ * the word from user space or idle, and whether it took work it has not
+ * run yet
  * (ct_work::nmi_enter() in kernel/context_tracking_work/ct_work.rs). An
  * NMI from user space takes the word, and a machine check that nests
  * before the NMI's handler runs must not give the word back on its own
  * exit.
  */
-#define CT_WORK_RS_LEVEL_BITS	2
+#define CT_WORK_RS_LEVEL_BITS	3
 #define CT_WORK_RS_LEVEL_USER	0x1
 #define CT_WORK_RS_LEVEL_TOOK	0x2
-#define CT_WORK_RS_LEVEL_MASK	0x3
+#define CT_WORK_RS_LEVEL_IDLE	0x4
+#define CT_WORK_RS_LEVEL_MASK	0x7
 DECLARE_PER_CPU(u32, ct_work_rs_nmi_levels);
 
 /* Whether deferral is on: text_poke_defer= at boot, text_poke/defer later. */
@@ -112,7 +120,7 @@ extern bool ct_work_rs_tlb_enabled;
 static __always_inline void ct_work_rs_user_exit(void)
 {
 	if (unlikely(raw_cpu_read(ct_work_rs_words) & ~CT_WORK_RS_OFF))
-		__ct_work_rs_user_exit();
+		__ct_work_rs_take();
 }
 
 /*
@@ -137,11 +145,34 @@ static __always_inline void ct_work_rs_user_enter(void)
 }
 
 /*
+ * Idle entry, inlined into ct_idle_enter(), last: ct_work::idle(). From
+ * here to ct_work_rs_idle_exit(), or to an interrupt's
+ * ct_work_rs_nmi_enter(), this CPU runs only .cpuidle.text and noinstr
+ * text. The word says "kernel" and no sender writes it, as on the way to
+ * user space; with the switches off it stays as it is, and senders send
+ * the IPI, which wakes the CPU.
+ */
+static __always_inline void ct_work_rs_idle_enter(void)
+{
+	barrier();
+	if (READ_ONCE(ct_work_rs_enabled) || READ_ONCE(ct_work_rs_tlb_enabled))
+		raw_cpu_write(ct_work_rs_words, CT_WORK_RS_IDLE);
+}
+
+/* Idle exit, inlined into ct_idle_exit(), first: as entry from user space. */
+static __always_inline void ct_work_rs_idle_exit(void)
+{
+	if (unlikely(raw_cpu_read(ct_work_rs_words) & ~CT_WORK_RS_OFF))
+		__ct_work_rs_take();
+}
+
+/*
  * Every interrupt from idle comes here too, on every CPU: a word that says
  * "kernel" (0, or CT_WORK_RS_OFF) has no work, and only this CPU makes it
- * say "user", so it is only read, and this entry's level is pushed empty,
- * as ct_work::nmi_enter() would push it. An entry that took work says so in
- * the word until it ran it: an entry nesting meanwhile finds other bits.
+ * say "user" or "idle", so it is only read, and this entry's level is
+ * pushed empty, as ct_work::nmi_enter() would push it. An entry that took
+ * work says so in the word until it ran it: an entry nesting meanwhile
+ * finds other bits.
  */
 static __always_inline void ct_work_rs_nmi_enter(void)
 {
@@ -157,7 +188,7 @@ static __always_inline void ct_work_rs_nmi_exit(void)
 {
 	u32 levels = raw_cpu_read(ct_work_rs_nmi_levels);
 
-	if (unlikely(levels & CT_WORK_RS_LEVEL_USER))
+	if (unlikely(levels & (CT_WORK_RS_LEVEL_USER | CT_WORK_RS_LEVEL_IDLE)))
 		__ct_work_rs_nmi_exit();
 	else
 		raw_cpu_write(ct_work_rs_nmi_levels,
@@ -167,19 +198,27 @@ static __always_inline void ct_work_rs_nmi_exit(void)
 /* How long a sender waits for an isolated CPU in the kernel (defer_wait_ns). */
 extern unsigned long ct_work_rs_wait_ns;
 
+/* The next online CPU after @cpu, or nr_cpu_ids. */
+int ct_work_rs_next_online(int cpu);
 /* The next online isolated CPU after @cpu, or nr_cpu_ids. */
 int ct_work_rs_next_isolated(int cpu);
+/* Whether @cpu is nohz_full. */
+bool ct_work_rs_cpu_isolated(int cpu);
 /* Whether @cpu runs a task (in the kernel, or entering or leaving user space). */
 bool ct_work_rs_cpu_running(int cpu);
-/* The work word of @cpu, if it is online and isolated (nohz_full). */
+/* The work word of @cpu, if it is online. */
 u32 *ct_work_rs_word(int cpu);
 /*
- * The text a CPU may run before it takes its work at entry, as [start, end)
- * pairs: .noinstr.text and .entry.text, where the entry code is, and the
- * static call trampolines, which it calls (and which live apart, in
- * .static_call.text). A batch that writes any byte of it is never
- * deferred. Data, so that scripts/danger-zone.py checks, in the built
- * image, the very rule the sender follows.
+ * The text a CPU may run before it takes its work at entry or idle exit,
+ * as [start, end) pairs: .noinstr.text, with .cpuidle.text, where idle
+ * runs between ct_idle_enter() and ct_idle_exit() (the linker script's
+ * NOINSTR_TEXT puts it between __noinstr_text_start and
+ * __noinstr_text_end, and objtool holds it to noinstr's rules), and
+ * .entry.text, where the entry code is, and the static call trampolines,
+ * which they call (and which live apart, in .static_call.text). A batch
+ * that writes any byte of it is never deferred. Data, so that
+ * scripts/danger-zone.py checks, in the built image, the very rule the
+ * sender follows.
  */
 #define CT_WORK_RS_DANGER_RANGES	3
 extern const unsigned long ct_work_rs_danger_text[CT_WORK_RS_DANGER_RANGES][2];
@@ -194,6 +233,8 @@ void ct_work_rs_debugfs_init(struct dentry *dir);
 #ifdef CONFIG_TEXT_POKE_RS_MEASURE
 /* The word's lines of text_poke/stats: work run at entry, the audit's. */
 void ct_work_rs_stats_show(struct seq_file *m);
+/* How many times @cpu ran work it took at entry or idle exit. */
+unsigned long ct_work_rs_runs(int cpu);
 /* The entry hook's cost, for make demo: ns per entry of @n with @word. */
 int ct_work_rs_bench_entry(u32 word, unsigned int n, u64 *ns);
 #else

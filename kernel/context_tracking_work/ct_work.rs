@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Deferred work for CPUs in user space: the protocol of the per-CPU work word.
+//! Deferred work for CPUs in user space or idle: the protocol of the per-CPU work word.
 //!
 //! A CPU isolated from the kernel (`nohz_full`) and running a user-space task should not be
 //! interrupted for work that only matters once it runs kernel code again, such as the
-//! `sync_core()` that a text-poke sync round sends to every CPU. Instead the sender sets a work
-//! bit in the target CPU's word, and the target runs the work when it next enters the kernel,
-//! before it executes any kernel text that may have been patched.
+//! `sync_core()` that a text-poke sync round sends to every CPU; nor should an idle CPU be woken
+//! for it. Instead the sender sets a work bit in the target CPU's word, and the target runs the
+//! work when it next enters the kernel, or leaves idle, before it executes any kernel text that
+//! may have been patched.
 //!
 //! One word per CPU holds both the CPU's context and its pending work, so that each side needs
 //! a single atomic operation (as Andy Lutomirski proposed on the upstream deferral series,
@@ -14,13 +15,16 @@
 //! entry paid for two atomics):
 //!
 //! - the sender ([`defer`]) sets its bits with a compare-and-exchange that succeeds only while
-//!   the word says [`Context::User`]; otherwise it must send the IPI;
+//!   the word says [`Context::User`] or [`Context::Idle`]; otherwise it must send the IPI;
 //! - kernel entry ([`enter`]) exchanges the word for [`Context::Kernel`] with no work, and runs
 //!   the work it took;
 //! - return to user space ([`exit`]) stores [`Context::User`] with no work: while the word says
 //!   [`Context::Kernel`] no sender sets bits, so none can be lost; with deferral off it stores
 //!   [`Value::USER_OFF`] instead ([`exit_off`]), which takes no work either, but tells senders
-//!   that the CPU may stay in user space: waiting for it to take work is for nothing.
+//!   that the CPU may stay in user space: waiting for it to take work is for nothing;
+//! - idle entry ([`idle`]) stores [`Context::Idle`] with no work, and idle exit takes the word as
+//!   kernel entry from user space does ([`enter_taking`]); an interrupt in idle takes it, and
+//!   gives it back saying idle, as an NMI from user space does ([`nmi_enter`], [`nmi_exit`]).
 //!
 //! Entry takes the bits and changes the context in the same exchange, so a sender racing with
 //! it either set its bits before (they are run) or fails its compare-and-exchange and sends the
@@ -34,11 +38,14 @@
 pub enum Context {
     /// In the kernel, or not taking part (context tracking off there): work must be sent.
     Kernel,
-    /// In user space (or a guest): work may wait for the next kernel entry.
+    /// In user space: work may wait for the next kernel entry.
     User,
+    /// Idle, between context tracking's idle entry and exit, where a CPU runs only idle and
+    /// entry text: work may wait for the end of idle, or for the next interrupt.
+    Idle,
 }
 
-/// Work a CPU in user space may run at its next kernel entry instead of being interrupted.
+/// Work a CPU in user space or idle may run at its next kernel entry instead of being interrupted.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct Work(u32);
 
@@ -51,6 +58,10 @@ impl Work {
     pub const TLB_FLUSH: Self = Self(1 << 1);
     /// Every kind of work.
     const ALL: u32 = Self::SYNC_CORE.0 | Self::TLB_FLUSH.0;
+    /// The work an idle CPU takes: a sync. Not a kernel TLB flush: the idle code touches the
+    /// cpuidle driver's state through pointers before idle exit takes the word, which the check
+    /// of what entry code touches before it flushes (`scripts/danger-data.py`) cannot follow.
+    pub const IDLE: Self = Self::SYNC_CORE;
 
     /// The work of both.
     #[inline(always)]
@@ -81,6 +92,8 @@ impl Work {
 const USER: u32 = 1 << 0;
 /// Where the work bits start.
 pub const WORK_SHIFT: u32 = 1;
+/// The bit of the word that says [`Context::Idle`]; never set with [`USER`].
+const IDLE: u32 = 1 << 29;
 /// The bit of a word saying [`Context::Kernel`] while an entry runs the work it took: an entry
 /// nesting in it meanwhile finds the work gone from the word and must run every kind itself.
 const TAKING: u32 = 1 << 31;
@@ -92,8 +105,8 @@ const OFF: u32 = 1 << 30;
 ///
 /// # Invariants
 ///
-/// Work bits are only set with [`USER`]: a word saying [`Context::Kernel`] has no work. [`TAKING`]
-/// and [`OFF`] are only set alone.
+/// Work bits are only set with [`USER`], or with [`IDLE`] for [`Work::IDLE`]: a word saying
+/// [`Context::Kernel`] has no work. [`TAKING`] and [`OFF`] are only set alone.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Value(u32);
 
@@ -109,6 +122,8 @@ impl Value {
     /// since it has no work; but the CPU may stay in user space until that IPI, so a sender
     /// waiting for it to say [`Context::User`] waits for nothing.
     pub const USER_OFF: Self = Self(OFF);
+    /// An idle CPU, nothing pending.
+    pub const IDLE: Self = Self(IDLE);
 
     /// The value of a raw word.
     #[inline(always)]
@@ -128,6 +143,8 @@ impl Value {
     pub const fn context(self) -> Context {
         if self.0 & USER != 0 {
             Context::User
+        } else if self.0 & IDLE != 0 {
+            Context::Idle
         } else {
             Context::Kernel
         }
@@ -175,8 +192,8 @@ pub enum Deferral {
 }
 
 /// Asks the CPU whose word is `word` to run `work` at its next kernel entry instead of being
-/// interrupted now. Succeeds only while the word says [`Context::User`]; bits already pending
-/// stay, so requests coalesce.
+/// interrupted now. Succeeds only while the word says [`Context::User`], or [`Context::Idle`] for
+/// work an idle CPU takes ([`Work::IDLE`]); bits already pending stay, so requests coalesce.
 ///
 /// The caller made whatever the work is for visible before calling (the text written, for
 /// `sync_core()`): the compare-and-exchange orders it before the target's entry.
@@ -187,10 +204,12 @@ pub fn defer(word: &impl Word, work: Work) -> Deferral {
         if old == Value::USER_OFF {
             return Deferral::IpiNow;
         }
-        if old.context() != Context::User {
+        if old.context() == Context::Kernel
+            || (old.context() == Context::Idle && !Work::IDLE.contains(work))
+        {
             return Deferral::Ipi;
         }
-        // INVARIANT: `old` says `Context::User`, so bits may be set.
+        // INVARIANT: `old` says `Context::User` or `Context::Idle`, so bits may be set.
         match word.compare_exchange(old, old.with(work)) {
             Ok(_) => return Deferral::Deferred(Work(work.0 & Work::ALL & !old.work().0)),
             Err(now) => old = now,
@@ -212,8 +231,8 @@ pub fn enter(word: &impl Word) -> Work {
 /// pending, which the caller runs first. Hand the context to [`resume`] on the way back.
 ///
 /// A word that says [`Value::KERNEL`] or [`Value::USER_OFF`] is only read: only its own CPU
-/// moves it to [`Context::User`], and no sender sets bits in it, so nothing can be missed; a CPU
-/// whose deferral is off pays a load at entry, not an atomic exchange.
+/// moves it to [`Context::User`] or [`Context::Idle`], and no sender sets bits in it, so nothing
+/// can be missed; a CPU whose deferral is off pays a load at entry, not an atomic exchange.
 ///
 /// Never panics and never calls out: it runs on the entry path.
 #[inline(always)]
@@ -238,16 +257,19 @@ pub fn quiet(now: Value) -> bool {
 /// Never panics and never calls out: it runs on the exit path.
 #[inline(always)]
 pub fn resume(word: &impl Word, left: Context) {
-    if left == Context::User {
-        exit(word);
+    match left {
+        Context::User => exit(word),
+        Context::Idle => idle(word),
+        Context::Kernel => {}
     }
 }
 
 /// The entries of a CPU that came while RCU was not watching (NMIs, machine checks, interrupts
-/// from idle or user space), two bits per nesting level, the innermost lowest: [`LEVEL_USER`],
-/// the entry took the word from [`Context::User`], and [`LEVEL_TOOK`], it took work and has not
-/// run it yet. Only its own CPU reads and writes them, at entry and exit, where another such
-/// entry can nest between any two instructions and leaves them as it found them.
+/// from idle or user space), three bits per nesting level, the innermost lowest: [`LEVEL_USER`]
+/// or [`LEVEL_IDLE`], the entry took the word from [`Context::User`] or [`Context::Idle`], and
+/// [`LEVEL_TOOK`], it took work and has not run it yet. Only its own CPU reads and writes them,
+/// at entry and exit, where another such entry can nest between any two instructions and leaves
+/// them as it found them.
 pub trait Levels {
     /// Reads the levels.
     fn load(&self) -> u32;
@@ -256,11 +278,13 @@ pub trait Levels {
 }
 
 /// The bits of one level of [`Levels`].
-pub const LEVEL_BITS: u32 = 2;
+pub const LEVEL_BITS: u32 = 3;
 /// A level's entry took the word from [`Context::User`]: its exit gives it back.
 pub const LEVEL_USER: u32 = 1;
 /// A level's entry took work and left the word saying [`Value::KERNEL_TAKING`] until it ran it.
 pub const LEVEL_TOOK: u32 = 2;
+/// A level's entry took the word from [`Context::Idle`]: its exit gives it back.
+pub const LEVEL_IDLE: u32 = 4;
 
 /// [`enter`] as the entry from user space makes it, for a word that does not say
 /// [`Value::KERNEL`]: the word says [`Value::KERNEL_TAKING`] from the exchange that takes the
@@ -308,13 +332,13 @@ pub fn nmi_enter(word: &impl Word, levels: &impl Levels) -> Work {
     // from the exchange on, it finds `KERNEL_TAKING`, and pushes and pops its own level.
     let old = word.exchange(Value::KERNEL_TAKING);
     let work = old.work();
-    let user = if old.context() == Context::User {
-        LEVEL_USER
-    } else {
-        0
+    let left = match old.context() {
+        Context::User => LEVEL_USER,
+        Context::Idle => LEVEL_IDLE,
+        Context::Kernel => 0,
     };
     let took = if work.is_empty() { 0 } else { LEVEL_TOOK };
-    levels.store(levels.load() << LEVEL_BITS | user | took);
+    levels.store(levels.load() << LEVEL_BITS | left | took);
     if work.is_empty() {
         word.store(Value::KERNEL);
     }
@@ -333,7 +357,7 @@ pub fn nmi_ran(word: &impl Word, levels: &impl Levels) {
 }
 
 /// The way back from [`nmi_enter`]: drops this entry's level, and returns the word to
-/// [`Context::User`] if this entry took it from there.
+/// [`Context::User`] or [`Context::Idle`] if this entry took it from there.
 ///
 /// Never panics and never calls out: it runs on the exit path.
 #[inline(always)]
@@ -342,6 +366,8 @@ pub fn nmi_exit(word: &impl Word, levels: &impl Levels) {
     levels.store(all >> LEVEL_BITS);
     if all & LEVEL_USER != 0 {
         exit(word);
+    } else if all & LEVEL_IDLE != 0 {
+        idle(word);
     }
 }
 
@@ -365,4 +391,15 @@ pub fn exit(word: &impl Word) {
 pub fn exit_off(word: &impl Word) {
     // INVARIANT: `Value::USER_OFF` is `OFF` alone.
     word.store(Value::USER_OFF);
+}
+
+/// Idle entry, once the CPU runs only idle and entry text until it leaves idle or takes an
+/// interrupt: records [`Context::Idle`] with no work pending. Idle exit is [`enter_taking`].
+///
+/// The word said [`Context::Kernel`], when no sender sets bits, so none is overwritten; and
+/// never panics or calls out.
+#[inline(always)]
+pub fn idle(word: &impl Word) {
+    // INVARIANT: `Value::IDLE` has no work.
+    word.store(Value::IDLE);
 }

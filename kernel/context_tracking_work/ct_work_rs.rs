@@ -1,21 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! ct_work_rs: work for isolated CPUs in user space that waits for their next kernel entry.
+//! ct_work_rs: work for isolated CPUs in user space and idle CPUs that waits for their next kernel
+//! entry or idle exit.
 //!
 //! A `nohz_full` CPU running a user-space task should not be interrupted for work that only
 //! matters once it runs kernel code again: the `sync_core()` of a text-poke sync round, the
-//! kernel TLB flush of vmalloc's lazy purge. A sender sets a bit in the CPU's work word instead,
-//! and the CPU runs the work when it next enters the kernel ([`ct_work`] is the protocol of the
-//! word). This crate is the senders' side: [`defer_on`] asks one CPU, `ct_work_rs_ask()` every
-//! isolated CPU, for the text-poke batch's sync rounds. The word and the entry side, which runs
+//! kernel TLB flush of vmalloc's lazy purge; nor should an idle CPU be woken for it. A sender
+//! sets a bit in the CPU's work word instead, and the CPU runs the work when it next enters the
+//! kernel or leaves idle ([`ct_work`] is the protocol of the word). This crate is the senders'
+//! side: [`defer_on`] asks one CPU, `ct_work_rs_ask()` every other online CPU, for the text-poke
+//! batch's sync rounds. The word and the entry side, which runs
 //! before instrumentation is allowed, are noinstr C (`word.c`, one function for each of
 //! [`ct_work`]'s, which the KUnit suite checks against them); context tracking calls them
 //! (`<linux/context_tracking_work.h>`).
 //!
-//! Deferral applies to a CPU only while all of these hold: it is online and `nohz_full` (never a
-//! housekeeping CPU), context tracking is active there (its hooks are what set
-//! [`Context::User`](ct_work::Context::User)), deferral is switched on (`text_poke_defer=`,
-//! `text_poke/defer`), and it is in user space (not idle, not in a guest, not in the kernel).
+//! Deferral applies to a CPU only while it is online, deferral is switched on (`text_poke_defer=`,
+//! `text_poke/defer`), and it is either idle, between context tracking's idle entry and exit (any
+//! CPU, `nohz_full` or not), or in user space, which context tracking only tracks on `nohz_full`
+//! CPUs (its hooks are what set [`Context::User`](ct_work::Context::User)); not in a guest, not in
+//! the kernel.
 //! The sender must not write anything a CPU can run between its entry instruction and the hook
 //! that takes the work: the danger zone of `word.c`, which the text-poke batch checks
 //! (`ct_work_rs_danger_text`).
@@ -46,12 +49,14 @@ const _: () = assert!(Work::SYNC_CORE.bits() == bindings::ct_work_rs_work_CT_WOR
 const _: () = assert!(Work::TLB_FLUSH.bits() == bindings::ct_work_rs_work_CT_WORK_RS_TLB_FLUSH);
 const _: () = assert!(Value::USER.raw() == bindings::CT_WORK_RS_USER);
 const _: () = assert!(Value::USER_OFF.raw() == bindings::CT_WORK_RS_OFF);
+const _: () = assert!(Value::IDLE.raw() == bindings::CT_WORK_RS_IDLE);
 const _: () = assert!(ct_work::WORK_SHIFT == bindings::CT_WORK_RS_WORK_SHIFT);
 const _: () = assert!(Value::KERNEL_TAKING.raw() == bindings::CT_WORK_RS_TAKING);
 const _: () = assert!(
     ct_work::LEVEL_BITS == bindings::CT_WORK_RS_LEVEL_BITS
         && ct_work::LEVEL_USER == bindings::CT_WORK_RS_LEVEL_USER
         && ct_work::LEVEL_TOOK == bindings::CT_WORK_RS_LEVEL_TOOK
+        && ct_work::LEVEL_IDLE == bindings::CT_WORK_RS_LEVEL_IDLE
 );
 
 /// A CPU's work word, as a sender sees it: the entry side is C (`word.c`).
@@ -60,7 +65,7 @@ const _: () = assert!(
 /// kernel's own fully ordered atomics), so the text a sender wrote before setting a bit is
 /// visible to the CPU that takes it; the load only decides whether to try one. `core`'s atomics
 /// rather than `kernel::sync::atomic`, whose operations are calls into C helpers: a round asks
-/// every isolated CPU, and the calls cost a one-site flip with two isolated CPUs in user space
+/// every other CPU, and the calls cost a one-site flip with two isolated CPUs in user space
 /// about 2% (`make demo`, isolation). This side never runs before instrumentation is allowed.
 struct CpuWord<'a>(&'a AtomicU32);
 
@@ -77,7 +82,7 @@ impl CpuWord<'_> {
         Self(unsafe { AtomicU32::from_ptr(word) })
     }
 
-    /// The word of `cpu`, if deferral may apply to it: it is online and isolated.
+    /// The word of `cpu`, if deferral may apply to it: it is online.
     fn of(cpu: c_int) -> Option<Self> {
         // SAFETY: Only reads CPU masks; any `cpu` is accepted.
         let word = unsafe { bindings::ct_work_rs_word(cpu) };
@@ -114,10 +119,10 @@ impl Word for CpuWord<'_> {
 /// Why a CPU cannot take work at its next entry: the sender must interrupt it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Refusal {
-    /// Offline, out of range, or a housekeeping CPU: deferral never applies to it.
-    NotIsolated,
-    /// Isolated, but in the kernel, idle, in a guest, or with deferral switched off.
-    NotInUser,
+    /// Offline, or out of range: deferral never applies to it, nor an IPI.
+    Offline,
+    /// In the kernel, in a guest, or in user space or idle since before deferral was switched on.
+    InKernel,
     /// Isolated, and returned to user space with deferral off: it takes no work until it passes
     /// through the kernel again, which only the IPI may make it do.
     LeftWithDeferralOff,
@@ -127,13 +132,13 @@ pub enum Refusal {
 ///
 /// The caller wrote whatever the work is for (the text, for [`Work::SYNC_CORE`]) before.
 pub fn defer_on(cpu: c_int, work: Work) -> Result<(), Refusal> {
-    let word = CpuWord::of(cpu).ok_or(Refusal::NotIsolated)?;
+    let word = CpuWord::of(cpu).ok_or(Refusal::Offline)?;
     match ct_work::defer(&word, work) {
         Deferral::Deferred(added) => {
             audit_added(cpu, added);
             Ok(())
         }
-        Deferral::Ipi => Err(Refusal::NotInUser),
+        Deferral::Ipi => Err(Refusal::InKernel),
         Deferral::IpiNow => Err(Refusal::LeftWithDeferralOff),
     }
 }
@@ -167,6 +172,18 @@ pub fn next_isolated(cpu: c_int) -> c_int {
     unsafe { bindings::ct_work_rs_next_isolated(cpu) }
 }
 
+/// The next online CPU after `cpu`, or `nr_cpu_ids`.
+pub fn next_online(cpu: c_int) -> c_int {
+    // SAFETY: Walks the online CPUs; any `cpu` is accepted.
+    unsafe { bindings::ct_work_rs_next_online(cpu) }
+}
+
+/// Whether `cpu` is `nohz_full`.
+fn isolated(cpu: c_int) -> bool {
+    // SAFETY: Reads the `nohz_full` mask; any `cpu` is accepted.
+    unsafe { bindings::ct_work_rs_cpu_isolated(cpu) }
+}
+
 /// How long [`ask`] waits for isolated CPUs found in the kernel to return to user space, before
 /// they are to be sent the IPI: `ct_work_rs_wait_ns`, 50 µs unless `text_poke/defer_wait_ns`
 /// says otherwise; about the time a CPU takes to handle a tick or a short system call. Only the
@@ -193,15 +210,17 @@ fn running(cpu: c_int) -> bool {
     unsafe { bindings::ct_work_rs_cpu_running(cpu) }
 }
 
-/// Asks every isolated CPU to take `work` at its next kernel entry, and records in `deferred`
-/// those that did. A CPU found running a task in the kernel, or on its way into or out of user
-/// space, gets a short while ([`wait_ns()`]) to be in user space: once it is, it runs no kernel
-/// text without taking the bit first, so the sender needs no IPI for it either. Idle CPUs, CPUs
-/// in a guest and CPUs that returned to user space while deferral was off (they take no work
-/// until they pass through the kernel again) are counted as to be sent the IPI at once.
+/// Asks every other online CPU to take `work` at its next kernel entry or idle exit, and records
+/// in `deferred` those that did: idle CPUs, and isolated CPUs in user space. An isolated CPU found
+/// running a task in the kernel, or on its way into or out of user space, gets a short while
+/// ([`wait_ns()`]) to be in user space: once it is, it runs no kernel text without taking the
+/// bit first, so the sender needs no IPI for it either. Isolated CPUs in a guest and those that
+/// returned to user space while deferral was off (they take no work until they pass through the
+/// kernel again) are counted as to be sent the IPI at once; housekeeping CPUs in the kernel get
+/// theirs, uncounted and not waited for.
 ///
-/// The sender's own CPU, when it is isolated, is neither asked nor waited for: it is in the
-/// kernel, running the sender, which does the work there directly. Waiting for it to be in user
+/// The sender's own CPU is neither asked nor waited for: it is in the kernel, running the
+/// sender, which does the work there directly. Waiting for it to be in user
 /// space would make every round of a sender on an isolated CPU last the whole wait. The CPU is
 /// read without preemption disabled: if the sender moves, the CPU it left is merely not
 /// deferred, and the sender interrupts it.
@@ -210,22 +229,25 @@ pub fn ask(work: Work, deferred: &mut Cpumask, asked: &mut bindings::ct_work_rs_
     let mut n = 0;
     let nr = kernel::cpu::nr_cpu_ids() as c_int;
     let me = CpuId::current().as_u32() as c_int;
-    let mut cpu = next_isolated(-1);
+    let mut cpu = next_online(-1);
     while cpu < nr {
         if cpu == me {
-            cpu = next_isolated(cpu);
+            cpu = next_online(cpu);
             continue;
         }
+        let isolated = isolated(cpu);
         match defer_on(cpu, work) {
-            Ok(()) => mark(deferred, asked, cpu),
-            Err(Refusal::NotInUser) if n < MAX_WAITING && running(cpu) => {
+            Ok(()) if isolated => mark(deferred, &mut asked.deferred, cpu),
+            Ok(()) => mark(deferred, &mut asked.idle, cpu),
+            Err(_) if !isolated => {}
+            Err(Refusal::InKernel) if n < MAX_WAITING && running(cpu) => {
                 waiting[n] = cpu;
                 n += 1;
             }
-            Err(Refusal::NotInUser | Refusal::LeftWithDeferralOff) => asked.sent += 1,
-            Err(Refusal::NotIsolated) => {}
+            Err(Refusal::InKernel | Refusal::LeftWithDeferralOff) => asked.sent += 1,
+            Err(Refusal::Offline) => {}
         }
-        cpu = next_isolated(cpu);
+        cpu = next_online(cpu);
     }
     if n == 0 {
         return;
@@ -237,21 +259,21 @@ pub fn ask(work: Work, deferred: &mut Cpumask, asked: &mut bindings::ct_work_rs_
             let cpu = waiting[i];
             let done = match defer_on(cpu, work) {
                 Ok(()) => {
-                    mark(deferred, asked, cpu);
+                    mark(deferred, &mut asked.deferred, cpu);
                     asked.waited += 1;
                     true
                 }
-                // Gone idle or into a guest: it gets the IPI now.
-                Err(Refusal::NotInUser) if !running(cpu) => {
+                // Gone into a guest, or idle before deferral was on: it gets the IPI now.
+                Err(Refusal::InKernel) if !running(cpu) => {
                     asked.sent += 1;
                     true
                 }
-                Err(Refusal::NotInUser) => false,
+                Err(Refusal::InKernel) => false,
                 Err(Refusal::LeftWithDeferralOff) => {
                     asked.sent += 1;
                     true
                 }
-                Err(Refusal::NotIsolated) => true,
+                Err(Refusal::Offline) => true,
             };
             if done {
                 n -= 1;
@@ -267,11 +289,11 @@ pub fn ask(work: Work, deferred: &mut Cpumask, asked: &mut bindings::ct_work_rs_
     asked.expired += n as u32;
 }
 
-/// Records that `cpu` took the work as a work bit.
-fn mark(deferred: &mut Cpumask, asked: &mut bindings::ct_work_rs_asked, cpu: c_int) {
+/// Records that `cpu` took the work as a work bit, in `deferred` and `count`.
+fn mark(deferred: &mut Cpumask, count: &mut u32, cpu: c_int) {
     if let Some(id) = CpuId::from_i32(cpu) {
         deferred.set(id);
-        asked.deferred += 1;
+        *count += 1;
     }
 }
 

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Work for isolated CPUs in user space that waits for their next kernel
- * entry: the per-CPU work word, the context-tracking hooks that take the
- * work at kernel entry and run it (sync_core(), and the kernel TLB flush
+ * Work for isolated CPUs in user space and for idle CPUs that waits for
+ * their next kernel entry or idle exit: the per-CPU work word, the
+ * context-tracking hooks that take the work at kernel entry and idle exit
+ * and run it (sync_core(), and the kernel TLB flush
  * the architecture defers, arch/x86/mm/tlb_defer_rs.c), and the switches.
  * The protocol's rules are Rust: ct_work.rs (checked by every interleaving
  * on the host), and ct_work_rs.rs for the senders; its entry side, which
@@ -16,15 +17,21 @@
  * ct_work_rs_user_enter() on the way out, may run text that a deferred sync
  * has not yet made safe: the entry asm (.entry.text) and the C entry up to
  * context tracking (do_syscall_64(), irqentry_enter(), exc_nmi() and their
- * inlined helpers). objtool keeps all of it in .noinstr.text or
- * .entry.text: noinstr code may only call noinstr code, and static call
- * trampolines, which live in .static_call.text. So the sender follows one
- * rule, a superset of the danger zone: a batch that writes any byte in
- * those sections is never deferred (ct_work_rs_danger_text[], which the
+ * inlined helpers). An idle CPU takes its work in ct_work_rs_idle_exit(),
+ * the first thing ct_idle_exit() does, or at an interrupt's
+ * ct_work_rs_nmi_enter(); from ct_work_rs_idle_enter(), the last thing
+ * ct_idle_enter() does, it runs the idle code between ct_cpuidle_enter()
+ * and ct_cpuidle_exit() and the idle instruction. objtool keeps all of it
+ * in .noinstr.text, .entry.text or .cpuidle.text: noinstr and cpuidle code
+ * may only call noinstr or cpuidle code, and static call trampolines,
+ * which live in .static_call.text. So the sender follows one rule, a
+ * superset of the danger zone: a batch that writes any byte in those
+ * sections is never deferred (ct_work_rs_danger_text[], which the
  * text-poke batch checks), and every CPU takes its IPIs.
  * scripts/danger-zone.py lists the static branch and static call sites in
  * those sections at build time, and warns about every one whose key can
- * be flipped after boot: flipping it costs the isolated CPUs their IPIs.
+ * be flipped after boot: flipping it costs isolated and idle CPUs their
+ * IPIs.
  * Keys in .data..ro_after_init cannot be flipped after boot;
  * context_tracking_key, which guards the call into context tracking
  * itself, is only flipped by ct_cpu_track_user(), which is __init.
@@ -32,17 +39,27 @@
  * Cost. The upstream series kept the work bits in context tracking's state
  * word, next to RCU's counter, and paid for them on every entry of every
  * CPU where context tracking runs (+27% to +74% on a getpid() loop on older
- * Xeons, v7). Here the word is separate and only isolated CPUs have one in
- * use: entry reads it and, only when deferral made it say "user",
- * exchanges it; exit stores it; with deferral off, entry is one load. A
+ * Xeons, v7). Here the word is separate and only isolated CPUs use it at
+ * entry and exit: entry reads it and, only when deferral made it say
+ * "user", exchanges it; exit stores it; with deferral off, entry is one
+ * load. A
  * task that enters and leaves the kernel all the time pays that on each
  * round trip and nothing else: make demo measures a getpid() loop on an
  * isolated CPU both ways, in one boot.
  *
+ * Idle. Every CPU's word says "idle" from ct_idle_enter() to
+ * ct_idle_exit() while a switch is on, nohz_full or not: a sync round sets
+ * a bit instead of waking it (three IPIs per flip, each taking the CPU out
+ * of its C-state), and the CPU runs sync_core() when it leaves idle or
+ * takes its next interrupt. Kernel TLB flushes still wake it
+ * (arch/x86/mm/tlb_defer_rs.c says why). Idle entry costs a load and a
+ * store, idle exit and an interrupt in idle an exchange and a store.
+ *
  * Work is never lost across CPU hotplug: a CPU goes offline from the
- * kernel, where its word says "kernel" and no sender sets bits, and a CPU
- * coming online starts with its word taken and sync_core() run
- * (ct_work_rs_cpu_online()).
+ * kernel, where its word says "kernel" and no sender sets bits (the dying
+ * CPU leaves idle before it reports itself dead, and does not enter it
+ * again), and a CPU coming online starts with its word taken and
+ * sync_core() run (ct_work_rs_cpu_online()).
  */
 
 #include <linux/context_tracking_state.h>
@@ -86,7 +103,7 @@ static __always_inline void ct_work_rs_count_run(void)
 	raw_cpu_inc(ct_work_rs_run);
 }
 
-static unsigned long ct_work_rs_runs(int cpu)
+unsigned long ct_work_rs_runs(int cpu)
 {
 	return READ_ONCE(per_cpu(ct_work_rs_run, cpu));
 }
@@ -345,6 +362,8 @@ noinstr unsigned int ct_work_rs_nmi_take(u32 *word, u32 *levels)
 	work = ct_work_rs_work_of(old);
 	if (old & CT_WORK_RS_USER)
 		level |= CT_WORK_RS_LEVEL_USER;
+	else if (old & CT_WORK_RS_IDLE)
+		level |= CT_WORK_RS_LEVEL_IDLE;
 	if (work)
 		level |= CT_WORK_RS_LEVEL_TOOK;
 	WRITE_ONCE(*levels, READ_ONCE(*levels) << CT_WORK_RS_LEVEL_BITS | level);
@@ -372,14 +391,16 @@ noinstr void ct_work_rs_nmi_give(u32 *word, u32 *levels)
 	WRITE_ONCE(*levels, all >> CT_WORK_RS_LEVEL_BITS);
 	if (all & CT_WORK_RS_LEVEL_USER)
 		ct_work_rs_set(word, CT_WORK_RS_USER);
+	else if (all & CT_WORK_RS_LEVEL_IDLE)
+		ct_work_rs_set(word, CT_WORK_RS_IDLE);
 }
 
 /*
- * Until the work taken has run, the word says so, and an NMI or machine
- * check nesting here runs every kind of work itself
- * (ct_work::enter_taking()).
+ * Entry from user space and idle exit. Until the work taken has run, the
+ * word says so, and an NMI or machine check nesting here runs every kind
+ * of work itself (ct_work::enter_taking()).
  */
-noinstr void __ct_work_rs_user_exit(void)
+noinstr void __ct_work_rs_take(void)
 {
 	u32 *word = raw_cpu_ptr(&ct_work_rs_words);
 	unsigned int work;
@@ -417,6 +438,16 @@ noinstr void __ct_work_rs_nmi_exit(void)
 			    raw_cpu_ptr(&ct_work_rs_nmi_levels));
 }
 
+bool ct_work_rs_cpu_isolated(int cpu)
+{
+	return tick_nohz_full_cpu(cpu);
+}
+
+int ct_work_rs_next_online(int cpu)
+{
+	return cpumask_next(cpu, cpu_online_mask);
+}
+
 int ct_work_rs_next_isolated(int cpu)
 {
 	if (!tick_nohz_full_enabled())
@@ -441,8 +472,7 @@ bool ct_work_rs_cpu_running(int cpu)
 
 u32 *ct_work_rs_word(int cpu)
 {
-	if (cpu < 0 || cpu >= nr_cpu_ids || !cpu_online(cpu) ||
-	    !tick_nohz_full_cpu(cpu))
+	if (cpu < 0 || cpu >= nr_cpu_ids || !cpu_online(cpu))
 		return NULL;
 	return per_cpu_ptr(&ct_work_rs_words, cpu);
 }
@@ -472,8 +502,9 @@ void ct_work_rs_stats_show(struct seq_file *m)
  * to @word (CT_WORK_RS_USER with work bits, or 0 for a CPU that does not take
  * part) and taken as kernel entry takes it, interrupts off; @ns is the time
  * that took (guest instructions under QEMU's -icount shift=0). Only on a
- * housekeeping CPU: no sender looks at its word, and context tracking never
- * runs the hooks there.
+ * housekeeping CPU: context tracking never runs the entry hooks there, and
+ * a sender that finds its word saying "user" meanwhile has its work run by
+ * the bench's next entry.
  */
 int ct_work_rs_bench_entry(u32 word, unsigned int n, u64 *ns)
 {
@@ -583,13 +614,14 @@ static int ct_work_rs_cpus_show(struct seq_file *m, void *v)
 
 		seq_printf(m, "cpu%d %s work %#x", cpu,
 			   word & CT_WORK_RS_USER ? "user" :
+			   word & CT_WORK_RS_IDLE ? "idle" :
 			   word == CT_WORK_RS_OFF ? "user-off" : "kernel",
-			   word & CT_WORK_RS_USER ?
-			   word >> CT_WORK_RS_WORK_SHIFT : 0);
+			   word & (CT_WORK_RS_USER | CT_WORK_RS_IDLE) ?
+			   word >> CT_WORK_RS_WORK_SHIFT & CT_WORK_RS_ALL : 0);
 #ifdef CONFIG_TEXT_POKE_RS_MEASURE
 		seq_printf(m, " runs %lu", ct_work_rs_runs(cpu));
 #endif
-		seq_printf(m, " isolated %d", !!ct_work_rs_word(cpu));
+		seq_printf(m, " isolated %d", ct_work_rs_cpu_isolated(cpu));
 		ct_work_rs_audit_show(m, cpu);
 		seq_putc(m, '\n');
 	}

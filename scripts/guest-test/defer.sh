@@ -9,9 +9,10 @@
 # while the isolated CPUs make system calls all the time, and a key whose
 # site is in noinstr text, which is never deferred. The audit of
 # CONFIG_TEXT_POKE_RS_DEFER_DEBUG shows every sync added to a CPU's word
-# run by one of its entries, exactly. Then the faults: idle isolated CPUs,
-# the switch flipped during a storm, CPU hotplug with syncs pending, and
-# syncs dropped at entry on purpose, which the audit must see.
+# run by one of its entries, exactly. Then idle isolated CPUs, deferred to
+# as well; and the faults: the switch flipped during a storm, CPU hotplug
+# with syncs pending, and syncs dropped at entry on purpose, which the
+# audit must see.
 b=/sys/kernel/debug/text_poke_bench/run
 m=/sys/kernel/debug/text_poke/mode
 d=/sys/kernel/debug/text_poke/defer
@@ -36,10 +37,12 @@ storm() {
 		[ "$(fig wrong)" = 0 ] || return 1
 	done
 }
-# The syncs added to the isolated CPUs' words and not run, all told.
+# The syncs added to the CPUs' words and not run, all told: idle CPUs take
+# syncs too, and each first runs what it has pending, woken by a task.
 unrun() {
 	n=0
-	for c in $iso; do
+	for c in 0 1 2 3; do
+		taskset -c $c true
 		set -- $(audit $c sync)
 		n=$((n + ${1:-0} - ${2:-0}))
 	done
@@ -258,22 +261,26 @@ echo "@@ info $t flips=$n deferred=$((d1 - d0)) sent=$((s1 - s0))"
 why="$why$(accounted $n $((d1 - d0)) $((s1 - s0)))"
 if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 
-# Isolated CPUs that run no task are idle, not in user space: every round
-# interrupts them at once, with deferral on, and waits for none of them.
-t=defer_idle_isolated_interrupted
+# Isolated CPUs that run no task are idle: every round defers to them, as
+# to CPUs in user space, and waits for none of them; they take no IPI.
+t=defer_idle_isolated_deferred
 echo on > $d
 before=$(cals)
 d0=$(stat deferred)
+s0=$(stat sent)
 w0=$(stat waited)
 why=
 storm 40 || why="$why; a flip failed or a site took the wrong direction on CPU 0"
 after=$(cals)
+d1=$(stat deferred)
+s1=$(stat sent)
+echo "@@ info $t flips=40 cal_before=$before cal_after=$after deferred=$((d1 - d0)) sent=$((s1 - s0))"
 set -- $before
 for c in $after; do
-	[ $((c - $1)) -ge $((3 * 40)) ] || why="$why; an idle isolated CPU took $((c - $1)) IPIs for 40 flips"
+	[ $((c - $1)) -le 6 ] || why="$why; an idle isolated CPU took $((c - $1)) IPIs for 40 flips"
 	shift
 done
-[ "$(stat deferred)" = "$d0" ] || why="$why; $(($(stat deferred) - d0)) rounds deferred to idle CPUs"
+why="$why$(accounted 40 $((d1 - d0)) $((s1 - s0)))"
 [ "$(stat waited)" = "$w0" ] || why="$why; rounds waited for idle CPUs"
 if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 
@@ -327,21 +334,21 @@ if [ ! -w $online ]; then
 	fail $t "$online missing or not writable (CONFIG_HOTPLUG_CPU off?)"
 else
 	start /demo/spin
-	# An offline CPU has no line in $cpus: CPU 3's runs are all CPUs'
-	# but CPU 2's (housekeeping CPUs never run work at entry), read in
-	# the order that can only undercount CPU 3's.
-	r2=$(runs 2)
-	r0=$(($(stat run_at_entry) - r2))
+	# An offline CPU has no line in $cpus: CPU 3's runs are read back
+	# online, where coming online runs its word's work, and a
+	# sync_core(), once more: a sync run before it went offline makes
+	# two runs.
+	r0=$(runs 3)
 	d0=$(stat deferred)
 	echo "set 256 1" > $b || why="$why; set 256 1 failed"
 	d1=$(stat deferred)
 	echo 0 > $online || why="$why; CPU 3 cannot go offline"
-	r1=$(($(stat run_at_entry) - $(runs 2)))
 	stop
 	echo 1 > $online || why="$why; CPU 3 cannot come back online"
+	r1=$(runs 3)
 	echo "@@ info $t deferred=$((d1 - d0)) cpu3_runs=$((r1 - r0))"
 	[ $((d1 - d0)) -ge 6 ] || why="$why; only $((d1 - d0)) rounds deferred, not 3 to each isolated CPU"
-	[ "$r1" -gt "$r0" ] || why="$why; CPU 3 went offline without running its deferred work"
+	[ $((r1 - r0)) -ge 2 ] || why="$why; CPU 3 went offline without running its deferred work"
 	grep -q "^cpu3 .* isolated 1" $cpus || why="$why; CPU 3 is not isolated after coming back"
 	bad=$(check 256)
 	[ -z "$bad" ] || why="$why; $bad"
@@ -355,8 +362,9 @@ fi
 # The audit sees work dropped at entry: the next two entries that take
 # work drop it (text_poke/defer_skip_work), a key flips while CPUs 2-3 are
 # in user space, then a task runs on each, which makes it enter the kernel
-# and take its sync. Both syncs are lost, and the audit says so: the
-# comparison of added and run above fails when entry work is skipped.
+# and take its sync. Both syncs are lost (there, or on an idle CPU that
+# woke first), and the audit says so: the comparison of added and run
+# above fails when entry work is skipped.
 t=defer_dropped_sync_is_seen
 sk=/sys/kernel/debug/text_poke/defer_skip_work
 why=

@@ -459,13 +459,13 @@ struct cpumask *text_poke_rs_round_mask(void)
 }
 
 /*
- * A sync round the Rust batch deferred to isolated CPUs in user space
- * (jump_label_rs/defer.rs): the IPIs to every other CPU.
+ * A sync round the Rust batch deferred to idle CPUs and isolated CPUs in
+ * user space (jump_label_rs/defer.rs): the IPIs to every other CPU.
  */
 void text_poke_rs_sync_round(struct text_poke_rs_round *round)
 {
 	text_poke_rs_note_sync();
-	if (!round->asked.deferred) {
+	if (!round->asked.deferred && !round->asked.idle) {
 		/* Nobody deferred: the round upstream's batch makes. */
 		on_each_cpu(text_poke_rs_do_sync_core, NULL, 1);
 	} else {

@@ -236,11 +236,13 @@ void text_poke_rs_count_unmapped(void)
 }
 
 /*
- * The deferral's counts: sync rounds of other CPUs deferred (of which
+ * The deferral's counts: sync rounds of isolated CPUs deferred (of which
  * waited: found in the kernel first) and sent as IPIs (of which
- * wait_expired: waited for in vain); kernel TLB flushes deferred and sent.
+ * wait_expired: waited for in vain), sync rounds of other CPUs deferred
+ * while they were idle; kernel TLB flushes deferred and sent.
  */
 static atomic64_t text_poke_rs_deferred;
+static atomic64_t text_poke_rs_deferred_idle;
 static atomic64_t text_poke_rs_waited;
 static atomic64_t text_poke_rs_wait_expired;
 static atomic64_t text_poke_rs_sent;
@@ -250,6 +252,7 @@ static atomic64_t ct_work_rs_tlb_sent;
 void text_poke_rs_note_deferral(const struct ct_work_rs_asked *asked)
 {
 	atomic64_add(asked->deferred, &text_poke_rs_deferred);
+	atomic64_add(asked->idle, &text_poke_rs_deferred_idle);
 	atomic64_add(asked->waited, &text_poke_rs_waited);
 	atomic64_add(asked->expired, &text_poke_rs_wait_expired);
 	atomic64_add(asked->sent, &text_poke_rs_sent);
@@ -281,6 +284,8 @@ static int text_poke_rs_stats_show(struct seq_file *m, void *v)
 	if (IS_ENABLED(CONFIG_TEXT_POKE_RS_DEFER)) {
 		seq_printf(m, "deferred %lld\n",
 			   atomic64_read(&text_poke_rs_deferred));
+		seq_printf(m, "deferred_idle %lld\n",
+			   atomic64_read(&text_poke_rs_deferred_idle));
 		seq_printf(m, "waited %lld\n", atomic64_read(&text_poke_rs_waited));
 		seq_printf(m, "sent %lld\n", atomic64_read(&text_poke_rs_sent));
 		seq_printf(m, "wait_expired %lld\n",

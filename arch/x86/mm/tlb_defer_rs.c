@@ -132,6 +132,12 @@ noinstr enum ct_work_rs_flush ct_work_rs_tlb_flush_at_entry(void)
  *   a kernel_cr3_loaded flag set apart from the CR3 write: there is no
  *   window in which the word says "user" while this CPU may touch memory a
  *   stale entry could map.
+ * - idle CPUs, which take text-poke syncs as work bits, take these
+ *   flushes by IPI (Work::IDLE in ct_work.rs): between ct_idle_enter() and
+ *   ct_idle_exit() the idle code reaches the cpuidle driver's state
+ *   through pointers, which scripts/danger-data.py cannot follow, as it
+ *   follows the entry code; so no check says that a stale entry cannot be
+ *   used there.
  * - the cost of context tracking at entry (Andy Lutomirski) and frequent
  *   enter/leave (Nadav Amit): see "Cost" in
  *   kernel/context_tracking_work/word.c; the flush itself is only paid by
@@ -146,7 +152,7 @@ bool ct_work_rs_tlb_needs_ipi(int cpu, void *info)
 		text_poke_rs_note_tlb(true);
 		return false;
 	}
-	if (ct_work_rs_word(cpu))
+	if (ct_work_rs_cpu_isolated(cpu))
 		text_poke_rs_note_tlb(false);
 	return true;
 }

@@ -2,7 +2,7 @@
 
 //! KUnit suite `ct_work_rs`: the work word's state machine on simulated CPUs, the C entry side
 //! against the protocol, and the real per-CPU word of this kernel, which KUnit (no user space)
-//! can only see refuse work. `make test` boots KUnit with `nohz_full=3`; its user-space boot
+//! can only see take work in idle. `make test` boots KUnit with `nohz_full=3`; its user-space boot
 //! checks deferral itself.
 
 #[kernel::prelude::kunit_tests(ct_work_rs)]
@@ -12,6 +12,7 @@ mod tests {
         ct_work::{self, Context, Deferral, Levels, Value, Word, Work},
         defer_on,
         next_isolated,
+        next_online,
         Refusal, //
     };
     use core::sync::atomic::{AtomicU32, Ordering::SeqCst};
@@ -135,6 +136,7 @@ mod tests {
     #[test]
     fn entry_side_follows_the_protocol() {
         let user = |w: Work| Value::from_raw(Value::USER.raw() | w.bits() << ct_work::WORK_SHIFT);
+        let idle = |w: Work| Value::from_raw(Value::IDLE.raw() | w.bits() << ct_work::WORK_SHIFT);
         let words = [
             Value::KERNEL,
             Value::USER,
@@ -143,9 +145,15 @@ mod tests {
             user(BOTH),
             Value::KERNEL_TAKING,
             Value::USER_OFF,
+            Value::IDLE,
+            idle(Work::SYNC_CORE),
+            idle(Work::TLB_FLUSH),
+            idle(BOTH),
         ];
         for w in words {
-            for l in [0, 1, 2, 3, 0b0100, 0b0111, 0b1001, 0b1110] {
+            for l in [
+                0, 1, 2, 3, 4, 5, 6, 7, 0o10, 0o17, 0o41, 0o46, 0o71, 0o416, 0o777,
+            ] {
                 let steps = [
                     ("enter", c_step(c_enter, w, l), rust_step(rust_enter, w, l)),
                     ("ran", c_step(c_ran, w, l), rust_step(rust_ran, w, l)),
@@ -218,11 +226,31 @@ mod tests {
         assert_eq!(ct_work::defer(&w, Work::SYNC_CORE), Deferral::Ipi);
         ct_work::resume(&w, left);
         assert_eq!(w.load(), Value::USER);
-        // An NMI from the kernel (or idle) leaves the word as it was.
+        // An NMI from the kernel leaves the word as it was.
         assert_eq!(ct_work::enter(&w), Work::NONE);
         let (left, work) = ct_work::interrupt(&w);
         assert_eq!((left, work), (Context::Kernel, Work::NONE));
         ct_work::resume(&w, left);
+        assert_eq!(w.load(), Value::KERNEL);
+        // Idle: a sync waits, an interrupt takes it and gives the word back saying idle, and
+        // idle exit takes what came since.
+        ct_work::idle(&w);
+        assert_eq!(
+            ct_work::defer(&w, Work::SYNC_CORE),
+            Deferral::Deferred(Work::SYNC_CORE)
+        );
+        let (left, work) = ct_work::interrupt(&w);
+        assert_eq!((left, work), (Context::Idle, Work::SYNC_CORE));
+        assert_eq!(ct_work::defer(&w, Work::SYNC_CORE), Deferral::Ipi);
+        ct_work::resume(&w, left);
+        assert_eq!(w.load(), Value::IDLE);
+        // An idle CPU takes no kernel TLB flush: that is an IPI.
+        assert_eq!(ct_work::defer(&w, Work::TLB_FLUSH), Deferral::Ipi);
+        assert_eq!(
+            ct_work::defer(&w, Work::SYNC_CORE),
+            Deferral::Deferred(Work::SYNC_CORE)
+        );
+        assert_eq!(ct_work::enter(&w), Work::SYNC_CORE);
         assert_eq!(w.load(), Value::KERNEL);
     }
 
@@ -233,44 +261,160 @@ mod tests {
     }
 
     #[test]
-    fn real_word_refuses_cpus_not_in_user_space() {
+    fn real_word_takes_work_only_in_idle() {
         // SAFETY: Reads a variable set at boot.
         let nr = unsafe { bindings::nr_cpu_ids };
-        let mut isolated = None;
         for cpu in 0..nr {
-            // No CPU runs user space while KUnit runs: an isolated one is in the kernel (this
-            // test's, maybe) or idle, the others never defer.
+            // No CPU runs user space while KUnit runs: each is in the kernel (this test's, maybe)
+            // or idle, where it takes the work (and runs it when it wakes).
             match defer_on(cpu as i32, Work::SYNC_CORE) {
-                Err(Refusal::NotInUser) => isolated = Some(cpu),
-                Err(Refusal::NotIsolated) => {}
-                Ok(()) | Err(Refusal::LeftWithDeferralOff) => {
-                    panic!("CPU {cpu} said it is in user space while no CPU runs user space")
+                Ok(()) | Err(Refusal::InKernel) => assert!(online(cpu)),
+                Err(Refusal::Offline) => assert!(!online(cpu)),
+                Err(Refusal::LeftWithDeferralOff) => {
+                    panic!("CPU {cpu} said it left for user space while no CPU runs user space")
                 }
             }
         }
-        assert_eq!(
-            defer_on(nr as i32, Work::SYNC_CORE),
-            Err(Refusal::NotIsolated)
-        );
-        assert_eq!(defer_on(-1, Work::SYNC_CORE), Err(Refusal::NotIsolated));
+        assert_eq!(defer_on(nr as i32, Work::SYNC_CORE), Err(Refusal::Offline));
+        assert_eq!(defer_on(-1, Work::SYNC_CORE), Err(Refusal::Offline));
         // make test boots KUnit with nohz_full=3.
-        let cpu = isolated.expect("no isolated CPU: boot with nohz_full=");
-        // Offline, an isolated CPU takes nothing; back online, it is in the kernel again. (If this
+        let cpu = next_isolated(-1);
+        assert!(cpu >= 0 && (cpu as u32) < nr);
+        let cpu = cpu as u32;
+        // Offline, a CPU takes nothing; back online, it is in the kernel or idle again. (If this
         // test runs there, it moves.)
         // SAFETY: `cpu` is online; it may sleep.
         assert_eq!(unsafe { bindings::remove_cpu(cpu) }, 0);
         assert!(!online(cpu));
-        assert_eq!(
-            defer_on(cpu as i32, Work::SYNC_CORE),
-            Err(Refusal::NotIsolated)
-        );
+        assert_eq!(defer_on(cpu as i32, Work::SYNC_CORE), Err(Refusal::Offline));
         // SAFETY: `cpu` is a present CPU that went offline above.
         assert_eq!(unsafe { bindings::add_cpu(cpu) }, 0);
         assert!(online(cpu));
-        assert_eq!(
+        assert!(matches!(
             defer_on(cpu as i32, Work::SYNC_CORE),
-            Err(Refusal::NotInUser)
-        );
+            Ok(()) | Err(Refusal::InKernel)
+        ));
+    }
+
+    /// Whether `cpu`'s word says idle, within about a second.
+    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    fn wait_idle(cpu: i32) -> bool {
+        for _ in 0..1000 {
+            if word(cpu) & Value::IDLE.raw() != 0 {
+                return true;
+            }
+            // SAFETY: Sleeps; a KUnit test's kthread holding no lock may.
+            unsafe { bindings::msleep(1) };
+        }
+        false
+    }
+
+    /// `cpu`'s work word, or `u32::MAX` if it is offline.
+    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    fn word(cpu: i32) -> u32 {
+        // SAFETY: Only reads CPU masks; any `cpu` is accepted.
+        let word = unsafe { bindings::ct_work_rs_word(cpu) };
+        if word.is_null() {
+            return u32::MAX;
+        }
+        // SAFETY: A CPU's word lives as long as the kernel, and is only accessed atomically.
+        unsafe { AtomicU32::from_ptr(word) }.load(SeqCst)
+    }
+
+    /// The work `cpu` ran at entry or idle exit, all told.
+    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    fn runs(cpu: i32) -> u64 {
+        // SAFETY: Reads a per-CPU counter; any possible `cpu` is accepted.
+        unsafe { bindings::ct_work_rs_runs(cpu) as u64 }
+    }
+
+    /// What [`probe`] saw on the CPU it ran on, in an IPI's handler.
+    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    struct Seen {
+        runs: u64,
+        word: u32,
+    }
+
+    /// An IPI's handler: records the work its CPU has run and its word.
+    ///
+    /// # Safety
+    ///
+    /// `info` points to a [`Seen`] that nothing else accesses until the IPI's sender returns.
+    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    unsafe extern "C" fn probe(info: *mut core::ffi::c_void) {
+        let cpu = kernel::cpu::CpuId::current().as_u32() as i32;
+        // SAFETY: As the caller guarantees.
+        let seen = unsafe { &mut *info.cast::<Seen>() };
+        seen.runs = runs(cpu);
+        seen.word = word(cpu);
+    }
+
+    /// An idle CPU takes work as a bit, and runs it when an interrupt wakes it, before the
+    /// interrupt's handler; meanwhile its word says kernel.
+    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[test]
+    fn an_idle_cpu_runs_its_work_before_an_interrupt_handler() {
+        assert!(pin(Some(0)));
+        let target = next_online(0);
+        let mut shown = false;
+        for _ in 0..20 {
+            if !wait_idle(target as i32) {
+                continue;
+            }
+            let before = runs(target as i32);
+            if defer_on(target as i32, Work::SYNC_CORE).is_err() {
+                continue;
+            }
+            let mut seen = Seen {
+                runs: 0,
+                word: u32::MAX,
+            };
+            // SAFETY: `probe` accesses `seen` only until the call returns, which waits for it.
+            let ret = unsafe {
+                bindings::smp_call_function_single(
+                    target as i32,
+                    Some(probe),
+                    (&raw mut seen).cast(),
+                    1,
+                )
+            };
+            assert_eq!(ret, 0);
+            assert!(seen.runs > before);
+            assert_eq!(seen.word, Value::KERNEL.raw());
+            shown = true;
+            break;
+        }
+        assert!(pin(None));
+        // Else the CPU was never idle, or never took the work.
+        assert!(shown);
+    }
+
+    /// Work an idle CPU took is not lost when it goes offline: the CPU leaves idle, and runs it,
+    /// first.
+    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[test]
+    fn an_idle_cpu_runs_its_work_before_it_goes_offline() {
+        let cpu = next_isolated(-1);
+        let mut shown = false;
+        for _ in 0..20 {
+            if !wait_idle(cpu) {
+                continue;
+            }
+            let before = runs(cpu);
+            if defer_on(cpu, Work::SYNC_CORE).is_err() {
+                continue;
+            }
+            // SAFETY: `cpu` is online; it may sleep.
+            assert_eq!(unsafe { bindings::remove_cpu(cpu as u32) }, 0);
+            let after = runs(cpu);
+            // SAFETY: `cpu` is a present CPU that went offline above.
+            assert_eq!(unsafe { bindings::add_cpu(cpu as u32) }, 0);
+            assert!(after > before);
+            shown = true;
+            break;
+        }
+        // Else the CPU was never idle, or never took the work.
+        assert!(shown);
     }
 
     /// Lets the calling task run on `cpu` only, or on every possible CPU again if `None`, and
@@ -307,13 +451,15 @@ mod tests {
         let Ok(mut mask) = mask else { return };
         let mut asked = bindings::ct_work_rs_asked {
             deferred: 0,
+            idle: 0,
             waited: 0,
             expired: 0,
             sent: 0,
         };
         let pinned = pin(Some(cpu));
         // On its own isolated CPU, in the kernel: the sender neither defers to that CPU nor waits
-        // for it to be in user space, nor counts an IPI for it (it does the work itself).
+        // for it to be in user space, nor counts an IPI for it (it does the work itself). The
+        // other CPUs are housekeeping CPUs, idle or in the kernel.
         if pinned {
             ask(Work::SYNC_CORE, &mut mask, &mut asked);
         }
@@ -323,6 +469,7 @@ mod tests {
             (asked.deferred, asked.waited, asked.expired, asked.sent),
             (0, 0, 0, 0)
         );
-        assert_eq!(mask.weight(), 0);
+        assert_eq!(mask.weight(), asked.idle);
+        assert!(kernel::cpu::CpuId::from_i32(cpu).is_some_and(|id| !mask.test(id)));
     }
 }

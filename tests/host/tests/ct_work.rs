@@ -15,6 +15,10 @@
 //! not watching, as the NMI's, and with its own level). At the end, one more entry must catch
 //! up on whatever is still pending. Four broken variants show the check fails, one of them the
 //! single "this NMI came from user space" flag that a nested exit consumes.
+//!
+//! The same model runs with the target going idle instead of to user space, for some or all of
+//! its exits from the kernel: idle exit takes the word as kernel entry does, and the NMI is an
+//! interrupt in idle. An idle exit that reads the word without taking it is caught.
 
 use jump_label_rs_host::ct_work::{self, Context, Deferral, Levels, Value, Word, Work};
 use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
@@ -69,6 +73,7 @@ struct Protocol {
     enter: fn(&LoomWord) -> Work,
     nmi_enter: fn(&LoomWord, &LoomLevels) -> Work,
     nmi_exit: fn(&LoomWord, &LoomLevels),
+    idle_exit: fn(&LoomWord) -> Work,
 }
 
 fn defer(word: &LoomWord, work: Work) -> Deferral {
@@ -102,11 +107,16 @@ fn nmi_enter(word: &LoomWord, levels: &LoomLevels) -> Work {
 /// As `ct_work_rs_nmi_exit()` does.
 fn nmi_exit(word: &LoomWord, levels: &LoomLevels) {
     let all = levels.load();
-    if all & ct_work::LEVEL_USER == 0 {
+    if all & (ct_work::LEVEL_USER | ct_work::LEVEL_IDLE) == 0 {
         levels.store(all >> ct_work::LEVEL_BITS);
         return;
     }
     ct_work::nmi_exit(word, levels)
+}
+
+/// As `ct_work_rs_idle_exit()` does: the same as entry from user space.
+fn idle_exit(word: &LoomWord) -> Work {
+    enter(word)
 }
 
 const CORRECT: Protocol = Protocol {
@@ -114,7 +124,14 @@ const CORRECT: Protocol = Protocol {
     enter,
     nmi_enter,
     nmi_exit,
+    idle_exit,
 };
+
+/// Broken: idle exit sees no work of its own to run, and marks the word kernel.
+fn idle_exit_forgetting(word: &LoomWord) -> Work {
+    word.store(Value::KERNEL);
+    Work::NONE
+}
 
 /// Broken: an NMI only reads the word, leaving the work for the next entry.
 fn nmi_enter_peek(word: &LoomWord, levels: &LoomLevels) -> Work {
@@ -186,13 +203,22 @@ struct Cpu {
     finished: AtomicBool,
     /// How many of the target's next returns to user space find deferral switched off.
     exits_off: AtomicU32,
+    /// The target's exits from the kernel so far.
+    exits: AtomicU32,
+    /// Which of them go idle (bit `n` for exit `n`, the last bit for every later one) instead of
+    /// to user space.
+    idle_exits: u32,
 }
 
 /// The target's kernel entry: the work taken at entry, then a pending IPI; then it runs kernel
 /// text, which must be at least as new as every round done. With `mc`, a machine check nests
 /// between the entry's taking the work and running it.
 fn kernel_visit(cpu: &Cpu, p: Protocol, mc: bool) {
-    let work = (p.enter)(&cpu.word);
+    let work = if cpu.word.load().context() == Context::Idle {
+        (p.idle_exit)(&cpu.word)
+    } else {
+        (p.enter)(&cpu.word)
+    };
     if mc {
         mc_visit(cpu, p);
     }
@@ -212,8 +238,12 @@ fn kernel_visit(cpu: &Cpu, p: Protocol, mc: bool) {
         synced >= done,
         "kernel text run after round {done} with text {synced}"
     );
+    let n = cpu.exits.load(SeqCst);
+    cpu.exits.store(n + 1, SeqCst);
     let off = cpu.exits_off.load(SeqCst);
-    if off > 0 {
+    if cpu.idle_exits >> n.min(31) & 1 != 0 {
+        ct_work::idle(&cpu.word);
+    } else if off > 0 {
         cpu.exits_off.store(off - 1, SeqCst);
         ct_work::exit_off(&cpu.word);
     } else {
@@ -275,9 +305,26 @@ fn model(p: Protocol, mc: u32) {
     model_with(p, mc, Value::USER, 0);
 }
 
+/// Every exit from the kernel goes idle.
+const ALL_IDLE: u32 = u32::MAX;
+/// The first exit goes idle, the others to user space.
+const FIRST_IDLE: u32 = 1;
+/// The first exit goes to user space, the others idle.
+const THEN_IDLE: u32 = !1;
+
+/// The model with the target idle at the start, and its exits from the kernel going idle as
+/// `idle_exits` says.
+fn model_idle(p: Protocol, mc: u32, idle_exits: u32) {
+    model_all(p, mc, Value::IDLE, 0, idle_exits);
+}
+
 /// The model with the target's word at `start` and its first `exits_off` returns to user space
 /// made with deferral switched off.
 fn model_with(p: Protocol, mc: u32, start: Value, exits_off: u32) {
+    model_all(p, mc, start, exits_off, 0);
+}
+
+fn model_all(p: Protocol, mc: u32, start: Value, exits_off: u32, idle_exits: u32) {
     // At most four preemptions: the broken variants are caught with two, and the unbounded
     // exploration, which passes too, takes about nine minutes.
     let mut builder = loom::model::Builder::new();
@@ -292,6 +339,8 @@ fn model_with(p: Protocol, mc: u32, start: Value, exits_off: u32) {
             synced: AtomicU32::new(0),
             finished: AtomicBool::new(false),
             exits_off: AtomicU32::new(exits_off),
+            exits: AtomicU32::new(0),
+            idle_exits,
         });
         let sender = {
             let cpu = cpu.clone();
@@ -355,6 +404,40 @@ fn machine_check_before_the_nmi_handler() {
 #[test]
 fn machine_check_before_the_entry_ran_its_work() {
     model(CORRECT, MC_AT_ENTRY);
+}
+
+/// Idle instead of user space: the target starts idle, and goes idle after every visit to the
+/// kernel; it takes an interrupt in idle, in which a machine check nests.
+#[test]
+fn idle_deferral_never_loses_a_sync() {
+    model_idle(CORRECT, NO_MC, ALL_IDLE);
+    model_idle(CORRECT, MC_AT_ENTRY, ALL_IDLE);
+}
+
+#[test]
+fn machine_check_in_an_interrupt_in_idle() {
+    for mc in 0..=2 {
+        model_idle(CORRECT, mc, ALL_IDLE);
+    }
+}
+
+/// Idle and user space in turn.
+#[test]
+fn idle_and_user_space_in_turn() {
+    model_idle(CORRECT, NO_MC, FIRST_IDLE);
+    model_idle(CORRECT, 1, THEN_IDLE);
+    model_all(CORRECT, 2, Value::USER, 0, FIRST_IDLE);
+}
+
+#[test]
+fn idle_exit_forgetting_its_work_is_caught() {
+    let broken = Protocol {
+        idle_exit: idle_exit_forgetting,
+        ..CORRECT
+    };
+    // Never idle: idle exit never runs.
+    model(broken, NO_MC);
+    assert!(std::panic::catch_unwind(|| model_idle(broken, NO_MC, ALL_IDLE)).is_err());
 }
 
 /// Deferral switched on while the target is in user space, where it went with deferral off.
@@ -455,6 +538,58 @@ fn work_word_rules() {
         assert_eq!(work, Work::SYNC_CORE.union(Work::TLB_FLUSH));
         assert_eq!(word.load(), Value::KERNEL);
         assert!(ct_work::enter(&word).is_empty());
+    });
+}
+
+/// Idle takes syncs as user space does, but no kernel TLB flush, and an interrupt in idle gives
+/// the word back saying idle, with no work, whatever nests in it.
+#[test]
+fn idle_word_rules() {
+    loom::model(|| {
+        let word = LoomWord(AtomicU32::new(Value::KERNEL.raw()));
+        let levels = LoomLevels(AtomicU32::new(0));
+        ct_work::idle(&word);
+        assert_eq!(word.load(), Value::IDLE);
+        assert_eq!(word.load().context(), Context::Idle);
+        assert!(!ct_work::quiet(word.load()));
+        assert_eq!(
+            ct_work::defer(&word, Work::SYNC_CORE),
+            Deferral::Deferred(Work::SYNC_CORE)
+        );
+        assert_eq!(word.load().context(), Context::Idle);
+        // Not a kernel TLB flush: an idle CPU takes that as an IPI.
+        assert_eq!(ct_work::defer(&word, Work::TLB_FLUSH), Deferral::Ipi);
+        assert_eq!(
+            ct_work::defer(&word, Work::SYNC_CORE.union(Work::TLB_FLUSH)),
+            Deferral::Ipi
+        );
+        assert_eq!(word.load().work(), Work::SYNC_CORE);
+        // An interrupt in idle takes it, and refuses more until it is back in idle.
+        assert_eq!(ct_work::nmi_enter(&word, &levels), Work::SYNC_CORE);
+        assert_eq!(levels.load(), ct_work::LEVEL_IDLE | ct_work::LEVEL_TOOK);
+        assert_eq!(
+            ct_work::nmi_enter(&word, &levels),
+            Work::SYNC_CORE.union(Work::TLB_FLUSH)
+        );
+        ct_work::nmi_exit(&word, &levels);
+        ct_work::nmi_ran(&word, &levels);
+        assert_eq!(ct_work::defer(&word, Work::TLB_FLUSH), Deferral::Ipi);
+        ct_work::nmi_exit(&word, &levels);
+        assert_eq!((word.load(), levels.load()), (Value::IDLE, 0));
+        let (left, work) = ct_work::interrupt(&word);
+        assert_eq!((left, work), (Context::Idle, Work::NONE));
+        ct_work::resume(&word, left);
+        assert_eq!(word.load(), Value::IDLE);
+        // Idle exit takes it all, once.
+        assert_eq!(
+            ct_work::defer(&word, Work::SYNC_CORE),
+            Deferral::Deferred(Work::SYNC_CORE)
+        );
+        assert_eq!(ct_work::enter_taking(&word), Work::SYNC_CORE);
+        assert_eq!(word.load(), Value::KERNEL_TAKING);
+        ct_work::ran(&word);
+        assert_eq!(word.load(), Value::KERNEL);
+        assert_eq!(ct_work::defer(&word, Work::SYNC_CORE), Deferral::Ipi);
     });
 }
 

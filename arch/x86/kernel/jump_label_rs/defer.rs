@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Deferral of text-poke syncs to isolated CPUs in user space: the batch's sync round, which asks
-//! the isolated CPUs to take its `sync_core()` at their next kernel entry instead of an IPI.
+//! Deferral of text-poke syncs to idle CPUs and isolated CPUs in user space: the batch's sync
+//! round, which asks them to take its `sync_core()` at their next kernel entry or idle exit
+//! instead of an IPI.
 //!
 //! The work word and its senders are context tracking's (`kernel/context_tracking_work/`:
-//! `ct_work_rs_ask()` asks every isolated CPU); this module decides which batches may be
+//! `ct_work_rs_ask()` asks every other online CPU); this module decides which batches may be
 //! deferred, and makes the round. A batch that writes text a CPU can run between its entry
 //! instruction and the hook that takes the work (the danger zone of
 //! `kernel/context_tracking_work/word.c`) is never deferred.
@@ -12,7 +13,7 @@
 //! C header: [`include/linux/ct_work_rs.h`](srctree/include/linux/ct_work_rs.h).
 
 use crate::poke::PokeLoc;
-use core::{ffi::c_int, ptr};
+use core::ptr;
 use kernel::{
     bindings,
     sync::atomic::{
@@ -28,19 +29,15 @@ pub fn enabled() -> bool {
     unsafe { Atomic::from_ptr(&raw mut bindings::ct_work_rs_enabled) }.load(Relaxed)
 }
 
-/// Whether a batch of `sites` (with `base`) may be deferred: deferral is on, some CPU is
-/// isolated, and no site is in text a CPU may run before it takes its work at entry.
+/// Whether a batch of `sites` (with `base`) may be deferred: deferral is on, and no site is in
+/// text a CPU may run before it takes its work at entry or idle exit.
 pub fn may_defer(sites: &[PokeLoc], base: usize) -> bool {
-    // SAFETY: Walks the online isolated CPUs; any CPU is accepted.
-    let first = unsafe { bindings::ct_work_rs_next_isolated(-1) };
-    if !enabled() || first >= kernel::cpu::nr_cpu_ids() as c_int {
-        return false;
-    }
-    !sites.iter().any(|s| entry_text(s.addr(base)))
+    enabled() && !sites.iter().any(|s| entry_text(s.addr(base)))
 }
 
-/// Whether a CPU may run the text at `addr` before it takes its work at entry: the entry code,
-/// and the static call trampolines it calls (`ct_work_rs_danger_text`).
+/// Whether a CPU may run the text at `addr` before it takes its work at entry or idle exit: the
+/// entry code, the static call trampolines it calls, and the idle code
+/// (`ct_work_rs_danger_text`).
 pub fn entry_text(addr: usize) -> bool {
     // SAFETY: `ct_work_rs_danger_text` is set when the kernel is linked (and relocated before it
     // runs) and is `const`: nothing writes it, so reading it races with nothing.
@@ -49,8 +46,8 @@ pub fn entry_text(addr: usize) -> bool {
 }
 
 /// A sync round of the Rust batch: `sync_core()` on every online CPU, through an IPI for every
-/// other CPU but the isolated ones in user space, which take it at their next kernel entry,
-/// when `may_defer` and deferral is on.
+/// other CPU but the idle ones and the isolated ones in user space, which take it at their next
+/// kernel entry or idle exit, when `may_defer` and deferral is on.
 ///
 /// # Safety
 ///
@@ -61,6 +58,7 @@ pub unsafe fn sync(may_defer: bool) {
         local: -1,
         asked: bindings::ct_work_rs_asked {
             deferred: 0,
+            idle: 0,
             waited: 0,
             expired: 0,
             sent: 0,

@@ -34,6 +34,8 @@ static TXN_7: StaticKeyFalse = StaticKeyFalse::new();
 static KEY_CORRUPT: StaticKeyFalse = StaticKeyFalse::new();
 static KEY_RACE: StaticKeyFalse = StaticKeyFalse::new();
 static KEY_CLAIMED: StaticKeyFalse = StaticKeyFalse::new();
+#[cfg(all(CONFIG_TEXT_POKE_RS_DEFER, CONFIG_TEXT_POKE_RS_MEASURE))]
+static KEY_IDLE: StaticKeyFalse = StaticKeyFalse::new();
 
 include!("sites.rs");
 
@@ -53,6 +55,8 @@ sites_of!(site_txn_7, TXN_7);
 sites_of!(site_corrupt, KEY_CORRUPT);
 sites_of!(site_race, KEY_RACE);
 sites_of!(site_claimed, KEY_CLAIMED);
+#[cfg(all(CONFIG_TEXT_POKE_RS_DEFER, CONFIG_TEXT_POKE_RS_MEASURE))]
+sites_of!(site_idle, KEY_IDLE);
 
 /// The sites of [`KEY_STRESS`].
 const STRESS_SITES: [fn() -> u32; 4] = [
@@ -187,6 +191,40 @@ impl Drop for Track {
 
 fn mode() -> u32 {
     crate::batch::mode()
+}
+
+/// Switches deferral off until the guard is dropped, then back to what it was: every sync round
+/// interrupts every other CPU meanwhile, idle ones too.
+struct DeferralOff(bool);
+
+impl DeferralOff {
+    #[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
+    fn new() -> Self {
+        Self(Self::set(false))
+    }
+
+    #[cfg(not(CONFIG_TEXT_POKE_RS_DEFER))]
+    fn new() -> Self {
+        Self(false)
+    }
+
+    /// Sets the switch to `on`; returns what it was.
+    #[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
+    fn set(on: bool) -> bool {
+        // SAFETY: `ct_work_rs_enabled` is a `bool` that lives as long as the kernel, only read
+        // with `READ_ONCE()` and marked loads, and written with `WRITE_ONCE()`, as here.
+        unsafe { kernel::sync::atomic::Atomic::from_ptr(&raw mut bindings::ct_work_rs_enabled) }
+            .xchg(on, kernel::sync::atomic::Relaxed)
+    }
+}
+
+impl Drop for DeferralOff {
+    fn drop(&mut self) {
+        #[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
+        Self::set(self.0);
+        #[cfg(not(CONFIG_TEXT_POKE_RS_DEFER))]
+        let _ = self.0;
+    }
 }
 
 /// The CPUs the test counts IPIs on: the guest has 4, a `u64` mask holds all it may have.
@@ -376,6 +414,8 @@ mod tests {
     #[test]
     fn ipis_reach_every_cpu() {
         let _track = Track::new();
+        // With deferral on, idle CPUs take a work bit instead (suite text_poke_rs_defer).
+        let _off = DeferralOff::new();
         // Every round interrupts every other online CPU once: count what each one received,
         // from its own interrupt statistics (the CAL line of /proc/interrupts). Unrelated
         // function calls (a TLB shootdown, the switch to the TSC clocksource, another task's
@@ -862,6 +902,120 @@ mod defer_tests {
                 if global { "" } else { "not " }
             );
         }
+    }
+
+    /// What [`probe_site`] saw on the CPU it ran on, in an IPI's handler.
+    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    struct Woken {
+        runs: u64,
+        branched: bool,
+    }
+
+    /// An IPI's handler: records the work its CPU has run, then runs the idle test's site.
+    ///
+    /// # Safety
+    ///
+    /// `info` points to a [`Woken`] that nothing else accesses until the IPI's sender returns.
+    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    unsafe extern "C" fn probe_site(info: *mut core::ffi::c_void) {
+        let cpu = kernel::cpu::CpuId::current().as_u32() as i32;
+        // SAFETY: As the caller guarantees.
+        let woken = unsafe { &mut *info.cast::<Woken>() };
+        // SAFETY: Reads a per-CPU counter; any possible `cpu` is accepted.
+        woken.runs = unsafe { bindings::ct_work_rs_runs(cpu) as u64 };
+        woken.branched = super::site_idle::<0, 0>() != 0;
+    }
+
+    /// `cpu`'s work word, or 0 if it is offline.
+    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    fn word(cpu: i32) -> u32 {
+        // SAFETY: Only reads CPU masks; any `cpu` is accepted.
+        let word = unsafe { bindings::ct_work_rs_word(cpu) };
+        if word.is_null() {
+            return 0;
+        }
+        // SAFETY: A CPU's word lives as long as the kernel, and is only accessed atomically.
+        unsafe { core::sync::atomic::AtomicU32::from_ptr(word) }
+            .load(core::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Lets the calling task run on `cpu` only, or anywhere again with `None`: whether it now
+    /// runs where it should.
+    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    fn pin(cpu: Option<u32>) -> bool {
+        let task = kernel::current!();
+        let all = &raw const bindings::__cpu_possible_mask;
+        let Some(cpu) = cpu else {
+            // SAFETY: The task is the caller's, alive for the call; the possible mask lives as
+            // long as the kernel. Moving a task may sleep, as a KUnit test's kthread may.
+            return unsafe { bindings::set_cpus_allowed_ptr(task.as_ptr(), all) } == 0;
+        };
+        let Some(id) = kernel::cpu::CpuId::from_u32(cpu) else {
+            return false;
+        };
+        let Ok(mut mask) = kernel::cpumask::CpumaskVar::new_zero(kernel::alloc::flags::GFP_KERNEL)
+        else {
+            return false;
+        };
+        mask.set(id);
+        // SAFETY: As above; `mask` lives until the call returns.
+        let ret = unsafe { bindings::set_cpus_allowed_ptr(task.as_ptr(), mask.as_raw()) };
+        ret == 0 && kernel::cpu::CpuId::current() == id
+    }
+
+    /// A key flipped while another CPU is idle: the CPU takes the flip's syncs as a work bit
+    /// instead of three IPIs, and when an interrupt wakes it, it has run them before the
+    /// interrupt's handler runs the site, which takes the new direction.
+    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[test]
+    fn an_idle_cpu_runs_a_flip_s_syncs_when_it_wakes() {
+        const IDLE: u32 = bindings::CT_WORK_RS_IDLE;
+        const SYNC: u32 =
+            bindings::ct_work_rs_work_CT_WORK_RS_SYNC_CORE << bindings::CT_WORK_RS_WORK_SHIFT;
+        let rust = super::mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_RUST;
+        assert!(pin(Some(0)));
+        // SAFETY: Walks the online CPUs; any `cpu` is accepted.
+        let target = unsafe { bindings::ct_work_rs_next_online(0) };
+        let mut deferred = 0;
+        for _ in 0..10 {
+            // Let the target go idle.
+            for _ in 0..1000 {
+                if word(target) & IDLE != 0 {
+                    break;
+                }
+                // SAFETY: Sleeps; a KUnit test's kthread holding no lock may.
+                unsafe { bindings::msleep(1) };
+            }
+            // SAFETY: As in `probe_site()`.
+            let before = unsafe { bindings::ct_work_rs_runs(target) as u64 };
+            assert_eq!(super::KEY_IDLE.enable(), Ok(()));
+            // Still idle, with the sync pending: no IPI of the flip reached it.
+            let pending = word(target) & (IDLE | SYNC) == IDLE | SYNC;
+            let mut woken = Woken {
+                runs: 0,
+                branched: false,
+            };
+            // SAFETY: `probe_site` accesses `woken` only until the call returns, which waits.
+            let ret = unsafe {
+                bindings::smp_call_function_single(
+                    target,
+                    Some(probe_site),
+                    (&raw mut woken).cast(),
+                    1,
+                )
+            };
+            assert_eq!(super::KEY_IDLE.disable(), Ok(()));
+            assert_eq!(ret, 0);
+            assert!(woken.branched);
+            if pending {
+                assert!(woken.runs > before);
+                deferred += 1;
+            }
+        }
+        assert!(pin(None));
+        // Upstream's batch (text_poke=c) never defers; the Rust batch did, on some attempt.
+        assert!(!rust || deferred > 0);
+        kernel::pr_info!("idle CPU {target}: {deferred} of 10 flips deferred to it\n");
     }
 
     #[test]

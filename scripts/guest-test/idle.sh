@@ -1,0 +1,132 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+# Text-poke syncs deferred to idle CPUs, which need no nohz_full=: the
+# guest boots with no CPU isolated (make test's -noiso boot), CPUs 1-3 run
+# nothing, and CPU 0 flips a key of one site, with deferral off and on in
+# the same boot. Off, each flip interrupts each idle CPU with 3
+# function-call IPIs (CAL); on, with none: each takes a work bit, and runs
+# sync_core() when it next leaves idle or takes an interrupt. Then a task
+# on each idle CPU runs the key's site: the CPU ran its deferred work
+# first (its count of work run at idle exit rose) and the site takes the
+# new direction. Then CPU hotplug with syncs pending on an idle CPU, and
+# the audit of CONFIG_TEXT_POKE_RS_DEFER_DEBUG: every sync added to an idle
+# CPU's word was run, exactly once.
+b=/sys/kernel/debug/text_poke_bench/run
+m=/sys/kernel/debug/text_poke/mode
+d=/sys/kernel/debug/text_poke/defer
+cpus=/sys/kernel/debug/text_poke/cpus
+st=/sys/kernel/debug/text_poke/stats
+idle="1 2 3"
+# Flips per storm, and the IPIs an idle CPU may take meanwhile for other
+# reasons with deferral on (a timer's wake-up is no IPI).
+flips=200
+slack=10
+
+. /tests/cases.inc
+plan 4
+fig() { sed -n "s/^$1 //p" $b; }
+stat() { sed -n "s/^$1 //p" $st; }
+# The work CPU $1 ran at entry or idle exit.
+runs() { sed -n "s/^cpu$1 .* runs \([0-9]*\) .*/\1/p" $cpus; }
+# "c1 c2 c3": the CAL counts of the idle CPUs, read at once.
+cals() { awk '$1 == "CAL:" { print $3, $4, $5 }' /proc/interrupts; }
+# storm: $flips flips of the one-site key from CPU 0; fails if one failed
+# or the site took the wrong direction there.
+storm() {
+	taskset -c 0 sh -c "echo flip 1 $flips > $b" && [ "$(fig wrong)" = 0 ]
+}
+
+rc=0
+for f in $b $m $d $cpus $st; do
+	[ -e $f ] || error "$f missing (CONFIG_TEXT_POKE_RS_DEFER, _MEASURE or the bench off?)"
+done
+iso=$(cat /sys/devices/system/cpu/nohz_full 2>/dev/null)
+[ -z "$iso" ] || [ "$iso" = "(null)" ] || error "nohz_full is '$iso': this test needs no CPU isolated"
+echo rust > $m
+# This shell and every process it starts run on CPU 0, unless told
+# otherwise: a process started on an idle CPU would wake it.
+taskset -p 1 $$ > /dev/null || error "cannot keep the test on CPU 0"
+
+# Off: every round interrupts every idle CPU; on: none.
+for mode in off on; do
+	t=idle_ipis_deferral_$mode
+	echo $mode > $d
+	why=
+	before=$(cals)
+	di0=$(stat deferred_idle)
+	storm || why="$why; a flip failed or the site took the wrong direction on CPU 0"
+	after=$(cals)
+	di1=$(stat deferred_idle)
+	echo "@@ info $t flips=$flips cal_before=$before cal_after=$after deferred_idle=$((di1 - di0))"
+	set -- $before
+	for c in $after; do
+		got=$((c - $1))
+		if [ $mode = off ]; then
+			[ $got -ge $((3 * flips)) ] || why="$why; an idle CPU took $got IPIs for $flips flips, not 3 each"
+		else
+			[ $got -le $slack ] || why="$why; an idle CPU took $got IPIs for $flips flips"
+		fi
+		shift
+	done
+	if [ $mode = off ]; then
+		[ $((di1 - di0)) = 0 ] || why="$why; $((di1 - di0)) rounds deferred with deferral off"
+	else
+		[ $((di1 - di0)) -ge $((3 * flips)) ] || why="$why; only $((di1 - di0)) rounds deferred to idle CPUs"
+	fi
+	if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
+done
+
+# A CPU that wakes runs the work it took before the site: the key flips
+# while the CPUs are idle, then a task on each runs the site.
+t=idle_wakeup_runs_new_direction
+why=
+for v in 1 0; do
+	r0=
+	for c in $idle; do r0="$r0 $(runs $c)"; done
+	taskset -c 0 sh -c "echo set 1 $v > $b" || why="$why; set 1 $v failed"
+	set -- $r0
+	for c in $idle; do
+		out=$(taskset -c $c sh -c "echo sites 1 > $b && cat $b") ||
+			{ why="$why; sites 1 failed on CPU $c"; shift; continue; }
+		w=$(echo "$out" | sed -n 's/^wrong //p')
+		[ "$w" = 0 ] || why="$why; CPU $c: the site took the old direction"
+		[ "$(runs $c)" -gt "$1" ] || why="$why; CPU $c woke without running deferred work"
+		shift
+	done
+done
+if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
+
+# CPU hotplug with a sync pending on an idle CPU: CPU 3 takes the flip's
+# syncs as a bit, goes offline and comes back; every sync added to its
+# word was run, by one of its idle exits or by its way back online
+# (CONFIG_TEXT_POKE_RS_DEFER_DEBUG's audit), and its site takes the new
+# direction.
+t=idle_hotplug_pending
+online=/sys/devices/system/cpu/cpu3/online
+why=
+if [ ! -w $online ]; then
+	fail $t "$online missing or not writable (CONFIG_HOTPLUG_CPU off?)"
+else
+	done_=
+	for try in 1 2 3 4 5; do
+		taskset -c 0 sh -c "echo set 1 1 > $b" || why="$why; set 1 1 failed"
+		pending=$(sed -n 's/^cpu3 idle work \(0x[0-9a-f]*\) .*/\1/p' $cpus)
+		echo 0 > $online || why="$why; CPU 3 cannot go offline"
+		echo 1 > $online || why="$why; CPU 3 cannot come back online"
+		echo "@@ info $t try=$try pending=${pending:-none}"
+		out=$(taskset -c 3 sh -c "echo sites 1 > $b && cat $b")
+		[ "$(echo "$out" | sed -n 's/^wrong //p')" = 0 ] || why="$why; CPU 3: the site took the old direction"
+		taskset -c 0 sh -c "echo set 1 0 > $b" || why="$why; set 1 0 failed"
+		if [ -n "$pending" ] && [ "$pending" != 0x0 ]; then
+			done_=1
+			break
+		fi
+	done
+	[ -n "$done_" ] || why="$why; CPU 3 was never idle with the sync pending"
+	[ "$(cat $online)" = 1 ] || echo 1 > $online
+	bad=$(audit_wrong sync $idle)
+	[ -z "$bad" ] || why="$why; $bad"
+	[ "$(stat lost_at_entry)" = 0 ] || why="$why; $(stat lost_at_entry) kinds of work lost at entry"
+	if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
+fi
+exit $rc
