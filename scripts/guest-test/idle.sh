@@ -8,7 +8,8 @@
 # sync_core() when it next leaves idle or takes an interrupt. Then a task
 # on each idle CPU runs the key's site: the CPU ran its deferred work
 # first (its count of work run at idle exit rose) and the site takes the
-# new direction. Then CPU hotplug with syncs pending on an idle CPU, and
+# new direction. The same while CPUs 1-3 nap, entering and leaving idle
+# all the time. Then CPU hotplug with syncs pending on an idle CPU, and
 # the audit of CONFIG_TEXT_POKE_RS_DEFER_DEBUG: every sync added to an idle
 # CPU's word was run, exactly once.
 b=/sys/kernel/debug/text_poke_bench/run
@@ -23,7 +24,7 @@ flips=200
 slack=10
 
 . /tests/cases.inc
-plan 4
+plan 5
 fig() { sed -n "s/^$1 //p" $b; }
 stat() { sed -n "s/^$1 //p" $st; }
 # The work CPU $1 ran at entry or idle exit.
@@ -96,6 +97,38 @@ for v in 1 0; do
 done
 if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 
+# CPUs that nap: a task on each of CPUs 1-3 sleeps 100 us at a time, so
+# that rounds find them in the kernel, entering idle, idle and leaving it,
+# all the time. Every round reaches each as an IPI or a bit it runs when
+# it wakes: each then runs the site in its new direction, and nothing
+# added to a word was lost.
+t=idle_napping_nothing_lost
+why=
+naps=
+for c in $idle; do
+	taskset -c $c sh -c 'while :; do usleep 100; done' &
+	naps="$naps $!"
+done
+di0=$(stat deferred_idle)
+storm || why="$why; a flip failed or the site took the wrong direction on CPU 0"
+di1=$(stat deferred_idle)
+taskset -c 0 sh -c "echo set 1 1 > $b" || why="$why; set 1 1 failed"
+for c in $idle; do
+	out=$(taskset -c $c sh -c "echo sites 1 > $b && cat $b") ||
+		{ why="$why; sites 1 failed on CPU $c"; continue; }
+	[ "$(echo "$out" | sed -n 's/^wrong //p')" = 0 ] || why="$why; CPU $c: the site took the old direction"
+done
+# shellcheck disable=SC2086
+kill $naps 2> /dev/null
+wait 2> /dev/null
+taskset -c 0 sh -c "echo set 1 0 > $b" || why="$why; set 1 0 failed"
+echo "@@ info $t flips=$flips deferred_idle=$((di1 - di0))"
+[ $((di1 - di0)) -gt 0 ] || why="$why; no round deferred to a napping CPU"
+bad=$(audit_wrong sync $idle)
+[ -z "$bad" ] || why="$why; $bad"
+[ "$(stat lost_at_entry)" = 0 ] || why="$why; $(stat lost_at_entry) kinds of work lost at entry"
+if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
+
 # CPU hotplug with a sync pending on an idle CPU: CPU 3 takes the flip's
 # syncs as a bit, goes offline and comes back; every sync added to its
 # word was run, by one of its idle exits or by its way back online
@@ -108,7 +141,7 @@ if [ ! -w $online ]; then
 	fail $t "$online missing or not writable (CONFIG_HOTPLUG_CPU off?)"
 else
 	done_=
-	for try in 1 2 3 4 5; do
+	for try in 1 2 3 4 5 6 7 8 9 10; do
 		taskset -c 0 sh -c "echo set 1 1 > $b" || why="$why; set 1 1 failed"
 		pending=$(sed -n 's/^cpu3 idle work \(0x[0-9a-f]*\) .*/\1/p' $cpus)
 		echo 0 > $online || why="$why; CPU 3 cannot go offline"
