@@ -29,10 +29,20 @@ pub fn enabled() -> bool {
     unsafe { Atomic::from_ptr(&raw mut bindings::ct_work_rs_enabled) }.load(Relaxed)
 }
 
-/// Whether a batch of `sites` (with `base`) may be deferred: deferral is on, and no site is in
-/// text a CPU may run before it takes its work at entry or idle exit.
+/// Whether a batch of `sites` (with `base`), sorted by address, may be deferred: deferral is on,
+/// and no site is in text a CPU may run before it takes its work at entry or idle exit. A binary
+/// search for each range of that text: a batch of 1024 sites pays about 30 probes, not 3,072
+/// comparisons.
 pub fn may_defer(sites: &[PokeLoc], base: usize) -> bool {
-    enabled() && !sites.iter().any(|s| entry_text(s.addr(base)))
+    if !enabled() {
+        return false;
+    }
+    // SAFETY: As in `entry_text()`.
+    let ranges = unsafe { (&raw const bindings::ct_work_rs_danger_text).read() };
+    !ranges.iter().any(|r| {
+        let first = sites.partition_point(|s| s.addr(base) < r[0]);
+        sites.get(first).is_some_and(|s| s.addr(base) < r[1])
+    })
 }
 
 /// Whether a CPU may run the text at `addr` before it takes its work at entry or idle exit: the

@@ -1033,5 +1033,34 @@ mod defer_tests {
         assert!(!defer::entry_text(
             super::text_poke_sc_call as *const () as usize
         ));
+        // A batch, sorted by address, is refused when any one of its sites is there: first,
+        // last or in between, among sites that are not.
+        assert!(defer::enabled());
+        let base = (&raw const bindings::_stext).addr();
+        let int3 = |addr: usize| {
+            crate::poke::PokeLoc::new(base, addr, &[0xcc], None)
+                .unwrap_or(crate::poke::PokeLoc::EMPTY)
+        };
+        // Through black_box(): an address inside a function, folded into a relocation, is
+        // one objtool takes for an indirect branch target without ENDBR.
+        let noinstr = site_noinstr as *const () as usize;
+        let text = core::hint::black_box(super::site_1::<0, 0> as *const () as usize);
+        let tramp = core::hint::black_box(tramp);
+        let plain = [text, text + 16, text + 32].map(int3);
+        assert!(plain.iter().all(|s| s.addr(base) != base));
+        assert!(defer::may_defer(&plain, base));
+        let mut sites = [text, text + 16, noinstr, tramp, tramp + 1].map(int3);
+        assert!(sites.iter().all(|s| s.addr(base) != base));
+        sites.sort_unstable_by_key(|s| s.addr(base));
+        for i in 0..sites.len() {
+            let alone = &sites[i..=i];
+            assert_eq!(
+                defer::may_defer(alone, base),
+                !defer::entry_text(alone[0].addr(base))
+            );
+        }
+        assert!(!defer::may_defer(&sites, base));
+        assert!(!defer::may_defer(&sites[..3], base));
+        assert!(!defer::may_defer(&sites[2..], base));
     }
 }
