@@ -392,6 +392,9 @@ static struct text_poke_timed_exec {
 	struct task_struct *task;
 	unsigned long (*site)(void);
 	struct text_poke_timed timed;
+	/* It ran the site once; and from when on it counts its runs. */
+	bool running;
+	bool counting;
 } text_poke_timed_exec;
 
 static int text_poke_timed_fn(void *data)
@@ -408,7 +411,9 @@ static int text_poke_timed_fn(void *data)
 		t0 = local_clock();
 		e->site();
 		t1 = local_clock();
-		if (__this_cpu_read(text_poke_rs_int3_hits) != hits) {
+		if (!READ_ONCE(e->counting)) {
+			/* Started, not yet flipping: not counted. */
+		} else if (__this_cpu_read(text_poke_rs_int3_hits) != hits) {
 			e->timed.hits++;
 			e->timed.hit_ns += t1 - t0;
 		} else {
@@ -416,6 +421,7 @@ static int text_poke_timed_fn(void *data)
 			e->timed.plain_ns += t1 - t0;
 		}
 		local_irq_restore(flags);
+		WRITE_ONCE(e->running, true);
 		cpu_relax();
 		cond_resched();
 	}
@@ -426,7 +432,7 @@ int text_poke_timed_start(unsigned long (*site)(void))
 {
 	struct text_poke_timed_exec *e = &text_poke_timed_exec;
 	struct task_struct *t;
-	int self, cpu;
+	int self, cpu, i;
 
 	if (e->task)
 		return -EBUSY;
@@ -449,6 +455,22 @@ int text_poke_timed_start(unsigned long (*site)(void))
 	}
 	e->task = t;
 	wake_up_process(t);
+	/*
+	 * Flips only once the executor runs, in the kernel: its CPU, idle
+	 * until then, would take the flips' syncs as work bits, and the
+	 * flipping CPU, with no IPI to wait for, might not let it run
+	 * before they are over (single-threaded TCG runs another vCPU when
+	 * this one waits).
+	 */
+	for (i = 0; i < HZ && !READ_ONCE(e->running); i++)
+		schedule_timeout_uninterruptible(1);
+	if (!READ_ONCE(e->running)) {
+		kthread_stop(t);
+		e->task = NULL;
+		set_cpus_allowed_ptr(current, cpu_possible_mask);
+		return -ETIMEDOUT;
+	}
+	WRITE_ONCE(e->counting, true);
 	return 0;
 }
 

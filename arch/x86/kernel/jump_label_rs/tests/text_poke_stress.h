@@ -101,7 +101,8 @@ struct text_poke_timed {
 /*
  * Pins the caller to its CPU and starts one executor on another online
  * CPU, calling @site in a loop with interrupts off around each call and
- * timing it. Returns 0 or a negative errno.
+ * timing it. Returns 0 once the executor runs, or a negative errno
+ * (-ETIMEDOUT if it did not within a second).
  */
 int text_poke_timed_start(unsigned long (*site)(void));
 
