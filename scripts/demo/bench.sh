@@ -38,6 +38,15 @@ cal() {
 	irqline CAL
 }
 
+# Every interrupt each CPU received, all lines of /proc/interrupts,
+# comma-separated: an idle CPU wakes for each.
+irqs() {
+	awk -v n="$ncpu" 'NR > 1 && $1 ~ /:$/ {
+		for (i = 2; i <= n + 1 && $i ~ /^[0-9]+$/; i++) t[i] += $i }
+		END { s = t[2] + 0; for (i = 3; i <= n + 1; i++) s = s "," t[i] + 0; print s }' \
+		/proc/interrupts
+}
+
 # Each CPU's user time and all its time, in ticks, "user/total" comma-separated.
 usertime() {
 	awk '$1 ~ /^cpu[0-9]/ { t = 0; for (i = 2; i <= NF; i++) t += $i
@@ -76,6 +85,7 @@ measure() {
 	# Two flips first, not counted: the first flip after a switch of
 	# implementation pays for what the switch left behind.
 	echo "$warm" > $b
+	ib=$(irqs)
 	before=$(cal)
 	tb=$(irqline TLB)
 	if ! echo "$cmd" > $b; then
@@ -83,7 +93,7 @@ measure() {
 		return 1
 	fi
 	after=$(cal)
-	echo "@@ result scenario=$scenario cpus=$ncpu $(figures)cal_before=$before cal_after=$after tlb_before=$tb tlb_after=$(irqline TLB) defer=$(defer_state)"
+	echo "@@ result scenario=$scenario cpus=$ncpu $(figures)cal_before=$before cal_after=$after tlb_before=$tb tlb_after=$(irqline TLB) irq_before=$ib irq_after=$(irqs) defer=$(defer_state)"
 }
 
 # spin CPU...: a user-space busy loop pinned on each CPU, their PIDs in
@@ -266,7 +276,7 @@ figures() {
 	tr '\n' ' ' < $b | sed 's/\([a-z_]*\) \([^ ]*\) */\1=\2 /g'
 }
 
-# Deferral to isolated CPUs: on, off, or none (CONFIG_TEXT_POKE_RS_DEFER off).
+# Deferral to idle and isolated CPUs: on, off, or none (CONFIG_TEXT_POKE_RS_DEFER off).
 defer_state() {
 	cat $d 2>/dev/null || echo none
 }
@@ -679,6 +689,15 @@ for scenario in "$@"; do
 		for mode in $modes; do
 			measure flip "$mode" upstream || rc=1
 		done
+		# The share of idle deferral: rust with deferral off, every
+		# idle CPU woken by every sync round, as by c's.
+		if [ -w $d ]; then
+			echo off > $d
+			for sites in 1 8 56; do
+				measure flip rust "$sites" || rc=1
+			done
+			echo on > $d
+		fi
 	fi
 	echo "@@ done $scenario"
 done

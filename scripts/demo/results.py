@@ -86,9 +86,14 @@ def flip_rows(results, cpus, unit, kind="flip"):
         if r.get("kind") != kind or r.get("scenario") != "flip":
             continue
         row, flips, _ = flip_row(r)
+        irq = cal_delta({"cal_before": r.get("irq_before", ""),
+                         "cal_after": r.get("irq_after", "")})
+        if row["mode"] == "rust" and r.get("defer") == "off":
+            row["mode"] = "rust, defer off"
         rows.append({
             **row,
             "ipis_per_flip_per_cpu": int(r["ipis"]) / flips / max(cpus - 1, 1),
+            "irqs_per_flip_per_cpu": [round(c / flips, 2) for c in irq] if irq else None,
             "cost_per_flip": int(r["ns"]) / flips,
             "cost_min": int(r["ns_min"]),
             "cost_max": int(r["ns_max"]),
@@ -594,26 +599,36 @@ def report(doc):
     if "flip" in doc:
         flip_ratio = ratio(doc["flip"], ("mode", "sites"), "cost_per_flip")
         min_ratio = ratio(doc["flip"], ("mode", "sites"), "cost_min")
+        off = "rust, defer off"
+        off_ratio = ratio(doc["flip"], ("mode", "sites"), "cost_per_flip", of=off)
+        off_min_ratio = ratio(doc["flip"], ("mode", "sites"), "cost_min", of=off)
         rows = []
         for r in sorted(doc["flip"], key=lambda r: (r["sites"], r["mode"])):
-            rust = r["mode"] == "rust"
+            mean, low = {"rust": (flip_ratio, min_ratio),
+                         off: (off_ratio, off_min_ratio)}.get(r["mode"], ({}, {}))
             rows.append([r["sites"], r["mode"], r["flips"], fmt(r["ipi_rounds_per_flip"], 2),
                          fmt(r["ipis_per_flip_per_cpu"], 2),
                          ",".join(fmt(c, 2) for c in r["cal_per_flip_per_cpu"] or []),
+                         ",".join(fmt(c, 2) for c in r.get("irqs_per_flip_per_cpu") or []),
                          fmt(r.get("mm_switches_per_flip"), 1),
                          fmt(r["cost_per_flip"], 0), fmt(r["cost_min"]),
-                         fmt(flip_ratio.get(r["sites"]), 3) if rust else "",
-                         fmt(min_ratio.get(r["sites"]), 3) if rust else "",
+                         fmt(mean.get(r["sites"]), 3),
+                         fmt(low.get(r["sites"]), 3),
                          r["wrong_sites"]])
         lines += ["## flip: one key, N sites, flipped on and off", "",
                   "IPIs received/flip per other CPU: the IPIs all CPUs received per flip, "
-                  "divided by the CPUs other than the one flipping. mm switches/flip: the "
-                  "switches to the poking mm to write text (`mm_switches` in "
-                  "`text_poke/stats`): one per `text_poke()`, one per run of pages the "
-                  "Rust batch maps at once.", "",
+                  "divided by the CPUs other than the one flipping. Interrupts/flip: every "
+                  "interrupt each CPU received per flip (all lines of /proc/interrupts), "
+                  "the wake-ups of a CPU that is idle. The guest is idle but for the "
+                  "flipping task: with `rust`, each idle CPU takes a sync round as a work "
+                  "bit, run when it next leaves idle or takes an interrupt, instead of an "
+                  "IPI; `rust, defer off` sends every round's IPIs, as `c`. mm "
+                  "switches/flip: the switches to the poking mm to write text "
+                  "(`mm_switches` in `text_poke/stats`): one per `text_poke()`, one per run "
+                  "of pages the Rust batch maps at once.", "",
                   table(["sites", "mode", "flips", "IPI rounds/flip",
                          "IPIs received/flip per other CPU", "CAL/flip, each CPU",
-                         "mm switches/flip",
+                         "interrupts/flip, each CPU", "mm switches/flip",
                          "cost/flip (mean)", "cost/flip (min)",
                          "rust/c (mean)", "rust/c (min)", "wrong sites"], rows), ""]
     if doc.get("upstream_key"):
