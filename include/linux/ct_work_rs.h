@@ -256,8 +256,8 @@ int ct_work_rs_flush_tlb_local(int way);
 /* Whether @cpu took @work (one or more kinds) and needs no IPI. */
 bool ct_work_rs_defer(int cpu, unsigned int work);
 /*
- * Asks every online isolated CPU but this one to take @work (one kind) at
- * its next entry: those that did are added to @deferred, and @asked counts.
+ * Asks every other online CPU to take @work (one kind) at its next entry
+ * or idle exit: those that did are added to @deferred, and @asked counts.
  */
 void ct_work_rs_ask(unsigned int work, struct cpumask *deferred,
 		    struct ct_work_rs_asked *asked);

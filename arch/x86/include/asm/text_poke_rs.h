@@ -306,7 +306,7 @@ void text_poke_rs_retire(void);
  * @deferred_cpus: the CPUs that took a work bit instead of the IPI (set
  *	when any did)
  * @local: the CPU sending the round, which syncs itself
- * @asked: what asking the isolated CPUs did (ct_work_rs_ask())
+ * @asked: what asking the other CPUs did (ct_work_rs_ask())
  */
 struct text_poke_rs_round {
 	struct cpumask *deferred_cpus;

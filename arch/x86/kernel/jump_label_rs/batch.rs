@@ -270,8 +270,8 @@ fn batch(_text: &mut TextMutex) -> &mut Queue<Storage> {
 /// `text_poke()`, a write at a time, where a run cannot be mapped), and synchronised with an IPI
 /// round.
 struct KernelText {
-    /// Isolated CPUs in user space may take the syncs at their next kernel entry: the batch
-    /// writes no text they can run before that.
+    /// Idle CPUs, and isolated CPUs in user space, may take the syncs at their next kernel entry
+    /// or idle exit: the batch writes no text they can run before that.
     #[cfg_attr(not(CONFIG_TEXT_POKE_RS_DEFER), allow(dead_code))]
     may_defer: bool,
     /// The run mapped, between `map_run()` and `unmap_run()`.
