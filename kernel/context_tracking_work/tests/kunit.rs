@@ -395,6 +395,8 @@ mod tests {
     #[test]
     fn an_idle_cpu_runs_its_work_before_it_goes_offline() {
         let cpu = next_isolated(-1);
+        // Away from that CPU: a test running there finds it in the kernel each time it looks.
+        assert!(cpu != 0 && pin(Some(0)));
         let mut shown = false;
         for _ in 0..20 {
             if !wait_idle(cpu) {
@@ -413,6 +415,7 @@ mod tests {
             shown = true;
             break;
         }
+        assert!(pin(None));
         // Else the CPU was never idle, or never took the work.
         assert!(shown);
     }
