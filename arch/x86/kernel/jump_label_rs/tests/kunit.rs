@@ -841,7 +841,6 @@ fn site_noinstr(x: u32) -> u32 {
 mod defer_tests {
     use super::site_noinstr;
     use crate::defer;
-    #[cfg(CONFIG_TLB_FLUSH_DEFER_RS)]
     use kernel::bindings;
 
     #[cfg(CONFIG_TLB_FLUSH_DEFER_RS)]
