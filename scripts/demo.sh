@@ -16,6 +16,11 @@
 #   isolation  IPIs each CPU receives per flip while CPUs 2-3, isolated
 #           (nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3), run user-space loops:
 #           a boot of its own
+#   noise   what the osnoise tracer sees on isolated CPUs 2-3 running
+#           user-space loops during 40 flips of a 56-site key and the
+#           function tracer's enable and disable (c, rust with deferral
+#           off and on) and 1000 vmalloc/vfree pairs (kernel TLB flush
+#           deferral off and on): in isolation's boot
 #   qpw     per-CPU lock cost (local_lock, qpw lock) and the interrupts
 #           isolated CPUs take per lru_add_drain_all(), and what the
 #           osnoise and timerlat tracers see on them meanwhile: two boots
@@ -43,7 +48,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 step demo
 
-ALL=(sample flip lookup txn ftrace scale isolation qpw branch pipe irqsoff)
+ALL=(sample flip lookup txn ftrace scale isolation noise qpw branch pipe irqsoff)
 scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=("${ALL[@]}")
 for s in "${scenarios[@]}"; do
@@ -163,13 +168,18 @@ boot() {
 	fi
 }
 
-# Every scenario but isolation, qpw and irqsoff on 4 vCPUs; scale also
-# boots 2, 8 and 16, isolation boots 4 vCPUs with CPUs 2 and 3 isolated,
-# qpw boots them twice, with qpw=0 and qpw=1, and irqsoff boots its own
-# kernel on one.
+# Every scenario but isolation, noise, qpw and irqsoff on 4 vCPUs; scale
+# also boots 2, 8 and 16, isolation and noise boot 4 vCPUs with CPUs 2 and
+# 3 isolated, qpw boots them twice, with qpw=0 and qpw=1, and irqsoff boots
+# its own kernel on one.
 main=()
+isolated=()
 for s in "${scenarios[@]}"; do
-	[[ " isolation qpw irqsoff " == *" $s "* ]] || main+=("$s")
+	case $s in
+	isolation|noise) isolated+=("$s") ;;
+	qpw|irqsoff) ;;
+	*) main+=("$s") ;;
+	esac
 done
 [ ${#main[@]} -eq 0 ] || boot 4 "${main[@]}"
 if [[ " ${scenarios[*]} " == *" scale "* ]]; then
@@ -177,13 +187,13 @@ if [[ " ${scenarios[*]} " == *" scale "* ]]; then
 		boot "$cpus" scale
 	done
 fi
-if [[ " ${scenarios[*]} " == *" isolation "* ]]; then
+if [ ${#isolated[@]} -gt 0 ]; then
 	# ftrace=nop: no ftrace startup self-tests, which the main boot runs.
 	# tsc=reliable: no clocksource watchdog skew check, which IPIs every
 	# online CPU in turn (see scripts/guest-test.sh).
 	boot_args="nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3 tsc=reliable ftrace=nop"
 	boot_tag=-isolated
-	boot 4 isolation
+	boot 4 "${isolated[@]}"
 	boot_args=
 	boot_tag=
 fi

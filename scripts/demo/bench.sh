@@ -7,8 +7,8 @@
 # and the cost. One "@@ result" line per measurement; the host turns them
 # into results/demo.json.
 #
-# Usage: bench.sh SCENARIO...   (flip, lookup, txn, ftrace, scale, isolation, qpw, branch, pipe,
-# irqsoff)
+# Usage: bench.sh SCENARIO...   (flip, lookup, txn, ftrace, scale, isolation, noise, qpw, branch,
+# pipe, irqsoff)
 m=/sys/kernel/debug/text_poke/mode
 b=/sys/kernel/debug/text_poke_bench/run
 st=/sys/kernel/debug/text_poke/stats
@@ -211,11 +211,56 @@ storm() {
 	echo "$f"
 }
 
+# osnoise_on: the osnoise tracer on CPUs 2-3, its own workload off (the
+# tasks there are the workload), recording every interference there with
+# its duration: IRQ, softirq and NMI noise, and thread noise, any other
+# task that ran there. Tracing stays stopped: window() starts it. The
+# switch enables tracepoints, flipping their keys: before any window.
+osnoise_on() {
+	echo 0 > $t/tracing_on
+	echo 2-3 > $t/osnoise/cpus
+	echo NO_OSNOISE_WORKLOAD > $t/osnoise/options
+	for e in irq_noise softirq_noise thread_noise nmi_noise; do
+		echo 1 > $t/events/osnoise/$e/enable
+	done
+	echo osnoise > $t/current_tracer
+}
+osnoise_off() {
+	echo nop > $t/current_tracer
+	for e in irq_noise softirq_noise thread_noise nmi_noise; do
+		echo 0 > $t/events/osnoise/$e/enable
+	done
+	echo OSNOISE_WORKLOAD > $t/osnoise/options
+	echo 1 > $t/tracing_on
+}
+
+# osnoise_figures COMM: the noise events of $t/trace, those of the
+# workload's tasks (named COMM) left out: per kind (irq, softirq, thread,
+# nmi) the count, total and longest; the IRQ noise of function-call IPIs
+# (cal_n, cal_ns), and all noise's total and longest, "name=value" each.
+osnoise_figures() {
+	awk -v comm="$1" '
+		/_noise: / {
+			for (i = 1; i <= NF; i++)
+				if ($i ~ /_noise:$/) { k = substr($i, 1, length($i) - 7); w = $(i + 1); break }
+			sub(/:[0-9]+$/, "", w)
+			if (k == "thread" && w == comm) next
+			d = $(NF - 1) + 0
+			n[k]++; s[k] += d; if (d > m[k]) m[k] = d
+			if (k == "irq" && w ~ /^call_function/) { cn++; cs += d }
+			tot += d; if (d > max) max = d
+		}
+		END {
+			for (j = split("irq softirq thread nmi", ks, " "); j > 0; j--) {
+				k = ks[j]
+				printf "%s_n=%d %s_ns=%d %s_max_ns=%d ", k, n[k], k, s[k], k, m[k]
+			}
+			printf "cal_n=%d cal_ns=%d noise_ns=%d max_noise_ns=%d", cn, cs, tot, max
+		}' $t/trace
+}
+
 # noise: the drains again, as RT engineers measure what an isolated task
-# sees. First with the osnoise tracer, its own workload off (the
-# refilling tasks are the workload), recording every interference on
-# CPUs 2-3 with its duration: IRQ, softirq and NMI noise, and thread
-# noise, any other task that ran there (a kworker; the refilling tasks'
+# sees. First with the osnoise tracer (osnoise_on; the refilling tasks'
 # own runs are left out). Then with the timerlat tracer, whose thread on
 # each of CPUs 2-3 wakes every millisecond: the latency of its timer
 # interrupt and of its thread's wake-up, which a section with preemption
@@ -228,35 +273,11 @@ noise() {
 		return 1
 	fi
 	echo "@@ progress qpw: the drains again under the osnoise and timerlat tracers, CPUs 2-3, qpw=$q"
-	echo 0 > $t/tracing_on
-	echo 2-3 > $t/osnoise/cpus
-	echo NO_OSNOISE_WORKLOAD > $t/osnoise/options
-	for e in irq_noise softirq_noise thread_noise nmi_noise; do
-		echo 1 > $t/events/osnoise/$e/enable
-	done
-	echo osnoise > $t/current_tracer
+	osnoise_on
 	f=$(storm noise) || return 1
-	echo "@@ result scenario=qpw kind=osnoise cpus=$ncpu qpw=$q drains=100 $f $(awk '
-		/_noise: / {
-			for (i = 1; i <= NF; i++)
-				if ($i ~ /_noise:$/) { k = substr($i, 1, length($i) - 7); w = $(i + 1); break }
-			if (k == "thread") { sub(/:[0-9]+$/, "", w); if (w == "syscalls") next }
-			d = $(NF - 1) + 0
-			n[k]++; s[k] += d; if (d > m[k]) m[k] = d
-			tot += d; if (d > max) max = d
-		}
-		END {
-			for (j = split("irq softirq thread nmi", ks, " "); j > 0; j--) {
-				k = ks[j]
-				printf "%s_n=%d %s_ns=%d %s_max_ns=%d ", k, n[k], k, s[k], k, m[k]
-			}
-			printf "noise_ns=%d max_noise_ns=%d", tot, max
-		}' $t/trace)"
-	echo nop > $t/current_tracer
-	for e in irq_noise softirq_noise thread_noise nmi_noise; do
-		echo 0 > $t/events/osnoise/$e/enable
-	done
-	echo OSNOISE_WORKLOAD > $t/osnoise/options
+	echo "@@ result scenario=qpw kind=osnoise cpus=$ncpu qpw=$q drains=100 $f $(osnoise_figures syscalls)"
+	osnoise_off
+	echo 0 > $t/tracing_on
 	echo 1000 > $t/osnoise/timerlat_period_us
 	echo timerlat > $t/current_tracer
 	f=$(storm timerlat) || return 1
@@ -269,6 +290,50 @@ noise() {
 			n["irq"], m["irq"], n["thread"], m["thread"] }' $t/trace)"
 	echo nop > $t/current_tracer
 	echo 1 > $t/tracing_on
+}
+
+# The function tracer on the whole kernel, or off (nop), in tracing
+# instance "fn": the top level's tracer is osnoise.
+fn_tracer() {
+	echo "$1" > $t/instances/fn/current_tracer
+}
+fn_storm() {
+	fn_tracer function && fn_tracer nop
+}
+
+# noise_storm STORM MODE MECH WARM CMD...: with user-space loops on CPUs
+# 2-3 and the osnoise tracer on them, WARM once, then CMD in a tracing
+# window: a "@@ result" line of the window's noise (osnoise_figures), its
+# guest time and each CPU's CAL count around CMD (starting and stopping
+# the tracer hooks its tracepoints, which sends IPIs of its own before it
+# samples and after). MODE is text_poke's, MECH
+# the state of the storm's mechanism, set by the caller.
+noise_storm() {
+	local storm=$1 mode=$2 mech=$3 warm=$4 before after t0 t1 ok=1
+	shift 4
+	spin 2 3
+	osnoise_on
+	$warm || ok=
+	echo > $t/trace
+	echo 1 > $t/tracing_on
+	before=$(cal)
+	t0=$(now_ns)
+	"$@" || ok=
+	t1=$(now_ns)
+	after=$(cal)
+	echo 0 > $t/tracing_on
+	if [ -n "$ok" ]; then
+		echo "@@ result scenario=noise storm=$storm mode=$mode mech=$mech cpus=$ncpu window_ns=$((t1 - t0)) cal_before=$before cal_after=$after $(osnoise_figures spin)"
+	else
+		echo "@@ error noise: the $storm storm failed with text_poke=$mode, mechanism $mech"
+	fi
+	osnoise_off
+	kill $loops
+	wait 2>/dev/null
+	[ -n "$ok" ]
+}
+bench_cmd() {
+	echo "$*" > $b
 }
 
 # The bench's last figures, "name=value " each.
@@ -579,6 +644,39 @@ for scenario in "$@"; do
 		fi
 		echo on > $d
 		echo "@@ done isolation"
+		continue
+		;;
+	noise)
+		iso=$(cat /sys/devices/system/cpu/nohz_full 2>/dev/null)
+		if [ "$iso" != 2-3 ] || [ ! -e $d ] || ! grep -qw osnoise $t/available_tracers; then
+			echo "@@ error noise: needs CPUs 2-3 isolated (nohz_full is '$iso'), $d and the osnoise tracer"
+			rc=1
+			continue
+		fi
+		echo "@@ progress noise: the osnoise tracer on isolated CPUs 2-3 running user-space loops, during 40 flips of a 56-site key and the function tracer's enable and disable (c, rust with deferral off and on), and 1000 vmalloc/vfree pairs (kernel TLB flush deferral off and on)"
+		mkdir -p $t/instances/fn
+		for run in c:off rust:off rust:on; do
+			mode=${run%:*}
+			defer=${run#*:}
+			echo $mode > $m
+			echo $defer > $d
+			# text_poke=c is upstream's: deferral does not apply.
+			[ $mode = c ] && defer=n/a
+			noise_storm flip $mode $defer "bench_cmd flip 56 2" bench_cmd flip 56 40 || rc=1
+			noise_storm ftrace $mode $defer fn_storm fn_storm || rc=1
+		done
+		echo rust > $m
+		echo on > $d
+		dt=/sys/kernel/debug/text_poke/defer_tlb
+		if [ -e $dt ]; then
+			for tlb in off on; do
+				echo $tlb > $dt
+				noise_storm vmalloc rust $tlb "bench_cmd vstorm 16" bench_cmd vstorm 1000 || rc=1
+			done
+			echo on > $dt
+		fi
+		rmdir $t/instances/fn
+		echo "@@ done noise"
 		continue
 		;;
 	ftrace)

@@ -20,7 +20,7 @@ for s in $scenarios; do
 	sample) sh /demo/sample.sh || rc=1 ;;
 	flip|lookup|txn|ftrace|scale|qpw|branch|pipe|irqsoff) sh /demo/bench.sh "$s" || rc=1 ;;
 	# The flips come from CPU 0, a housekeeping CPU.
-	isolation) taskset -c 0 sh /demo/bench.sh "$s" || rc=1 ;;
+	isolation|noise) taskset -c 0 sh /demo/bench.sh "$s" || rc=1 ;;
 	*) echo "@@ error unknown scenario $s"; rc=1 ;;
 	esac
 done

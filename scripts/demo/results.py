@@ -336,6 +336,46 @@ def qpw_rows(results):
     return rows
 
 
+def noise_rows(results):
+    """What the osnoise tracer saw on the isolated CPUs during each storm of the noise scenario,
+    and during the qpw boots' drains: per storm and configuration, CPUs 2-3 together."""
+    rows = []
+    for r in results:
+        if r.get("scenario") != "noise":
+            continue
+        cal = cal_delta(r)
+        window = int(r["window_ns"])
+        row = {"storm": r["storm"], "mode": r["mode"], "mechanism": r["mech"],
+               "window_ns": window,
+               "cal_isolated": sum(cal[c] for c in ISOLATED) if cal else None}
+        row.update(noise_figures({k: v for k, v in r.items()
+                                  if k not in ("storm", "mode", "mech", "window_ns",
+                                               "cal_before", "cal_after")}))
+        # The share of the isolated CPUs' time the noise took, rtla's "100 - %CPU Aval".
+        row["noise_share"] = round(row["noise_ns"] / (window * len(ISOLATED)), 5) \
+            if window > 0 else None
+        rows.append(row)
+    return rows
+
+
+def noise_table(doc):
+    """The rows of the noise table: the noise scenario's storms, then the qpw boots' drains."""
+    rows = []
+    for r in doc.get("noise", []):
+        if r["storm"] == "vmalloc":
+            config = f"TLB deferral {r['mechanism']}"
+        elif r["mode"] == "c":
+            config = "c"
+        else:
+            config = f"{r['mode']}, deferral {r['mechanism']}"
+        rows.append((r["storm"], config, r))
+    for r in doc.get("qpw", []):
+        if r.get("kernel", "demo") == "demo" and r.get("osnoise"):
+            rows.append(("drains", f"qpw {r['qpw']}", r["osnoise"]))
+    storms = ["flip", "ftrace", "vmalloc", "drains"]
+    return sorted(rows, key=lambda row: storms.index(row[0]) if row[0] in storms else len(storms))
+
+
 def lookup_rows(results, unit):
     rows = []
     for r in results:
@@ -793,6 +833,40 @@ def report(doc):
                              "NMI", "longest write, CPU 2 / 3 (µs)", "mean write (µs)",
                              "timerlat samples", "timerlat max thread (µs)",
                              "longest write under timerlat (µs)"], nrows), ""]
+    nrows = noise_table(doc)
+    if nrows:
+        rows = [[storm, config, fmt(r["window_ns"] / 1e6, 2) if r.get("window_ns") else "-",
+                 fmt(r["noise_ns"] / 1000, 1), fmt(r["max_noise_ns"] / 1000, 1),
+                 fmt(100 * r["noise_share"], 3) if r.get("noise_share") is not None else "-",
+                 r["irq_n"], r.get("cal_n", "-"), fmt(r.get("cal_isolated"), 0),
+                 r["softirq_n"], r["thread_n"], r["nmi_n"]]
+                for storm, config, r in nrows]
+        lines += ["## noise: what the osnoise tracer sees on isolated CPUs", "",
+                  "The kernel's `osnoise` tracer, as `rtla osnoise` reads it, on CPUs 2-3 "
+                  "(isolation's boot: `nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3`), its own "
+                  "workload off (option `NO_OSNOISE_WORKLOAD`): the tasks there are the "
+                  "workload, and every interrupt, softirq, NMI and other task that runs there "
+                  "is a noise event with its duration (`osnoise:*_noise`), read from the trace "
+                  "buffer for the storm's window only. Storms: 40 flips of a 56-site key and "
+                  "one enable and disable of the function tracer on the whole kernel (in a "
+                  "tracing instance) from CPU 0, with `text_poke=c` and `text_poke=rust` with "
+                  "deferral off and on; 1000 vmalloc()/vfree() pairs on CPU 0 with kernel TLB "
+                  "flush deferral off and on; the tasks there: a user-space busy loop on each "
+                  "CPU, which never enters the kernel. Drains: the qpw boots' 100 "
+                  "`lru_add_drain_all()`, whose tasks on CPUs 2-3 refill their LRU batches "
+                  "(see qpw; no window recorded). Noise: the total of CPUs 2-3 and the longest "
+                  "single event, in µs of guest time under `-icount shift=0`; share: of the "
+                  "two CPUs' time in the window (rtla's 100 - %CPU Aval); counts: IRQ noise "
+                  "events, of which function-call IPIs (CAL; and the CAL count of "
+                  "/proc/interrupts on CPUs 2-3 over the storm, the tracer's check), softirq, "
+                  "thread (another task) and NMI. An IRQ's noise starts at its vector's trace event, after the "
+                  "entry code, where a CPU runs deferred work: that work is counted by the "
+                  "deferral's own figures (isolation, entry). What is left with "
+                  "deferral on is not text poking's: ftrace's core sends IPIs of its own "
+                  "(`smp_call_function(ftrace_sync_ipi)`).", "",
+                  table(["storm", "configuration", "window (ms)", "noise (µs)",
+                         "max noise (µs)", "noise share (%)", "IRQ", "of which CAL",
+                         "CAL, /proc/interrupts", "softirq", "thread", "NMI"], rows), ""]
     if doc.get("branch"):
         rows = [[r["variant"], r["calls"], fmt(r["instr_per_call"], 2), fmt(r["over_no_check"], 2)]
                 for r in doc["branch"]]
@@ -923,6 +997,23 @@ def plots(doc, out):
         fig.savefig(os.path.join(out, "scale-ipis.png"), dpi=100)
         plt.close(fig)
         made.append("scale-ipis.png")
+    nrows = noise_table(doc)
+    if nrows:
+        fig, ax = plt.subplots(figsize=(7, 0.45 * len(nrows) + 1.2))
+        labels = [f"{storm}: {config}" for storm, config, _ in nrows]
+        values = [max(r["noise_ns"] / 1000, 0.1) for _, _, r in nrows]
+        on = [config.endswith(" on") for _, config, _ in nrows]
+        ys = list(range(len(nrows)))[::-1]
+        ax.barh(ys, values, color=["tab:green" if o else "tab:red" for o in on])
+        ax.set_yticks(ys, labels)
+        ax.set_xscale("log")
+        ax.set_xlabel("osnoise total on CPUs 2-3 (µs of guest time; none drawn at 0.1)")
+        ax.set_title("Noise isolated CPUs see per storm (red: mechanism off or c)")
+        ax.grid(True, axis="x", which="both", alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "noise.png"), dpi=100)
+        plt.close(fig)
+        made.append("noise.png")
     if doc.get("lookup"):
         curve(doc["lookup"], "impl", "entries", "cost", f"INT3 path cost ({doc['lookup'][0]['unit']})",
               "Cost of an INT3 hit during a flip", "lookup-cost.png")
@@ -931,7 +1022,7 @@ def plots(doc, out):
 
 # The sections of demo.json, in order.
 SECTIONS = ("flip", "upstream_key", "lookup", "txn", "ftrace", "irqsoff", "scale", "isolation",
-            "entry", "qpw", "branch", "pipe")
+            "entry", "noise", "qpw", "branch", "pipe")
 
 
 def main():
@@ -973,6 +1064,8 @@ def main():
         doc["irqsoff"] = irqsoff_rows(results)
     if "scale" in args.scenario:
         doc["scale"] = scale_rows(results)
+    if "noise" in args.scenario:
+        doc["noise"] = noise_rows(results)
     if "qpw" in args.scenario:
         doc["qpw"] = qpw_rows(results)
     if "branch" in args.scenario:
