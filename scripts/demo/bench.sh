@@ -292,6 +292,20 @@ noise() {
 	echo 1 > $t/tracing_on
 }
 
+# settle: waits, up to 10 guest seconds, for the TSC to become the
+# clocksource. Its refined calibration (tsc_refine_calibration_work(), a
+# second or so after boot) switches to it with stop_machine(), which runs
+# the CPU stopper on every CPU for a while, isolated ones included: a
+# one-off of the boot that the noise windows must not catch.
+settle() {
+	local cs=/sys/devices/system/clocksource/clocksource0/current_clocksource i=0
+	while [ "$(cat $cs)" != tsc ] && [ $i -lt 100 ]; do
+		usleep 100000
+		i=$((i + 1))
+	done
+	[ "$(cat $cs)" = tsc ] || echo "@@ progress $scenario: the clocksource is still $(cat $cs), not tsc"
+}
+
 # The function tracer on the whole kernel, or off (nop), in tracing
 # instance "fn": the top level's tracer is osnoise.
 fn_tracer() {
@@ -653,6 +667,7 @@ for scenario in "$@"; do
 			rc=1
 			continue
 		fi
+		settle
 		echo "@@ progress noise: the osnoise tracer on isolated CPUs 2-3 running user-space loops, during 40 flips of a 56-site key and the function tracer's enable and disable (c, rust with deferral off and on), and 1000 vmalloc/vfree pairs (kernel TLB flush deferral off and on)"
 		mkdir -p $t/instances/fn
 		for run in c:off rust:off rust:on; do
@@ -706,6 +721,7 @@ for scenario in "$@"; do
 		lockcost || rc=1
 		# The paravirtualised spinlocks' kernel: the lock cost alone.
 		if [ $kernel = demo ]; then
+			settle
 			drains || rc=1
 			noise || rc=1
 		fi
