@@ -31,12 +31,7 @@ seen() { grep -c 'irq_noise: call_function' $t/trace; }
 # hooks its tracepoints, which sends IPIs of its own before it samples
 # and after); fails when CMD or the tracer's switch does.
 window() {
-	loops=
-	for cpu in $iso; do
-		taskset -c $cpu /demo/spin &
-		loops="$loops $!"
-	done
-	sleep 1
+	spin_iso
 	echo 0 > $t/tracing_on
 	echo 2-3 > $t/osnoise/cpus &&
 		echo NO_OSNOISE_WORKLOAD > $t/osnoise/options &&

@@ -25,17 +25,6 @@ stat() { sed -n "s/^$1 //p" $st; }
 runs() { sed -n "s/^cpu$1 .* runs \([0-9]*\) .*/\1/p" /sys/kernel/debug/text_poke/cpus; }
 counts() { for c in $iso; do printf '%s/%s ' "$(irq CAL $c)" "$(irq TLB $c)"; done; }
 
-# A user-space loop on each isolated CPU, their PIDs in $loops, and a
-# second for them to get there.
-spin_iso() {
-	loops=
-	for c in $iso; do
-		taskset -c $c /demo/spin &
-		loops="$loops $!"
-	done
-	sleep 1
-}
-
 rc=0
 for f in $b $dt /demo/spin /demo/syscalls; do
 	[ -e $f ] || error "$f missing (CONFIG_TLB_FLUSH_DEFER_RS or the bench off?)"
