@@ -214,8 +214,9 @@ storm() {
 # osnoise_on: the osnoise tracer on CPUs 2-3, its own workload off (the
 # tasks there are the workload), recording every interference there with
 # its duration: IRQ, softirq and NMI noise, and thread noise, any other
-# task that ran there. Tracing stays stopped: window() starts it. The
-# switch enables tracepoints, flipping their keys: before any window.
+# task that ran there. Tracing stays stopped: storm() and noise_storm()
+# start it. The switch enables tracepoints, flipping their keys: before
+# any window.
 osnoise_on() {
 	echo 0 > $t/tracing_on
 	echo 2-3 > $t/osnoise/cpus
@@ -320,8 +321,8 @@ fn_storm() {
 # window: a "@@ result" line of the window's noise (osnoise_figures), its
 # guest time and each CPU's CAL count around CMD (starting and stopping
 # the tracer hooks its tracepoints, which sends IPIs of its own before it
-# samples and after). MODE is text_poke's, MECH
-# the state of the storm's mechanism, set by the caller.
+# samples and after). MODE is text_poke's, MECH the state of the storm's
+# mechanism, both set by the caller.
 noise_storm() {
 	local storm=$1 mode=$2 mech=$3 warm=$4 before after t0 t1 ok=1
 	shift 4

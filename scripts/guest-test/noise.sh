@@ -24,6 +24,16 @@ cals() { echo $(($(irq CAL 2) + $(irq CAL 3))); }
 # The function-call IPIs the osnoise tracer saw as IRQ noise.
 seen() { grep -c 'irq_noise: call_function' $t/trace; }
 
+# osnoise_on: the tracer on the isolated CPUs, its own workload off (the
+# loops are the workload), its noise events on.
+osnoise_on() {
+	echo 2-3 > $t/osnoise/cpus || return 1
+	echo NO_OSNOISE_WORKLOAD > $t/osnoise/options || return 1
+	for e in $events; do
+		echo 1 > $t/events/osnoise/$e/enable || return 1
+	done
+	echo osnoise > $t/current_tracer
+}
 # window CMD...: CMD with user-space loops on the isolated CPUs and the
 # osnoise tracer on them, tracing only around CMD. Sets $n_seen (the
 # tracer's function-call IRQ noise events) and $n_cal (the CAL count of
@@ -33,18 +43,17 @@ seen() { grep -c 'irq_noise: call_function' $t/trace; }
 window() {
 	spin_iso
 	echo 0 > $t/tracing_on
-	echo 2-3 > $t/osnoise/cpus &&
-		echo NO_OSNOISE_WORKLOAD > $t/osnoise/options &&
-		for e in $events; do echo 1 > $t/events/osnoise/$e/enable || return 1; done &&
-		echo osnoise > $t/current_tracer || return 1
-	: > $t/trace
-	echo 1 > $t/tracing_on
-	c0=$(cals)
-	"$@"
-	r=$?
-	n_cal=$(($(cals) - c0))
-	echo 0 > $t/tracing_on
-	n_seen=$(seen)
+	r=1
+	if osnoise_on; then
+		: > $t/trace
+		echo 1 > $t/tracing_on
+		c0=$(cals)
+		"$@"
+		r=$?
+		n_cal=$(($(cals) - c0))
+		echo 0 > $t/tracing_on
+		n_seen=$(seen)
+	fi
 	echo nop > $t/current_tracer
 	for e in $events; do echo 0 > $t/events/osnoise/$e/enable; done
 	echo OSNOISE_WORKLOAD > $t/osnoise/options
