@@ -337,8 +337,8 @@ def qpw_rows(results):
 
 
 def noise_rows(results):
-    """What the osnoise tracer saw on the isolated CPUs during each storm of the noise scenario,
-    and during the qpw boots' drains: per storm and configuration, CPUs 2-3 together."""
+    """What the osnoise tracer saw on the isolated CPUs during each storm of the noise scenario:
+    per storm and configuration, CPUs 2-3 together ([`noise_table`] adds the qpw drains)."""
     rows = []
     for r in results:
         if r.get("scenario") != "noise":
@@ -856,14 +856,14 @@ def report(doc):
                   "`lru_add_drain_all()`, whose tasks on CPUs 2-3 refill their LRU batches "
                   "(see qpw; no window recorded). Noise: the total of CPUs 2-3 and the longest "
                   "single event, in µs of guest time under `-icount shift=0`; share: of the "
-                  "two CPUs' time in the window (rtla's 100 - %CPU Aval: a faster storm packs the "
-                  "same noise in less time); counts: IRQ noise "
-                  "events, of which function-call IPIs (CAL; and the CAL count of "
-                  "/proc/interrupts on CPUs 2-3 over the storm, the tracer's check), softirq, "
-                  "thread (another task) and NMI. An IRQ's noise starts at its vector's trace event, after the "
-                  "entry code, where a CPU runs deferred work: that work is counted by the "
-                  "deferral's own figures (isolation, entry). What is left with "
-                  "deferral on is not text poking's: ftrace's core sends IPIs of its own "
+                  "two CPUs' time in the window (rtla's 100 - %CPU Aval: a faster storm packs "
+                  "the same noise in less time); counts: IRQ noise events, of which "
+                  "function-call IPIs (CAL; and the CAL count of /proc/interrupts on CPUs 2-3 "
+                  "over the storm, the tracer's check), softirq, thread (another task) and NMI. "
+                  "An IRQ's noise starts at its vector's trace event, after the entry code, "
+                  "where a CPU runs deferred work: that work is counted by the deferral's own "
+                  "figures (isolation, entry). What is left with deferral on is not text "
+                  "poking's: ftrace's core sends IPIs of its own "
                   "(`smp_call_function(ftrace_sync_ipi)`).", "",
                   table(["storm", "configuration", "window (ms)", "noise (µs)",
                          "max noise (µs)", "noise share (%)", "IRQ", "of which CAL",
