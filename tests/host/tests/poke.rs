@@ -758,6 +758,17 @@ impl PokeStorage for ModelStorage {
         self.v.push(loc);
     }
 
+    fn fill(&mut self, more: usize, f: impl FnOnce(&[PokeLoc], &mut [PokeLoc]) -> usize) -> bool {
+        assert!(self.v.len() + more <= self.cap, "fill without room");
+        let nr = self.v.len();
+        self.v.resize(nr + more, PokeLoc::EMPTY);
+        let (queued, room) = self.v.split_at_mut(nr);
+        let n = f(queued, room);
+        assert!(n <= more, "more sites than room");
+        self.v.truncate(nr + n);
+        true
+    }
+
     fn truncate(&mut self, len: usize) {
         self.v.truncate(len);
     }
@@ -916,6 +927,71 @@ fn key_sites_queued_in_one_walk_are_taken_back() {
     assert_eq!(q.push_key(BASE, site(1)), Ok(()));
     assert_eq!(q.push_key(BASE, site(2)), Err(PokeError::Full));
     assert_eq!(q.len(), 2);
+}
+
+/// A key's run of sites queued under one borrow ([`Queue::push_keys`]) follows
+/// [`Queue::push_key`]'s rules: a repeat is refused (the last site, or one found by binary
+/// search in the sites queued before the run and in the run itself while they are sorted),
+/// pushes past the room made are refused, and what was pushed is queued, the rest of the room
+/// left unused.
+#[test]
+fn key_runs_are_queued_under_one_borrow() {
+    let site = |i: usize| PokeLoc::new(BASE, BASE + 0x100 + i * 8, &NOP2, None).unwrap();
+    let mut q = small_queue();
+    let mut batches = Vec::new();
+    let mut apply = |v: &[PokeLoc], _: &mut [OldInsn]| batches.push(v.to_vec());
+    // An earlier key's sites 50..60, then a run 0..40 below them.
+    assert_eq!(
+        q.push_keys(BASE, 10, |s| (50..60).try_for_each(|i| s.push(site(i)))),
+        Ok(Ok(()))
+    );
+    let pushed = q.push_keys(BASE, 45, |s| {
+        let mut got = Vec::new();
+        for i in 0..40 {
+            got.push(s.push(site(i)));
+        }
+        (got, s.push(site(39)), s.push(site(55)))
+    });
+    let (got, last, earlier) = pushed.unwrap();
+    assert!(got.iter().all(|r| r.is_ok()));
+    // Out of order once the run started below the earlier key: repeats are left to the flush,
+    // which applies nothing.
+    assert_eq!((last, earlier), (Ok(()), Ok(())));
+    assert_eq!(q.len(), 52);
+    assert_eq!(q.flush(BASE, &mut apply), Err(PokeError::Twice));
+
+    // Sorted so far: the first out-of-order site is looked up in the run and before it.
+    let (first, within) = q
+        .push_keys(BASE, 3, |s| {
+            let _ = s.push(site(10));
+            (s.push(site(20)), s.push(site(10)))
+        })
+        .unwrap();
+    assert_eq!((first, within), (Ok(()), Err(PokeError::Twice)));
+    let before = q.push_keys(BASE, 1, |s| s.push(site(10))).unwrap();
+    assert_eq!(before, Err(PokeError::Twice));
+
+    // Room used up: refused, what was pushed stays, and is applied sorted.
+    let full = q
+        .push_keys(BASE, 2, |s| {
+            (s.push(site(1)), s.push(site(2)), s.push(site(3)))
+        })
+        .unwrap();
+    assert_eq!(full, (Ok(()), Ok(()), Err(PokeError::Full)));
+    assert_eq!(q.len(), 4);
+    q.flush(BASE, &mut apply).unwrap();
+    // One batch, sorted: the refused flush applied nothing.
+    assert_eq!(batches, vec![[1, 2, 10, 20].map(site).to_vec()]);
+
+    // A storage that cannot make the room: `f` is not called.
+    let mut q = Queue::new(ModelStorage::new(2, u32::MAX));
+    let mut called = false;
+    assert_eq!(
+        q.push_keys(BASE, 3, |_| called = true),
+        Err(PokeError::Full)
+    );
+    assert!(!called);
+    assert!(q.is_empty());
 }
 
 /// A key site's write built directly is what the general decoder makes of its bytes: the NOP,

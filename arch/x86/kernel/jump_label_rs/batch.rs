@@ -19,6 +19,7 @@ use kernel::{
 use crate::poke::{
     self,
     Index,
+    KeySlots,
     OldInsn,
     Outcome,
     PokeError,
@@ -64,6 +65,45 @@ impl Storage {
     /// Makes room for `more` further sites in `grown`, keeping `grown_old` as large.
     fn grow(&mut self, more: usize, flags: kernel::alloc::Flags) -> bool {
         self.grown.reserve(more, flags).is_ok() && self.grown_old.reserve(more, flags).is_ok()
+    }
+
+    /// Moves the sites to `grown` if they are in `fixed`, and lengthens `grown` and `grown_old`
+    /// by `more` placeholders, in room `reserve()` made: nothing is allocated. False, the sites
+    /// as they were, if the room is not there.
+    fn grow_for_fill(&mut self, more: usize) -> bool {
+        let nr = self.nr;
+        if self.grown.is_empty() {
+            let Some(sites) = self.fixed.get(..nr) else {
+                return false;
+            };
+            // INVARIANT: the sites move, in order, to `grown`, which was empty; `grown_old` as
+            // long. Should either fail, both are emptied again, the sites still in `fixed`.
+            if self.grown.extend_from_slice(sites, grow_flags()).is_err()
+                || self
+                    .grown_old
+                    .extend_with(nr, [0; MAX_INSN], grow_flags())
+                    .is_err()
+            {
+                self.grown.truncate(0);
+                self.grown_old.truncate(0);
+                return false;
+            }
+        }
+        if self
+            .grown
+            .extend_with(more, PokeLoc::EMPTY, grow_flags())
+            .is_err()
+            || self
+                .grown_old
+                .extend_with(more, [0; MAX_INSN], grow_flags())
+                .is_err()
+        {
+            // INVARIANT: both back to the `nr` sites.
+            self.grown.truncate(nr);
+            self.grown_old.truncate(nr);
+            return false;
+        }
+        true
     }
 
     /// [`PokeStorage::reserve_one`] when the sites' storage is full.
@@ -164,6 +204,31 @@ impl PokeStorage for Storage {
             let _ = self.grown_old.push_within_capacity([0; MAX_INSN]);
         }
         self.nr += 1;
+    }
+
+    fn fill(&mut self, more: usize, f: impl FnOnce(&[PokeLoc], &mut [PokeLoc]) -> usize) -> bool {
+        let nr = self.nr;
+        let in_fixed = self.grown.is_empty() && nr.saturating_add(more) <= FIXED;
+        if !in_fixed && !self.grow_for_fill(more) {
+            return false;
+        }
+        // One call of `f` for both places: the walk it runs is inlined once.
+        let (queued, room) = if in_fixed {
+            self.fixed.split_at_mut(nr.min(FIXED))
+        } else {
+            let at = nr.min(self.grown.len());
+            self.grown.split_at_mut(at)
+        };
+        let room_len = room.len().min(more);
+        let n = f(queued, room.get_mut(..room_len).unwrap_or(&mut [])).min(room_len);
+        if !in_fixed {
+            // INVARIANT: `nr == grown.len() == grown_old.len()` again, `n` sites further.
+            self.grown.truncate(nr + n);
+            self.grown_old.truncate(nr + n);
+        }
+        // INVARIANT: in `fixed`, `nr` stays at most `FIXED` (`room` was within it).
+        self.nr = nr + n;
+        true
     }
 
     fn truncate(&mut self, len: usize) {
@@ -583,19 +648,24 @@ pub(crate) fn queued(text: &mut TextMutex) -> usize {
     batch(text).len()
 }
 
-/// Makes room for `more` sites of a key flip, which [`push_key`] then queues without applying
-/// anything; false if the batch cannot grow that much. May sleep.
-pub(crate) fn reserve_keys(text: &mut TextMutex, more: usize) -> bool {
-    batch(text).reserve_keys(more)
+/// Makes room for `more` sites of a key flip and lets `f` queue them with [`KeySlots::push`],
+/// without applying anything; [`PokeError::Full`], `f` not called, if the batch cannot grow
+/// that much. May sleep; with `more` 0, allocates nothing and queues nothing. `f` gets the proof that `text_mutex` is held, to read the sites' text
+/// with, and nothing that reaches the batch.
+pub(crate) fn queue_keys<R>(
+    text: &mut TextMutex,
+    more: usize,
+    f: impl FnOnce(&TextMutex, &mut KeySlots<'_>) -> R,
+) -> Result<R, PokeError> {
+    // SAFETY: `text_mutex` serialises every user of the batch, and `text`, the token of the
+    // task that holds it, is borrowed mutably until we return: no other reference to the batch
+    // is made meanwhile, as `batch()` would need the token mutably and `f` only gets it shared.
+    let queue = unsafe { &mut *STATE.batch.get() };
+    let text = &*text;
+    queue.push_keys(base(), more, |slots| f(text, slots))
 }
 
-/// Queues `loc`, a site of a key flip, in room made by [`reserve_keys`]; queues nothing if its
-/// address is queued already ([`PokeError::Twice`]) or there is no room ([`PokeError::Full`]).
-pub(crate) fn push_key(text: &mut TextMutex, loc: PokeLoc) -> Result<(), PokeError> {
-    batch(text).push_key(base(), loc)
-}
-
-/// Forgets the sites queued after the first `len`, which [`push_key`] queued.
+/// Forgets the sites queued after the first `len`, which [`queue_keys`] queued.
 pub(crate) fn truncate(text: &mut TextMutex, len: usize) {
     batch(text).truncate(len);
 }

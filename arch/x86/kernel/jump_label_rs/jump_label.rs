@@ -68,6 +68,7 @@ use crate::{
         TextMutexGuard, //
     },
     poke::{
+        KeySlots,
         PokeError,
         PokeLoc, //
     },
@@ -168,6 +169,46 @@ unsafe fn for_each_entry(
     }
 }
 
+/// The number of entries of `key` from `entry` on, up to `stop`, as [`for_each_entry`] walks
+/// them: the table is sorted by key (`jump_label_sort_entries()`, and for a module
+/// `jump_label_add_module()`), so a galloping search finds where the key's run ends in about
+/// 2 log2(n) reads instead of n. On a table that were not sorted the count could differ from
+/// the walk's: too high, room is left unused; too low, the walk finds no room for a site and
+/// the flip is refused.
+///
+/// # Safety
+///
+/// As for [`for_each_entry`].
+unsafe fn run_len(
+    key: *mut bindings::static_key,
+    entry: *const bindings::jump_entry,
+    stop: *const bindings::jump_entry,
+) -> usize {
+    // SAFETY: Both point into the same table (the caller guarantees the run).
+    let total = usize::try_from(unsafe { stop.offset_from(entry) }).unwrap_or(0);
+    // SAFETY: Only called with `i < total`: `entry + i` is in `entry..stop`.
+    let is_key = |i: usize| unsafe { JumpEntry::read(entry.add(i)) }.key == key.addr();
+    if total == 0 || !is_key(0) {
+        return 0;
+    }
+    // The key's entries are `0..=lo`; `hi` is `total` or an entry of another key.
+    let (mut lo, mut hi) = (0usize, 1usize);
+    while hi < total && is_key(hi) {
+        lo = hi;
+        hi = hi.saturating_mul(2);
+    }
+    hi = hi.min(total);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if is_key(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    hi
+}
+
 /// `__jump_label_update()` for the Rust batch: checks each site of `key` from `entry` to `stop`
 /// against the key's current value and, with `JUMP_LABEL_QUEUE`, queues it; writes nothing.
 ///
@@ -198,24 +239,7 @@ pub unsafe extern "C" fn jump_label_rs_update(
     // `static_key_count()` reads the -1 of a first enable in progress as enabled.
     let enabled = unsafe { bindings::static_key_count(key) } > 0;
 
-    // Room for every site first, so that each is queued as it is checked: the walk reads each
-    // site once.
-    if queue {
-        let mut sites = 0usize;
-        // SAFETY: The caller guarantees the entries, which only change under
-        // `jump_label_mutex`.
-        unsafe { for_each_entry(key, entry, stop, |_| sites += 1) };
-        if !batch::reserve_keys(text, sites) {
-            pr_err!(
-                "jump_label: no memory to queue the {sites} sites of key _stext+{:#x}: flip \
-                 refused, nothing written\n",
-                stext_offset(key.addr())
-            );
-            return ENOMEM.to_errno();
-        }
-    }
     let mark = batch::queued(text);
-
     let mut wrong = 0usize;
     let mut report = |e: &JumpEntry, why: core::fmt::Arguments<'_>| {
         if wrong < REPORTED {
@@ -228,36 +252,57 @@ pub unsafe extern "C" fn jump_label_rs_update(
         }
         wrong += 1;
     };
-    // SAFETY: The caller guarantees that `entry..stop` is a valid run of jump-table entries, and it
-    // holds `jump_label_mutex`, the only lock under which entries are sorted, added or removed
-    // (module load and unload), for the whole walk. The closure reads and queues sites; it does not
-    // touch the table.
-    unsafe {
-        for_each_entry(key, entry, stop, |e| {
-            match site_action(text, e, enabled, init) {
-                SiteAction::Write(loc) => {
-                    if queue {
-                        if let Err(why) = batch::push_key(text, loc) {
-                            report(e, format_args!("cannot be queued: {why:?}"));
+    // Checks every site and, with `JUMP_LABEL_QUEUE`, queues it in `slots`.
+    let walk = |text: &TextMutex, slots: &mut KeySlots<'_>| {
+        // SAFETY: The caller guarantees that `entry..stop` is a valid run of jump-table
+        // entries, and it holds `jump_label_mutex`, the only lock under which entries are
+        // sorted, added or removed (module load and unload), for the whole walk. The closure
+        // reads and queues sites; it does not touch the table.
+        unsafe {
+            for_each_entry(key, entry, stop, |e| {
+                match site_action(text, e, enabled, init) {
+                    SiteAction::Write(loc) => {
+                        if queue {
+                            if let Err(why) = slots.push(loc) {
+                                report(e, format_args!("cannot be queued: {why:?}"));
+                            }
                         }
                     }
-                }
-                SiteAction::Wrong { have, len } => report(
-                    e,
-                    format_args!(
-                        "holds {:02x?}, not the {} its key left there",
-                        &have[..len],
-                        if x86::site_jumps(enabled, e.branch) {
-                            "NOP"
-                        } else {
-                            "JMP"
-                        }
+                    SiteAction::Wrong { have, len } => report(
+                        e,
+                        format_args!(
+                            "holds {:02x?}, not the {} its key left there",
+                            &have[..len],
+                            if x86::site_jumps(enabled, e.branch) {
+                                "NOP"
+                            } else {
+                                "JMP"
+                            }
+                        ),
                     ),
-                ),
-                SiteAction::Skip => {}
-            }
-        })
+                    SiteAction::Skip => {}
+                }
+            })
+        }
     };
+    // Room for every site first, so that each is queued as it is checked, under one borrow of
+    // the batch: the walk reads each site once. `JUMP_LABEL_CHECK` makes no room (and queues
+    // nothing): one walk for both passes.
+    let sites = if queue {
+        // SAFETY: The caller guarantees the entries, which only change under
+        // `jump_label_mutex`.
+        unsafe { run_len(key, entry, stop) }
+    } else {
+        0
+    };
+    if batch::queue_keys(text, sites, walk).is_err() {
+        pr_err!(
+            "jump_label: no memory to queue the {sites} sites of key _stext+{:#x}: flip \
+             refused, nothing written\n",
+            stext_offset(key.addr())
+        );
+        return ENOMEM.to_errno();
+    }
     if wrong == 0 {
         return 0;
     }

@@ -843,10 +843,68 @@ pub trait PokeStorage {
     /// Appends `loc`, after [`reserve_one`](Self::reserve_one) or [`reserve`](Self::reserve)
     /// returned true.
     fn push(&mut self, loc: PokeLoc);
+    /// Calls `f` with the sites queued and room for `more` further sites after them, made by
+    /// [`reserve`](Self::reserve), and appends the first `n` of that room, `n` being what `f`
+    /// returns; false, with nothing appended and `f` not called, if the room is not there.
+    fn fill(&mut self, more: usize, f: impl FnOnce(&[PokeLoc], &mut [PokeLoc]) -> usize) -> bool;
     /// Forgets every site from the `len`th on.
     fn truncate(&mut self, len: usize);
     /// Forgets every site.
     fn clear(&mut self);
+}
+
+/// Room for a key's run of sites in a [`Queue`], which [`Queue::push_keys`] lends: each site
+/// [`push`](Self::push)ed is queued, with the checks of [`Queue::push_key`], and without
+/// reaching the storage again for each.
+pub struct KeySlots<'a> {
+    base: usize,
+    /// The sites queued before the run.
+    queued: &'a [PokeLoc],
+    /// The run's room, its first `n` sites queued.
+    room: &'a mut [PokeLoc],
+    n: usize,
+    /// The address of the last site queued, if any.
+    last: Option<usize>,
+    /// The queue's `unsorted`.
+    unsorted: bool,
+}
+
+impl KeySlots<'_> {
+    /// Queues `loc`, or nothing if its address is queued already ([`PokeError::Twice`]) or the
+    /// run's room is used up ([`PokeError::Full`]).
+    #[inline(always)]
+    pub fn push(&mut self, loc: PokeLoc) -> Result<(), PokeError> {
+        let addr = loc.addr(self.base);
+        let in_order = self.last.is_none_or(|last| last <= addr);
+        let n = self.n;
+        // A key's sites come in address order: a repeat is the last site queued, or, once a
+        // transaction's next key starts below it, in the sorted sites (binary search). Past
+        // that, `Queue::flush()` finds repeats.
+        let already = if self.unsorted {
+            false
+        } else if in_order {
+            self.last == Some(addr)
+        } else {
+            let run = self.room.get(..n).unwrap_or(&[]);
+            lookup(self.queued, None, self.base, addr).is_some()
+                || lookup(run, None, self.base, addr).is_some()
+        };
+        if already {
+            return Err(PokeError::Twice);
+        }
+        let Some(slot) = self.room.get_mut(n) else {
+            return Err(PokeError::Full);
+        };
+        *slot = loc;
+        self.n = n.wrapping_add(1);
+        if !in_order {
+            // Only a key flip appends out of order, and `Queue::flush()` sorts and refuses
+            // repeats.
+            self.unsorted = true;
+        }
+        self.last = Some(addr);
+        Ok(())
+    }
 }
 
 /// A batch being built: `smp_text_poke_batch_add()`'s rules over some storage.
@@ -932,37 +990,47 @@ impl<S: PokeStorage> Queue<S> {
     /// Queues `loc`, a site of a key flip, in room made by [`reserve_keys`](Self::reserve_keys):
     /// never applies anything, so that [`truncate`](Self::truncate) can take it back. Queues
     /// nothing if its address is queued already ([`PokeError::Twice`]) or there is no room
-    /// ([`PokeError::Full`]).
+    /// ([`PokeError::Full`]). [`push_keys`](Self::push_keys) for a run of one.
     pub fn push_key(&mut self, base: usize, loc: PokeLoc) -> Result<(), PokeError> {
-        let addr = loc.addr(base);
-        let unsorted = self.unsorted;
-        let queued = self.sites.as_mut_slice();
-        // `ordered()`, with the last site's address kept for the check below.
-        let last = queued.last().map(|l| l.addr(base));
-        let in_order = last.is_none_or(|last| last <= addr);
-        // A key's sites come in address order: a repeat is the last site queued, or, once a
-        // transaction's next key starts below it, in the sorted sites (binary search). Past
-        // that, `flush()` finds repeats.
-        let already = if unsorted {
-            false
-        } else if in_order {
-            last == Some(addr)
-        } else {
-            lookup(queued, None, base, addr).is_some()
-        };
-        if already {
-            return Err(PokeError::Twice);
-        }
-        if !self.sites.reserve_one(true) {
+        self.push_keys(base, 1, |slots| slots.push(loc))?
+    }
+
+    /// Makes room for `more` further sites of key flips and lets `f` queue up to that many with
+    /// [`KeySlots::push`]: a key's run of sites, queued under one borrow of the queue, as
+    /// [`push_key`](Self::push_key) queues each. Never applies anything, so that
+    /// [`truncate`](Self::truncate) can take the sites back. Returns what `f` returns, or
+    /// [`PokeError::Full`], `f` not called, if the storage cannot make the room. With `more` 0,
+    /// nothing is allocated, and every push is refused.
+    pub fn push_keys<R>(
+        &mut self,
+        base: usize,
+        more: usize,
+        f: impl FnOnce(&mut KeySlots<'_>) -> R,
+    ) -> Result<R, PokeError> {
+        if more > 0 && !self.sites.reserve(more) {
             return Err(PokeError::Full);
         }
-        if !in_order {
-            // INVARIANT: only a key flip appends out of order, and `flush()` sorts and
-            // refuses repeats.
-            self.unsorted = true;
+        let mut unsorted = self.unsorted;
+        let mut ret = None;
+        let filled = self.sites.fill(more, |queued, room| {
+            let mut slots = KeySlots {
+                base,
+                last: queued.last().map(|l| l.addr(base)),
+                queued,
+                room,
+                n: 0,
+                unsorted,
+            };
+            ret = Some(f(&mut slots));
+            unsorted = slots.unsorted;
+            slots.n
+        });
+        // INVARIANT: `KeySlots::push()` keeps the queue's rules, `unsorted` included.
+        self.unsorted = unsorted;
+        match ret {
+            Some(ret) if filled => Ok(ret),
+            _ => Err(PokeError::Full),
         }
-        self.sites.push(loc);
-        Ok(())
     }
 
     /// Forgets the sites queued after the first `len`: a key flip refused after some of its
