@@ -567,7 +567,7 @@ proptest! {
         }
         let vec = sim.vec.clone();
         let mut old_first = vec![[0u8; MAX_INSN]; vec.len()];
-        let stats = poke::apply(&vec, &mut old_first, BASE, &mut sim, &mut Runs::EMPTY);
+        let stats = poke::apply(&vec, &mut old_first, BASE, &mut sim, &mut { Runs::EMPTY });
         // The published vector is not written while it is applied.
         prop_assert_eq!(&vec, &sim.vec);
         prop_assert!(sim.violations.is_empty(), "{:?}", sim.violations);
@@ -626,14 +626,14 @@ fn apply_skips_syncs_with_nothing_to_do() {
     }
     // Empty batch: nothing at all.
     let mut t = Count(0, BTreeMap::new());
-    assert_eq!(poke::apply(&[], &mut [], BASE, &mut t, &mut Runs::EMPTY).syncs, 0);
+    assert_eq!(poke::apply(&[], &mut [], BASE, &mut t, &mut { Runs::EMPTY }).syncs, 0);
     // One-byte writes have no tail: INT3 then first bytes, 2 syncs.
     let v = [PokeLoc::new(BASE, BASE + 1, &[0xc3], None).unwrap()];
-    assert_eq!(poke::apply(&v, &mut [[0; MAX_INSN]], BASE, &mut t, &mut Runs::EMPTY).syncs, 2);
+    assert_eq!(poke::apply(&v, &mut [[0; MAX_INSN]], BASE, &mut t, &mut { Runs::EMPTY }).syncs, 2);
     // Writing an INT3 on purpose (kprobes): only the first sync is needed.
     let mut t = Count(0, BTreeMap::new());
     let v = [PokeLoc::new(BASE, BASE + 1, &[0xcc], None).unwrap()];
-    assert_eq!(poke::apply(&v, &mut [[0; MAX_INSN]], BASE, &mut t, &mut Runs::EMPTY).syncs, 1);
+    assert_eq!(poke::apply(&v, &mut [[0; MAX_INSN]], BASE, &mut t, &mut { Runs::EMPTY }).syncs, 1);
     assert_eq!(t.0, 1);
 }
 
@@ -1086,7 +1086,7 @@ fn unmappable_page_writes_nothing() {
                 sim.unmappable = Some(bad);
                 let before = sim.mem.clone();
                 let mut old = vec![[0u8; MAX_INSN]; vec.len()];
-                let stats = poke::apply(&vec, &mut old, BASE, &mut sim, &mut Runs::EMPTY);
+                let stats = poke::apply(&vec, &mut old, BASE, &mut sim, &mut { Runs::EMPTY });
                 assert_eq!(
                     stats.outcome,
                     Outcome::Unmapped,
@@ -1099,7 +1099,7 @@ fn unmappable_page_writes_nothing() {
             // All mappable: every page asked about once, then the batch applied.
             let (mut sim, vec) = bad_input_sim(n, run_max);
             let mut old = vec![[0u8; MAX_INSN]; vec.len()];
-            let stats = poke::apply(&vec, &mut old, BASE, &mut sim, &mut Runs::EMPTY);
+            let stats = poke::apply(&vec, &mut old, BASE, &mut sim, &mut { Runs::EMPTY });
             assert_eq!(stats.outcome, Outcome::Applied);
             assert_eq!(sim.asked, pages);
             assert_eq!(stats.syncs, 3);
@@ -1122,7 +1122,7 @@ fn failed_write_puts_every_site_back() {
             let (mut sim, vec) = bad_input_sim(n, run_max);
             let mut old = vec![[0u8; MAX_INSN]; vec.len()];
             let before = sim.mem.clone();
-            poke::apply(&vec, &mut old, BASE, &mut sim, &mut Runs::EMPTY);
+            poke::apply(&vec, &mut old, BASE, &mut sim, &mut { Runs::EMPTY });
             // Three writes a site: its INT3, its tail, its first byte.
             assert_eq!(sim.attempts, 3 * n as u32);
             for k in 0..sim.attempts {
@@ -1130,7 +1130,7 @@ fn failed_write_puts_every_site_back() {
                 let (mut sim, vec) = bad_input_sim(n, run_max);
                 sim.drop = Some(k);
                 let mut old = vec![[0u8; MAX_INSN]; vec.len()];
-                let stats = poke::apply(&vec, &mut old, BASE, &mut sim, &mut Runs::EMPTY);
+                let stats = poke::apply(&vec, &mut old, BASE, &mut sim, &mut { Runs::EMPTY });
                 assert_eq!(stats.outcome, Outcome::Undone, "{what}");
                 assert_eq!(stats.wrong, 1, "{what}");
                 assert_eq!(stats.sites, 0, "{what}");
@@ -1164,7 +1164,7 @@ fn failed_undo_stops_untorn() {
                     sim.drop = Some(k);
                     sim.drop_also = Some(j);
                     let mut old = vec![[0u8; MAX_INSN]; vec.len()];
-                    let stats = poke::apply(&vec, &mut old, BASE, &mut sim, &mut Runs::EMPTY);
+                    let stats = poke::apply(&vec, &mut old, BASE, &mut sim, &mut { Runs::EMPTY });
                     assert!(sim.violations.is_empty(), "{what}: {:?}", sim.violations);
                     assert!(sim.mapped.is_none(), "{what}");
                     if stats.outcome == Outcome::Undone {
@@ -1177,7 +1177,7 @@ fn failed_undo_stops_untorn() {
                 let (mut sim, vec) = bad_input_sim(n, run_max);
                 sim.drop = Some(k);
                 let mut old = vec![[0u8; MAX_INSN]; vec.len()];
-                poke::apply(&vec, &mut old, BASE, &mut sim, &mut Runs::EMPTY);
+                poke::apply(&vec, &mut old, BASE, &mut sim, &mut { Runs::EMPTY });
                 let there = k / n as u32 >= 1;
                 assert_eq!(
                     sim.reported.len(),
@@ -1205,7 +1205,7 @@ fn failed_write_that_cannot_be_undone_is_broken() {
                 sim.drop = Some(k);
                 sim.drop_rest = true;
                 let mut old = vec![[0u8; MAX_INSN]; vec.len()];
-                let stats = poke::apply(&vec, &mut old, BASE, &mut sim, &mut Runs::EMPTY);
+                let stats = poke::apply(&vec, &mut old, BASE, &mut sim, &mut { Runs::EMPTY });
                 let restored = sim.mem == before;
                 assert_eq!(
                     stats.outcome,
