@@ -681,9 +681,12 @@ fn apply_each(
 }
 
 /// Whether every page of text the sites of `vec` (sorted by address) lie in can be mapped
-/// ([`TextOps::mappable`], asked a run of pages at a time).
+/// ([`TextOps::mappable`], asked a run of pages at a time): for the batches written a write at a
+/// time, one site's pages at a time. A write spans two pages at most, and two pages are all
+/// this clears on the stack, where a run's 64 would cost a one-site flip a `memset()` of 512
+/// bytes.
 pub fn mappable(vec: &[PokeLoc], base: usize, ops: &mut impl TextOps) -> bool {
-    let pages = &mut [0usize; RUN_MAX];
+    let pages = &mut [0usize; 2];
     let mut start = 0;
     while start < vec.len() {
         let (end, n) = next_run(vec, base, start, pages);
