@@ -105,21 +105,16 @@ work=$JLRS_CACHE/$JLRS_BASE_VERSION/demo
 mkdir -p "$work"
 # The isolated CPUs' user-space programs.
 jlrs_user_programs "$work"
-cat > "$work/initramfs.list" <<LIST
-dir /dev 0755 0 0
-nod /dev/console 0600 0 0 c 5 1
-dir /bin 0755 0 0
-dir /proc 0755 0 0
-dir /sys 0755 0 0
+{
+	jlrs_initramfs_base "$JLRS_TOP/scripts/demo/guest-init.sh"
+	cat <<LIST
 dir /demo 0755 0 0
-file /bin/busybox $busybox 0755 0 0
-slink /bin/sh busybox 0777 0 0
-file /init $JLRS_TOP/scripts/demo/guest-init.sh 0755 0 0
 file /demo/sample.sh $JLRS_TOP/scripts/demo/sample.sh 0755 0 0
 file /demo/bench.sh $JLRS_TOP/scripts/demo/bench.sh 0755 0 0
 file /demo/spin $work/spin 0755 0 0
 file /demo/syscalls $work/syscalls 0755 0 0
 LIST
+} > "$work/initramfs.list"
 "$gen" "$work/initramfs.list" > "$work/initramfs.cpio" ||
 	die "gen_init_cpio failed"
 

@@ -47,12 +47,8 @@ python3 "$JLRS_TOP/scripts/summarize.py" --lockless-mask-writers \
 	> "$work/lockless-mask-writers" ||
 	die "scripts/summarize.py --lockless-mask-writers failed"
 {
+	jlrs_initramfs_base "$JLRS_TOP/scripts/guest-test/init.sh"
 	cat <<LIST
-dir /dev 0755 0 0
-nod /dev/console 0600 0 0 c 5 1
-dir /bin 0755 0 0
-dir /proc 0755 0 0
-dir /sys 0755 0 0
 dir /lib 0755 0 0
 dir /lib/modules 0755 0 0
 dir /tests 0755 0 0
@@ -61,9 +57,6 @@ dir /demo 0755 0 0
 file /demo/spin $work/spin 0755 0 0
 file /demo/syscalls $work/syscalls 0755 0 0
 file /demo/bpf_tail $work/bpf_tail 0755 0 0
-file /bin/busybox $busybox 0755 0 0
-slink /bin/sh busybox 0777 0 0
-file /init $JLRS_TOP/scripts/guest-test/init.sh 0755 0 0
 file /stop.sh $JLRS_TOP/scripts/guest-test/unapplied.init 0755 0 0
 LIST
 	for ko in "${modules[@]}"; do

@@ -52,6 +52,22 @@ jlrs_initramfs_tools() {
 	[ -x "$gen" ] || die "$gen missing: the kernel needs CONFIG_BLK_DEV_INITRD"
 }
 
+# jlrs_initramfs_base INIT: the gen_init_cpio lines every guest's initramfs
+# starts with: the console, /proc and /sys to mount, busybox as /bin/sh,
+# and INIT as /init. After jlrs_initramfs_tools.
+jlrs_initramfs_base() {
+	cat <<LIST
+dir /dev 0755 0 0
+nod /dev/console 0600 0 0 c 5 1
+dir /bin 0755 0 0
+dir /proc 0755 0 0
+dir /sys 0755 0 0
+file /bin/busybox $busybox 0755 0 0
+slink /bin/sh busybox 0777 0 0
+file /init $1 0755 0 0
+LIST
+}
+
 # The guests' user-space programs, static and without a C library, built
 # into directory $1: spin (a PAUSE loop) and syscalls (getpid() loops).
 jlrs_user_programs() {

@@ -42,16 +42,7 @@ rm -rf "$work"
 mkdir -p "$work"
 gcc -O2 -Wall -shared -fPIC -o "$work/tbprof.so" "$JLRS_TOP/scripts/profile/tbprof.c" ||
 	die "cannot build the QEMU plugin"
-cat > "$work/initramfs.list" <<LIST
-dir /dev 0755 0 0
-nod /dev/console 0600 0 0 c 5 1
-dir /bin 0755 0 0
-dir /proc 0755 0 0
-dir /sys 0755 0 0
-file /bin/busybox $busybox 0755 0 0
-slink /bin/sh busybox 0777 0 0
-file /init $JLRS_TOP/scripts/profile/init.sh 0755 0 0
-LIST
+jlrs_initramfs_base "$JLRS_TOP/scripts/profile/init.sh" > "$work/initramfs.list"
 "$gen" "$work/initramfs.list" > "$work/initramfs.cpio" || die "gen_init_cpio failed"
 
 # The benchmark's command handler: one dump of the counts per command.
