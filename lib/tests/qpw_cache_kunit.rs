@@ -269,9 +269,15 @@ mod tests {
         for _ in 0..(DEPTH + 4) {
             objs.push(alloc(&cache, &ledger).ok_or(ENOMEM)?, GFP_KERNEL)?;
         }
+        // All freed on one CPU, into one magazine: this task would otherwise be free to move
+        // between two frees.
+        // SAFETY: Undone below; `free()` may sleep, which a task that cannot migrate may.
+        unsafe { bindings::migrate_disable() };
         for obj in objs.drain_all() {
             free(&cache, &ledger, obj);
         }
+        // SAFETY: Disabled above.
+        unsafe { bindings::migrate_enable() };
         // A full magazine frees what does not fit.
         assert_eq!(cache.cached(), DEPTH);
         assert_eq!(ledger.count(FREED), 4);
@@ -647,9 +653,15 @@ mod tests {
         let ledger = Arc::new(Ledger::new()?, GFP_KERNEL)?;
         let cache = Cache::new(GFP_KERNEL)?;
         let cpu = victim().ok_or(ENODEV)?;
+        // All four are made before any is cached: this task may move to `cpu`, whose magazine an
+        // allocation there would take a cached object back from.
+        let mut objs = KVec::with_capacity(4, GFP_KERNEL)?;
         for _ in 0..4 {
             let obj = alloc(&cache, &ledger).ok_or(ENOMEM)?;
             ledger.step(obj.id, OUT, CACHED);
+            objs.push(obj, GFP_KERNEL)?;
+        }
+        for obj in objs.drain_all() {
             assert!(cache.free_on(cpu, obj)?.is_none());
         }
         // SAFETY: `cpu` is neither CPU 0 nor this one; it comes back below.
