@@ -21,8 +21,13 @@ step guest-test
 jlrs_base_env
 # $JLRS_GUEST_BUILD: the build directory of another configuration to boot
 # (its kernel, its modules), such as make test's PREEMPT_RT and KASAN ones;
-# $JLRS_GUEST_ARGS: kernel arguments every boot gets, for such a build.
+# $JLRS_GUEST_ARGS: kernel arguments every boot gets, for such a build;
+# $JLRS_GUEST_TIMEOUT: the seconds a boot of its tests may take (600; the
+# debug builds' are several times slower).
 JLRS_BUILD=${JLRS_GUEST_BUILD:-$JLRS_BUILD}
+timeout=${JLRS_GUEST_TIMEOUT:-600}
+[[ "$timeout" =~ ^[1-9][0-9]*$ ]] ||
+	die "JLRS_GUEST_TIMEOUT=$timeout: not a number of seconds"
 
 log=${1:-$JLRS_CACHE/$JLRS_BASE_VERSION/logs/guest-test.log}
 kernel=$JLRS_BUILD/arch/x86/boot/bzImage
@@ -130,7 +135,7 @@ guest() {
 # with anything but "@@ end 0", and stops there if they did not end.
 # ARGS "-noiso" (not passed on): no CPU isolated at boot.
 boot() {
-	local i=$1 n=$2 part=$work/boot.log rc end tests=$all_tests a args=()
+	local i=$1 n=$2 part=$work/boot.log rc t0 end tests=$all_tests a args=()
 	local iso="nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3" what="CPUs 2-3 isolated"
 	shift 2
 	for a in "$@"; do
@@ -150,11 +155,12 @@ boot() {
 	# function-call IPI to every online CPU in turn, isolated or not, every
 	# few seconds: upstream noise that isolated systems boot without, and
 	# that would hide what text poking sends.
-	rc=0
-	guest 600 "$part" "$iso $*" || rc=$?
+	rc=0 t0=$(date +%s)
+	guest "$timeout" "$part" "$iso $*" || rc=$?
+	msg "boot $i/$n: $(($(date +%s) - t0)) s of at most $timeout"
 	cat "$part" >> "$log"
 	grep -E '^@@ (case|error)' "$part" | sed 's/^@@ /[guest-test] /' >&2 || true
-	[ "$rc" = 124 ] && die "the guest ($*) timed out after 600 s (log: $log)"
+	[ "$rc" = 124 ] && die "the guest ($*) timed out after $timeout s (log: $log)"
 	end=$(sed -n 's/^@@ end //p' "$part" | tail -n 1)
 	[ -n "$end" ] || die "the guest ($*) did not finish its tests (log: $log)"
 	if [ "$end" != 0 ]; then

@@ -251,13 +251,16 @@ if [ "$what" = matrix ]; then
 	}
 fi
 
-# guest_boots WHAT LOG [BUILD]: the user-space tests (scripts/guest-test/)
-# in the main image, or in the build directory BUILD; their cases in LOG.
+# guest_boots WHAT LOG [BUILD [TIMEOUT]]: the user-space tests
+# (scripts/guest-test/) in the main image, or in the build directory BUILD,
+# each boot in TIMEOUT seconds at most (guest-test.sh's 600 by default);
+# their cases in LOG.
 guest_rc=0
 guest_boots() {
 	local what=$1 cases=$logs/$2 rc=0
 	msg "tests with user space$what"
-	JLRS_GUEST_BUILD=${3:-} "$JLRS_TOP/scripts/guest-test.sh" "$cases" || rc=$?
+	JLRS_GUEST_BUILD=${3:-} JLRS_GUEST_TIMEOUT=${4:-600} \
+		"$JLRS_TOP/scripts/guest-test.sh" "$cases" || rc=$?
 	[ "$rc" = 0 ] || { msg "user-space tests$what failed (exit $rc, log: $cases)"; guest_rc=$rc; }
 	jsons+=(--guest "$cases" --cases "$cases")
 }
@@ -268,15 +271,17 @@ else
 	jsons+=(--kunit "$v/kunit-rt.json")
 	if built rt; then
 		matrix_boot rt rt --kernel_args=text_poke=rust --kernel_args=ftrace=nop
+		# A boot of the tests takes up to 9 minutes here, without a build
+		# beside it: twice as long as make test's boots may take.
 		guest_boots " under PREEMPT_RT, lockdep, kmemleak and KCSAN" guest-test-rt.log \
-			"$rt_build"
+			"$rt_build" 1200
 	fi
 	msg "KASAN and UBSAN: KUnit, then user space"
 	jsons+=(--kunit "$v/kunit-kasan.json")
 	if built kasan; then
 		matrix_boot kasan kasan --kernel_args=text_poke=rust --kernel_args=ftrace=nop \
 			--kernel_args=pti=on
-		guest_boots " under KASAN and UBSAN" guest-test-kasan.log "$kasan_build"
+		guest_boots " under KASAN and UBSAN" guest-test-kasan.log "$kasan_build" 1200
 	fi
 	prod_suites=rust_static_key,rust_static_key_sample,kprobes_test
 	# NAME:JSON:SUITES:ARG: boot NAME's build with the kernel argument ARG

@@ -4,11 +4,12 @@
 # every /tests/*.sh (or those jlrs_tests= names), power off. Every line
 # the host parses starts with "@@".
 #
-# Each test runs between "@@ run NAME" and "@@ done NAME STATUS" and
-# declares first the cases it reports ("@@ plan NAME N", cases.inc); one
-# that reported other than its plan, exited non-zero with no case failed,
-# or was killed gets a failed case "NAME-complete" saying so. The boot
-# ends with "@@ end 0", or "@@ end 1" after any failure.
+# Each test runs between "@@ run NAME" and "@@ done NAME STATUS" (then
+# "@@ time NAME SECONDS", how long it took) and declares first the cases
+# it reports ("@@ plan NAME N", cases.inc); one that reported other than
+# its plan, exited non-zero with no case failed, or was killed gets a
+# failed case "NAME-complete" saying so. The boot ends with "@@ end 0",
+# or "@@ end 1" after any failure.
 /bin/busybox --install -s /bin
 mount -t devtmpfs devtmpfs /dev
 mount -t proc proc /proc
@@ -31,9 +32,11 @@ incomplete() {
 run() {
 	echo "@@ run $1"
 	: > $tally
+	t0=$(cut -d. -f1 /proc/uptime)
 	JLRS_TALLY=$tally sh "$2"
 	st=$?
 	echo "@@ done $1 $st"
+	echo "@@ time $1 $(($(cut -d. -f1 /proc/uptime) - t0)) s"
 	[ $st = 0 ] || rc=1
 	plans=$(grep -c '^@@ plan ' $tally)
 	p=$(sed -n 's/^@@ plan [^ ]* \([0-9][0-9]*\)$/\1/p' $tally)
