@@ -334,6 +334,31 @@ static __always_inline void text_poke_rs_put(u8 *dst, u8 byte)
 	asm volatile("movb %1, %0" : "=m" (*dst) : "q" (byte));
 }
 
+/* Four bytes, a store the compiler does not instrument either. */
+static __always_inline void text_poke_rs_put4(u8 *dst, u32 word)
+{
+	asm volatile("movl %1, %0" : "=m" (*(u32 *)dst) : "r" (word));
+}
+
+/* Into the poking mm, interrupts off, for a chunk of writes of @run. */
+static __always_inline void text_poke_rs_run_enter(struct text_poke_rs_run *run)
+{
+	local_irq_save(run->flags);
+	/* A compiler barrier too: the PTEs are set before the writes. */
+	run->prev = use_temporary_mm(text_poke_mm);
+	kasan_disable_current();
+	text_poke_rs_note_mm_switch();
+}
+
+/* Back from text_poke_rs_run_enter(). */
+static __always_inline void text_poke_rs_run_leave(struct text_poke_rs_run *run)
+{
+	kasan_enable_current();
+	/* Serialising: this CPU sees the new text from here on. */
+	unuse_temporary_mm(run->prev);
+	local_irq_restore(run->flags);
+}
+
 unsigned int text_poke_rs_run_write(struct text_poke_rs_run *run,
 				    const struct text_poke_rs_write *w,
 				    unsigned int n)
@@ -344,11 +369,7 @@ unsigned int text_poke_rs_run_write(struct text_poke_rs_run *run,
 
 	if (WARN_ON_ONCE(n > TEXT_POKE_RS_RUN_WRITES))
 		return n;
-	local_irq_save(run->flags);
-	/* A compiler barrier too: the PTEs are set before the writes. */
-	run->prev = use_temporary_mm(text_poke_mm);
-	kasan_disable_current();
-	text_poke_rs_note_mm_switch();
+	text_poke_rs_run_enter(run);
 	if (unlikely(run->fail) && n) {
 		/* Fault injection: the run's first write does not land. */
 		run->fail = false;
@@ -397,10 +418,160 @@ unsigned int text_poke_rs_run_write(struct text_poke_rs_run *run,
 		wrong += !!diff;
 	}
 	lass_clac();
-	kasan_enable_current();
-	/* Serialising: this CPU sees the new text from here on. */
-	unuse_temporary_mm(run->prev);
-	local_irq_restore(run->flags);
+	text_poke_rs_run_leave(run);
+	return wrong;
+}
+
+/*
+ * What phase @phase writes at the site @s, in @w, as a write of its own
+ * (the Rust batch's Phase::write()): false if it writes nothing there.
+ */
+static bool text_poke_rs_site_write(const struct text_poke_rs_site *s,
+				    enum text_poke_rs_phase phase,
+				    struct text_poke_rs_write *w)
+{
+	u32 len = s->w.bytes[7];
+
+	*w = (struct text_poke_rs_write){ .at = s->w.at, .rel = s->w.rel };
+	switch (phase) {
+	case TEXT_POKE_RS_INT3:
+		w->bytes[0] = INT3_INSN_OPCODE;
+		w->bytes[7] = 1;
+		return true;
+	case TEXT_POKE_RS_TAIL:
+		if (len < 2)
+			return false;
+		memcpy(w->bytes, s->w.bytes + 1, min(len - 1, 6U));
+		w->bytes[7] = len - 1;
+		w->at++;
+		w->rel++;
+		return true;
+	case TEXT_POKE_RS_FIRST:
+		if (s->w.bytes[0] == INT3_INSN_OPCODE)
+			return false;
+		w->bytes[0] = s->w.bytes[0];
+		w->bytes[7] = 1;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Makes phase @phase of the writes of the @n sites at @s through the run
+ * mapped, as text_poke_rs_run_write() makes its writes, from each site's
+ * whole new instruction @s->w: INT3 at its first byte (TEXT_POKE_RS_INT3),
+ * every byte but the first (TEXT_POKE_RS_TAIL), or the first byte
+ * (TEXT_POKE_RS_FIRST); a site the phase writes nothing at is skipped.
+ * The Rust batch makes each site's write once, in its first phase, and
+ * hands the same sites over in each: a loop of each phase's own, with
+ * nothing to build. Returns how many writes differ, or, not written at
+ * all, do not lie within the run or have no or too many bytes (a tail).
+ * At most TEXT_POKE_RS_RUN_WRITES sites, with interrupts off.
+ */
+unsigned int text_poke_rs_run_sites(struct text_poke_rs_run *run,
+				    const struct text_poke_rs_site *s,
+				    unsigned int n, enum text_poke_rs_phase phase)
+{
+	unsigned long size = run->n * PAGE_SIZE;
+	u8 *base = (u8 *)text_poke_rs_run_base();
+	const u8 *text = (const u8 *)_stext;
+	unsigned int i = 0, j, wrong = 0;
+	struct text_poke_rs_write w;
+
+	if (WARN_ON_ONCE(n > TEXT_POKE_RS_RUN_WRITES || phase > TEXT_POKE_RS_FIRST))
+		return n;
+	text_poke_rs_run_enter(run);
+	if (unlikely(run->fail)) {
+		/* Fault injection: the phase's first write in the run does not land. */
+		for (; i < n; i++, s++) {
+			if (text_poke_rs_site_write(s, phase, &w)) {
+				run->fail = false;
+				wrong += !text_poke_rs_run_landed(&w, size);
+				i++;
+				s++;
+				break;
+			}
+		}
+	}
+	lass_stac();
+	/*
+	 * As in text_poke_rs_run_write(): byte stores, never instrumented,
+	 * and no index into a site's bytes.
+	 */
+	switch (phase) {
+	case TEXT_POKE_RS_INT3:
+		for (; i < n; i++, s++) {
+			u32 at = s->w.at;
+
+			if (unlikely((unsigned long)at >= size)) {
+				wrong++;
+				continue;
+			}
+			text_poke_rs_put(base + at, INT3_INSN_OPCODE);
+			wrong += READ_ONCE(text[s->w.rel]) != INT3_INSN_OPCODE;
+		}
+		break;
+	case TEXT_POKE_RS_TAIL:
+		for (; i < n; i++, s++) {
+			u32 at = s->w.at, len = s->w.bytes[7], diff = 0;
+			const u8 *txt = text + s->w.rel + 1;
+			u8 *dst = base + at + 1;
+			u64 b;
+
+			if (len < 2)
+				continue;
+			if (unlikely(len > TEXT_POKE_RS_WRITE_MAX)) {
+				wrong++;
+				continue;
+			}
+			if (unlikely((unsigned long)at + len > size)) {
+				wrong++;
+				continue;
+			}
+			/*
+			 * The bytes after the first, as one word. No CPU runs
+			 * them behind the INT3: the four of a JMP's or a CALL's
+			 * tail in one store, the one of a short JMP's, those of
+			 * anything else one by one.
+			 */
+			b = get_unaligned_le64(s->w.bytes) >> 8;
+			switch (len) {
+			case 2:
+				text_poke_rs_put(dst, b);
+				wrong += READ_ONCE(*txt) != (u8)b;
+				break;
+			case 5:
+				text_poke_rs_put4(dst, b);
+				wrong += get_unaligned((const u32 *)txt) != (u32)b;
+				break;
+			default:
+				for (j = 0; j < len - 1; j++) {
+					text_poke_rs_put(dst + j, b >> (8 * j));
+					diff |= READ_ONCE(txt[j]) ^ (u8)(b >> (8 * j));
+				}
+				wrong += !!diff;
+				break;
+			}
+		}
+		break;
+	case TEXT_POKE_RS_FIRST:
+		for (; i < n; i++, s++) {
+			u32 at = s->w.at;
+			u8 first = s->w.bytes[0];
+
+			if (first == INT3_INSN_OPCODE)
+				continue;
+			if (unlikely((unsigned long)at >= size)) {
+				wrong++;
+				continue;
+			}
+			text_poke_rs_put(base + at, first);
+			wrong += READ_ONCE(text[s->w.rel]) != first;
+		}
+		break;
+	}
+	lass_clac();
+	text_poke_rs_run_leave(run);
 	return wrong;
 }
 

@@ -5,8 +5,8 @@
 //! batch is applied.
 
 use jump_label_rs_host::poke::{
-    self, Emulation, Index, Runs, OldInsn, Outcome, PokeError, PokeLoc, PokeStorage, Queue, RunWrite,
-    TextOps, MAX_INSN, PAGE_SIZE,
+    self, Emulation, Index, Outcome, Phase, PokeError, PokeLoc, PokeStorage, Queue, RunWrite, Runs,
+    Slot, TextOps, INT3, MAX_INSN, PAGE_SIZE,
 };
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -566,7 +566,7 @@ proptest! {
             sim.sites.insert(at, (old, new));
         }
         let vec = sim.vec.clone();
-        let mut old_first = vec![[0u8; MAX_INSN]; vec.len()];
+        let mut old_first = vec![Slot::EMPTY; vec.len()];
         let stats = poke::apply(&vec, &mut old_first, BASE, &mut sim, &mut { Runs::EMPTY });
         // The published vector is not written while it is applied.
         prop_assert_eq!(&vec, &sim.vec);
@@ -600,9 +600,44 @@ proptest! {
         for (&at, (old, new)) in &sim.sites {
             prop_assert_eq!(sim.bytes(at, new.len()), new.clone());
             let i = vec.iter().position(|l| l.addr(BASE) == at).unwrap();
-            prop_assert_eq!(&old_first[i][..old.len()], &old[..]);
+            prop_assert_eq!(&old_first[i].old[..old.len()], &old[..]);
+            // Written a run at a time, each site's whole write was made once, in phase 1.
+            if run_max >= 2 && vec.len() >= 2 {
+                let w = &old_first[i].write;
+                prop_assert_eq!(w.len(), new.len());
+                prop_assert_eq!(&w.bytes[..new.len()], &new[..]);
+                prop_assert_eq!(w.rel as isize, at as isize - BASE as isize);
+            }
         }
     }
+}
+
+/// A site's whole new instruction, made once per batch, as a write of `b` at `at` in its run.
+fn whole(at: u32, rel: i32, b: &[u8]) -> RunWrite {
+    let mut bytes = [0; 8];
+    bytes[..b.len()].copy_from_slice(b);
+    bytes[7] = b.len() as u8;
+    RunWrite { at, rel, bytes }
+}
+
+/// What each phase writes of a site's whole new instruction: INT3 over its first byte, every
+/// byte but the first from one further on, the first byte; nothing where the phase has nothing
+/// to write (the tail of a one-byte instruction, a first byte that is INT3 itself).
+#[test]
+fn phases_write_their_part_of_a_prepared_site() {
+    let jmp = whole(0x100, -8, &[0xe9, 1, 2, 3, 4]);
+    assert_eq!(Phase::Int3.write(&jmp), Some(whole(0x100, -8, &[INT3])));
+    assert_eq!(Phase::Tail.write(&jmp), Some(whole(0x101, -7, &[1, 2, 3, 4])));
+    assert_eq!(Phase::First.write(&jmp), Some(whole(0x100, -8, &[0xe9])));
+    let jcc = whole(0xffe, 0x40, &[0x0f, 0x85, 1, 2, 3, 4]);
+    assert_eq!(Phase::Tail.write(&jcc), Some(whole(0xfff, 0x41, &[0x85, 1, 2, 3, 4])));
+    let int3 = whole(0x10, 0, &[INT3]);
+    assert_eq!(Phase::Int3.write(&int3), Some(int3));
+    assert_eq!(Phase::Tail.write(&int3), None);
+    assert_eq!(Phase::First.write(&int3), None);
+    let ret = whole(0x10, 0, &[0xc3]);
+    assert_eq!(Phase::Tail.write(&ret), None);
+    assert_eq!(Phase::First.write(&ret), Some(ret));
 }
 
 #[test]
@@ -629,11 +664,11 @@ fn apply_skips_syncs_with_nothing_to_do() {
     assert_eq!(poke::apply(&[], &mut [], BASE, &mut t, &mut { Runs::EMPTY }).syncs, 0);
     // One-byte writes have no tail: INT3 then first bytes, 2 syncs.
     let v = [PokeLoc::new(BASE, BASE + 1, &[0xc3], None).unwrap()];
-    assert_eq!(poke::apply(&v, &mut [[0; MAX_INSN]], BASE, &mut t, &mut { Runs::EMPTY }).syncs, 2);
+    assert_eq!(poke::apply(&v, &mut [Slot::EMPTY], BASE, &mut t, &mut { Runs::EMPTY }).syncs, 2);
     // Writing an INT3 on purpose (kprobes): only the first sync is needed.
     let mut t = Count(0, BTreeMap::new());
     let v = [PokeLoc::new(BASE, BASE + 1, &[0xcc], None).unwrap()];
-    assert_eq!(poke::apply(&v, &mut [[0; MAX_INSN]], BASE, &mut t, &mut { Runs::EMPTY }).syncs, 1);
+    assert_eq!(poke::apply(&v, &mut [Slot::EMPTY], BASE, &mut t, &mut { Runs::EMPTY }).syncs, 1);
     assert_eq!(t.0, 1);
 }
 
@@ -693,7 +728,7 @@ fn jcc_conditions_follow_the_sdm() {
 /// (one bit per attempt, cycling).
 struct ModelStorage {
     v: Vec<PokeLoc>,
-    old: Vec<OldInsn>,
+    old: Vec<Slot>,
     fixed: usize,
     cap: usize,
     fail: u32,
@@ -718,8 +753,8 @@ impl PokeStorage for ModelStorage {
         &mut self.v
     }
 
-    fn split(&mut self) -> (&[PokeLoc], &mut [OldInsn]) {
-        self.old.resize(self.v.len(), [0; MAX_INSN]);
+    fn split(&mut self) -> (&[PokeLoc], &mut [Slot]) {
+        self.old.resize(self.v.len(), Slot::EMPTY);
         (&self.v, &mut self.old)
     }
 
@@ -796,7 +831,7 @@ proptest! {
         let mut reference: BTreeMap<usize, [u8; 2]> = BTreeMap::new();
         let mut applied = 0usize;
         let mut batches = Vec::new();
-        let mut apply = |sites: &[PokeLoc], _: &mut [OldInsn]| {
+        let mut apply = |sites: &[PokeLoc], _: &mut [Slot]| {
             let addrs: Vec<usize> = sites.iter().map(|l| l.addr(BASE)).collect();
             batches.push(addrs.clone());
             for l in sites.iter() {
@@ -840,7 +875,7 @@ fn queue_batches_what_it_can() {
     for (key, reverse, want) in [(true, false, 1), (true, true, 1), (false, false, 25)] {
         let mut q = small_queue();
         let mut batches = 0;
-        let mut apply = |_: &[PokeLoc], _: &mut [OldInsn]| batches += 1;
+        let mut apply = |_: &[PokeLoc], _: &mut [Slot]| batches += 1;
         let order: Vec<usize> = if reverse {
             (0..50).rev().collect()
         } else {
@@ -856,7 +891,7 @@ fn queue_batches_what_it_can() {
     // Out of order outside a key flip: every site breaks the order.
     let mut q = small_queue();
     let mut batches = 0;
-    let mut apply = |_: &[PokeLoc], _: &mut [OldInsn]| batches += 1;
+    let mut apply = |_: &[PokeLoc], _: &mut [Slot]| batches += 1;
     for i in (0..10).rev() {
         let loc = PokeLoc::new(BASE, BASE + 0x100 + i * 8, &NOP2, None).unwrap();
         q.add(BASE, loc, false, &mut apply).unwrap();
@@ -873,7 +908,7 @@ fn key_sites_queued_in_one_walk_are_taken_back() {
     let site = |i: usize| PokeLoc::new(BASE, BASE + 0x100 + i * 8, &NOP2, None).unwrap();
     let mut q = small_queue();
     let mut batches = Vec::new();
-    let mut apply = |v: &[PokeLoc], _: &mut [OldInsn]| batches.push(v.to_vec());
+    let mut apply = |v: &[PokeLoc], _: &mut [Slot]| batches.push(v.to_vec());
     // A key's sites in address order: a repeat is the last site, or one found by binary
     // search while the queue is sorted.
     assert!(q.reserve_keys(40));
@@ -909,7 +944,7 @@ fn key_sites_queued_in_one_walk_are_taken_back() {
 
     // Kept this time: one batch, sorted.
     batches.clear();
-    let mut apply = |v: &[PokeLoc], _: &mut [OldInsn]| batches.push(v.to_vec());
+    let mut apply = |v: &[PokeLoc], _: &mut [Slot]| batches.push(v.to_vec());
     q.add(BASE, site(100), true, &mut apply).unwrap();
     assert!(q.reserve_keys(40));
     for i in (0..40).rev() {
@@ -939,7 +974,7 @@ fn key_runs_are_queued_under_one_borrow() {
     let site = |i: usize| PokeLoc::new(BASE, BASE + 0x100 + i * 8, &NOP2, None).unwrap();
     let mut q = small_queue();
     let mut batches = Vec::new();
-    let mut apply = |v: &[PokeLoc], _: &mut [OldInsn]| batches.push(v.to_vec());
+    let mut apply = |v: &[PokeLoc], _: &mut [Slot]| batches.push(v.to_vec());
     // An earlier key's sites 50..60, then a run 0..40 below them.
     assert_eq!(
         q.push_keys(BASE, 10, |s| (50..60).try_for_each(|i| s.push(site(i)))),
@@ -1085,7 +1120,7 @@ fn unmappable_page_writes_nothing() {
                 let (mut sim, vec) = bad_input_sim(n, run_max);
                 sim.unmappable = Some(bad);
                 let before = sim.mem.clone();
-                let mut old = vec![[0u8; MAX_INSN]; vec.len()];
+                let mut old = vec![Slot::EMPTY; vec.len()];
                 let stats = poke::apply(&vec, &mut old, BASE, &mut sim, &mut { Runs::EMPTY });
                 assert_eq!(
                     stats.outcome,
@@ -1098,7 +1133,7 @@ fn unmappable_page_writes_nothing() {
             }
             // All mappable: every page asked about once, then the batch applied.
             let (mut sim, vec) = bad_input_sim(n, run_max);
-            let mut old = vec![[0u8; MAX_INSN]; vec.len()];
+            let mut old = vec![Slot::EMPTY; vec.len()];
             let stats = poke::apply(&vec, &mut old, BASE, &mut sim, &mut { Runs::EMPTY });
             assert_eq!(stats.outcome, Outcome::Applied);
             assert_eq!(sim.asked, pages);
@@ -1120,7 +1155,7 @@ fn failed_write_puts_every_site_back() {
     for n in [1, 2, 9] {
         for run_max in [0, 2, 64] {
             let (mut sim, vec) = bad_input_sim(n, run_max);
-            let mut old = vec![[0u8; MAX_INSN]; vec.len()];
+            let mut old = vec![Slot::EMPTY; vec.len()];
             let before = sim.mem.clone();
             poke::apply(&vec, &mut old, BASE, &mut sim, &mut { Runs::EMPTY });
             // Three writes a site: its INT3, its tail, its first byte.
@@ -1129,7 +1164,7 @@ fn failed_write_puts_every_site_back() {
                 let what = format!("n {n} run_max {run_max} write {k}");
                 let (mut sim, vec) = bad_input_sim(n, run_max);
                 sim.drop = Some(k);
-                let mut old = vec![[0u8; MAX_INSN]; vec.len()];
+                let mut old = vec![Slot::EMPTY; vec.len()];
                 let stats = poke::apply(&vec, &mut old, BASE, &mut sim, &mut { Runs::EMPTY });
                 assert_eq!(stats.outcome, Outcome::Undone, "{what}");
                 assert_eq!(stats.wrong, 1, "{what}");
@@ -1163,7 +1198,7 @@ fn failed_undo_stops_untorn() {
                     let before = sim.mem.clone();
                     sim.drop = Some(k);
                     sim.drop_also = Some(j);
-                    let mut old = vec![[0u8; MAX_INSN]; vec.len()];
+                    let mut old = vec![Slot::EMPTY; vec.len()];
                     let stats = poke::apply(&vec, &mut old, BASE, &mut sim, &mut { Runs::EMPTY });
                     assert!(sim.violations.is_empty(), "{what}: {:?}", sim.violations);
                     assert!(sim.mapped.is_none(), "{what}");
@@ -1176,7 +1211,7 @@ fn failed_undo_stops_untorn() {
                 // The reports of a batch put back: each site there, then back, or neither.
                 let (mut sim, vec) = bad_input_sim(n, run_max);
                 sim.drop = Some(k);
-                let mut old = vec![[0u8; MAX_INSN]; vec.len()];
+                let mut old = vec![Slot::EMPTY; vec.len()];
                 poke::apply(&vec, &mut old, BASE, &mut sim, &mut { Runs::EMPTY });
                 let there = k / n as u32 >= 1;
                 assert_eq!(
@@ -1204,7 +1239,7 @@ fn failed_write_that_cannot_be_undone_is_broken() {
                 let before = sim.mem.clone();
                 sim.drop = Some(k);
                 sim.drop_rest = true;
-                let mut old = vec![[0u8; MAX_INSN]; vec.len()];
+                let mut old = vec![Slot::EMPTY; vec.len()];
                 let stats = poke::apply(&vec, &mut old, BASE, &mut sim, &mut { Runs::EMPTY });
                 let restored = sim.mem == before;
                 assert_eq!(
@@ -1296,7 +1331,7 @@ fn large_transaction_is_queued_in_n_log_n() {
     for repeat in [false, true] {
         let mut q = Queue::new(ModelStorage::new(256, 0));
         let mut batches: Vec<Vec<PokeLoc>> = Vec::new();
-        let mut apply = |v: &[PokeLoc], _: &mut [OldInsn]| batches.push(v.to_vec());
+        let mut apply = |v: &[PokeLoc], _: &mut [Slot]| batches.push(v.to_vec());
         for k in 0..16 {
             assert!(q.reserve_keys(4096));
             for i in 0..4096 {

@@ -78,6 +78,32 @@ struct text_poke_rs_write {
 
 #define TEXT_POKE_RS_WRITE_MAX	6
 
+/**
+ * struct text_poke_rs_site - a site of a batch written a run at a time
+ * @w: its whole new instruction, at its place in the run's mapping
+ * @old: the bytes it held before the batch
+ *
+ * The layout of the Rust batch's Slot: made once, in the batch's first
+ * phase, for the three phases text_poke_rs_run_sites() makes of it.
+ */
+struct text_poke_rs_site {
+	struct text_poke_rs_write w;
+	u8 old[TEXT_POKE_RS_WRITE_MAX];
+};
+
+/*
+ * The phases of the INT3 protocol, as text_poke_rs_run_sites() makes them
+ * of a site's whole new instruction (the Rust batch's Phase).
+ */
+enum text_poke_rs_phase {
+	/* INT3 over the first byte. */
+	TEXT_POKE_RS_INT3,
+	/* Every byte but the first: nothing for a one-byte instruction. */
+	TEXT_POKE_RS_TAIL,
+	/* The first byte: nothing if it is INT3 itself. */
+	TEXT_POKE_RS_FIRST,
+};
+
 #ifdef CONFIG_TEXT_POKE_RS_MEASURE
 
 /*
@@ -254,6 +280,9 @@ int text_poke_rs_run_map(struct text_poke_rs_run *run,
 unsigned int text_poke_rs_run_write(struct text_poke_rs_run *run,
 				    const struct text_poke_rs_write *w,
 				    unsigned int n);
+unsigned int text_poke_rs_run_sites(struct text_poke_rs_run *run,
+				    const struct text_poke_rs_site *s,
+				    unsigned int n, enum text_poke_rs_phase phase);
 void text_poke_rs_run_unmap(struct text_poke_rs_run *run);
 
 /* text_mutex, for the Rust jump-label update. */

@@ -20,32 +20,31 @@ use crate::poke::{
     self,
     Index,
     KeySlots,
-    OldInsn,
     Outcome,
     PokeError,
     PokeLoc,
     PokeStorage,
     Queue,
     Runs,
-    TextOps,
-    MAX_INSN, //
+    Slot,
+    TextOps, //
 };
 
 /// Sites a batch holds without allocating: a page of [`PokeLoc`]s, as in C. Only key flips
 /// grow a batch beyond it.
 const FIXED: usize = 256;
 
-/// Where the batch keeps its sites, and the bytes each held before it was applied.
+/// Where the batch keeps its sites, and a slot each for applying them ([`Slot`]).
 ///
 /// # Invariants
 ///
 /// - `nr <= FIXED` while `grown` is empty, and the sites are `fixed[..nr]`;
-/// - otherwise the sites are `grown[..nr]`, with `nr == grown.len() == grown_old.len()`.
+/// - otherwise the sites are `grown[..nr]`, with `nr == grown.len() == grown_slots.len()`.
 struct Storage {
     fixed: [PokeLoc; FIXED],
-    fixed_old: [OldInsn; FIXED],
+    fixed_slots: [Slot; FIXED],
     grown: KVec<PokeLoc>,
-    grown_old: KVec<OldInsn>,
+    grown_slots: KVec<Slot>,
     nr: usize,
 }
 
@@ -61,13 +60,29 @@ fn reserve_flags() -> kernel::alloc::Flags {
     GFP_KERNEL | __GFP_NOWARN
 }
 
+/// Lengthens `slots` by `more` placeholders, in its room: zeroes, one `memset()`, where
+/// `extend_with()` would write them a slot at a time. False, `slots` as it was, if the room is
+/// not there.
+fn extend_slots(slots: &mut KVec<Slot>, more: usize) -> bool {
+    let Some(spare) = slots.spare_capacity_mut().get_mut(..more) else {
+        return false;
+    };
+    // SAFETY: `spare` is `more` slots of the vector's room, for writes; zeroes are a `Slot`
+    // (integers and arrays of bytes, as `Slot::EMPTY`).
+    unsafe { ptr::write_bytes(spare.as_mut_ptr(), 0, more) };
+    // SAFETY: The `more` slots after the vector's length, within its room, were initialised
+    // above.
+    unsafe { slots.inc_len(more) };
+    true
+}
+
 impl Storage {
-    /// Makes room for `more` further sites in `grown`, keeping `grown_old` as large.
+    /// Makes room for `more` further sites in `grown`, keeping `grown_slots` as large.
     fn grow(&mut self, more: usize, flags: kernel::alloc::Flags) -> bool {
-        self.grown.reserve(more, flags).is_ok() && self.grown_old.reserve(more, flags).is_ok()
+        self.grown.reserve(more, flags).is_ok() && self.grown_slots.reserve(more, flags).is_ok()
     }
 
-    /// Moves the sites to `grown` if they are in `fixed`, and lengthens `grown` and `grown_old`
+    /// Moves the sites to `grown` if they are in `fixed`, and lengthens `grown` and `grown_slots`
     /// by `more` placeholders, in room `reserve()` made: nothing is allocated. False, the sites
     /// as they were, if the room is not there.
     fn grow_for_fill(&mut self, more: usize) -> bool {
@@ -76,16 +91,13 @@ impl Storage {
             let Some(sites) = self.fixed.get(..nr) else {
                 return false;
             };
-            // INVARIANT: the sites move, in order, to `grown`, which was empty; `grown_old` as
+            // INVARIANT: the sites move, in order, to `grown`, which was empty; `grown_slots` as
             // long. Should either fail, both are emptied again, the sites still in `fixed`.
             if self.grown.extend_from_slice(sites, grow_flags()).is_err()
-                || self
-                    .grown_old
-                    .extend_with(nr, [0; MAX_INSN], grow_flags())
-                    .is_err()
+                || !extend_slots(&mut self.grown_slots, nr)
             {
                 self.grown.truncate(0);
-                self.grown_old.truncate(0);
+                self.grown_slots.truncate(0);
                 return false;
             }
         }
@@ -93,14 +105,11 @@ impl Storage {
             .grown
             .extend_with(more, PokeLoc::EMPTY, grow_flags())
             .is_err()
-            || self
-                .grown_old
-                .extend_with(more, [0; MAX_INSN], grow_flags())
-                .is_err()
+            || !extend_slots(&mut self.grown_slots, more)
         {
             // INVARIANT: both back to the `nr` sites.
             self.grown.truncate(nr);
-            self.grown_old.truncate(nr);
+            self.grown_slots.truncate(nr);
             return false;
         }
         true
@@ -116,21 +125,18 @@ impl Storage {
                 return false;
             }
             // INVARIANT: the sites move, in order, to `grown`, which was empty and now has room
-            // for all of them; `nr == grown.len() == grown_old.len()`.
+            // for all of them; `nr == grown.len() == grown_slots.len()`.
             return self
                 .grown
                 .extend_from_slice(&self.fixed, grow_flags())
                 .is_ok()
-                && self
-                    .grown_old
-                    .extend_with(FIXED, [0; MAX_INSN], grow_flags())
-                    .is_ok();
+                && extend_slots(&mut self.grown_slots, FIXED);
         }
         if !grow {
             return false;
         }
         if self.grown.len() < self.grown.capacity()
-            && self.grown_old.len() < self.grown_old.capacity()
+            && self.grown_slots.len() < self.grown_slots.capacity()
         {
             return true;
         }
@@ -148,11 +154,11 @@ impl PokeStorage for Storage {
         }
     }
 
-    fn split(&mut self) -> (&[PokeLoc], &mut [OldInsn]) {
+    fn split(&mut self) -> (&[PokeLoc], &mut [Slot]) {
         if self.grown.is_empty() {
-            (&self.fixed[..self.nr], &mut self.fixed_old[..self.nr])
+            (&self.fixed[..self.nr], &mut self.fixed_slots[..self.nr])
         } else {
-            (&self.grown[..], &mut self.grown_old[..])
+            (&self.grown[..], &mut self.grown_slots[..])
         }
     }
 
@@ -165,7 +171,7 @@ impl PokeStorage for Storage {
             }
         } else if grow
             && self.grown.len() < self.grown.capacity()
-            && self.grown_old.len() < self.grown_old.capacity()
+            && self.grown_slots.len() < self.grown_slots.capacity()
         {
             return true;
         }
@@ -194,14 +200,14 @@ impl PokeStorage for Storage {
         } else {
             // `reserve_one()` made room in both vectors: neither push fails, unless a caller
             // did not call it, a bug.
-            if self.grown_old.len() == self.grown_old.capacity()
+            if self.grown_slots.len() == self.grown_slots.capacity()
                 || self.grown.push_within_capacity(loc).is_err()
             {
                 kernel::warn_on!(true);
                 return;
             }
-            // INVARIANT: `grown_old` had room, checked above.
-            let _ = self.grown_old.push_within_capacity([0; MAX_INSN]);
+            // INVARIANT: `grown_slots` had room, checked above.
+            let _ = self.grown_slots.push_within_capacity(Slot::EMPTY);
         }
         self.nr += 1;
     }
@@ -222,9 +228,9 @@ impl PokeStorage for Storage {
         let room_len = room.len().min(more);
         let n = f(queued, room.get_mut(..room_len).unwrap_or(&mut [])).min(room_len);
         if !in_fixed {
-            // INVARIANT: `nr == grown.len() == grown_old.len()` again, `n` sites further.
+            // INVARIANT: `nr == grown.len() == grown_slots.len()` again, `n` sites further.
             self.grown.truncate(nr + n);
-            self.grown_old.truncate(nr + n);
+            self.grown_slots.truncate(nr + n);
         }
         // INVARIANT: in `fixed`, `nr` stays at most `FIXED` (`room` was within it).
         self.nr = nr + n;
@@ -235,16 +241,16 @@ impl PokeStorage for Storage {
         if len >= self.nr {
             return;
         }
-        // INVARIANT: `nr` shrinks, and `grown` and `grown_old` with it.
+        // INVARIANT: `nr` shrinks, and `grown` and `grown_slots` with it.
         self.grown.truncate(len);
-        self.grown_old.truncate(len);
+        self.grown_slots.truncate(len);
         self.nr = len;
     }
 
     /// Frees a grown vector: a large batch is rare, and its memory is not kept.
     fn clear(&mut self) {
         self.grown = KVec::new();
-        self.grown_old = KVec::new();
+        self.grown_slots = KVec::new();
         self.nr = 0;
     }
 }
@@ -262,9 +268,9 @@ unsafe impl Sync for State {}
 static STATE: State = State {
     batch: UnsafeCell::new(Queue::new(Storage {
         fixed: [PokeLoc::EMPTY; FIXED],
-        fixed_old: [[0; MAX_INSN]; FIXED],
+        fixed_slots: [Slot::EMPTY; FIXED],
         grown: KVec::new(),
-        grown_old: KVec::new(),
+        grown_slots: KVec::new(),
         nr: 0,
     })),
 };
@@ -368,13 +374,30 @@ impl KernelText {
 impl TextOps for KernelText {
     #[inline(always)]
     fn read(&mut self, addr: usize, buf: &mut [u8]) {
-        // A byte at a time: a site's 1 to 6 bytes cost less than a call to `memcpy()`.
-        for (i, b) in buf.iter_mut().enumerate() {
-            // SAFETY: `addr` is a site in live kernel text being patched under `text_mutex`,
-            // so its bytes are mapped and only this thread writes them, through another
-            // mapping. A plain read: the text is read-only here, which `Atomic::from_ptr()`
-            // does not allow, and no other thread writes it.
-            *b = unsafe { ptr::read((addr + i) as *const u8) };
+        /// Reads `N` bytes of text at `addr` at once.
+        #[inline(always)]
+        fn read_n<const N: usize>(addr: usize, buf: &mut [u8]) {
+            if let Some(buf) = buf.first_chunk_mut::<N>() {
+                // SAFETY: The caller's site at `addr`, of `N` bytes, is in live kernel text
+                // being patched under `text_mutex`: mapped, and written by this thread only,
+                // through another mapping. Unaligned, as text is.
+                *buf = unsafe { ptr::read_unaligned(addr as *const [u8; N]) };
+            }
+        }
+        // A key's sites, which a batch of runs reads whole, at once, where a loop would copy a
+        // byte at a time; a call to `memcpy()` would cost more than either.
+        match buf.len() {
+            2 => read_n::<2>(addr, buf),
+            5 => read_n::<5>(addr, buf),
+            _ => {
+                for (i, b) in buf.iter_mut().enumerate() {
+                    // SAFETY: `addr` is a site in live kernel text being patched under
+                    // `text_mutex`, so its bytes are mapped and only this thread writes them,
+                    // through another mapping. A plain read: the text is read-only here, which
+                    // `Atomic::from_ptr()` does not allow, and no other thread writes it.
+                    *b = unsafe { ptr::read((addr + i) as *const u8) };
+                }
+            }
         }
     }
 
@@ -434,6 +457,30 @@ impl TextOps for KernelText {
                 &mut self.run,
                 writes.as_ptr().cast(),
                 writes.len() as u32,
+            )
+        }
+    }
+
+    fn write_sites(&mut self, phase: poke::Phase, sites: &[Slot]) -> u32 {
+        const _: () = assert!(
+            size_of::<Slot>() == size_of::<bindings::text_poke_rs_site>()
+                && align_of::<Slot>() == align_of::<bindings::text_poke_rs_site>()
+        );
+        const _: () = assert!(
+            poke::Phase::Int3 as u32 == bindings::text_poke_rs_phase_TEXT_POKE_RS_INT3
+                && poke::Phase::Tail as u32 == bindings::text_poke_rs_phase_TEXT_POKE_RS_TAIL
+                && poke::Phase::First as u32 == bindings::text_poke_rs_phase_TEXT_POKE_RS_FIRST
+        );
+        // SAFETY: A run is mapped (`map_run()` succeeded); `Slot` has the layout of
+        // `struct text_poke_rs_site` (`#[repr(C)]`, same fields, sizes checked above), and
+        // `sites` holds `sites.len()` of them; `phase` is one of C's phases (checked above).
+        // The C side refuses a write that would not stay within the run.
+        unsafe {
+            bindings::text_poke_rs_run_sites(
+                &mut self.run,
+                sites.as_ptr().cast(),
+                sites.len() as u32,
+                phase as u32,
             )
         }
     }
@@ -719,7 +766,7 @@ pub unsafe extern "C" fn text_poke_rs_batch_finish() {
 /// mappable. Fails with the text as it was: [`PokeError::Unmapped`] if a page cannot be mapped
 /// (nothing written), [`PokeError::WriteFailed`] if a write did not land (every site put back,
 /// in `serial` mode those applied before too).
-fn apply_batch(sites: &[PokeLoc], old: &mut [OldInsn], refusable: bool) -> Result<(), PokeError> {
+fn apply_batch(sites: &[PokeLoc], old: &mut [Slot], refusable: bool) -> Result<(), PokeError> {
     if !serial() || sites.len() < 2 {
         return apply_sites(sites, old, refusable);
     }
@@ -738,16 +785,16 @@ fn apply_batch(sites: &[PokeLoc], old: &mut [OldInsn], refusable: bool) -> Resul
 /// Puts back `sites`, applied one at a time in `serial` mode before a later one failed, as
 /// `old` says, a site at a time, last first.
 #[cold]
-fn undo_serial(sites: &[PokeLoc], old: &[OldInsn]) {
+fn undo_serial(sites: &[PokeLoc], old: &[Slot]) {
     for (loc, o) in sites.iter().zip(old).rev() {
         let back = PokeLoc::new(
             base(),
             loc.addr(base()),
-            o.get(..loc.len()).unwrap_or(o),
+            o.old.get(..loc.len()).unwrap_or(&o.old),
             None,
         );
         let undone = match back {
-            Ok(back) => apply_sites(&[back], &mut [[0; MAX_INSN]], false),
+            Ok(back) => apply_sites(&[back], &mut [Slot::EMPTY], false),
             Err(e) => Err(e),
         };
         if undone.is_err() {
@@ -769,7 +816,7 @@ fn broken(sites: usize) -> ! {
 /// [`PokeError::Unmapped`] if a page of the text could not be mapped: nothing was written then
 /// (`text_poke_rs_run_mappable()` warned); with [`PokeError::WriteFailed`], warning, if a write
 /// did not land: every site was put back then.
-fn apply_sites(sites: &[PokeLoc], old: &mut [OldInsn], refusable: bool) -> Result<(), PokeError> {
+fn apply_sites(sites: &[PokeLoc], old: &mut [Slot], refusable: bool) -> Result<(), PokeError> {
     let mut index = ptr::null();
     if sites.len() > INDEX_MIN {
         // SAFETY: Our caller holds `text_mutex`, and no batch is published: nothing else

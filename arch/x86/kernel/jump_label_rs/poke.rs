@@ -51,8 +51,10 @@ mod runs;
 use runs::Found;
 pub use runs::{
     next_run,
+    Phase,
     RunWrite,
     Runs,
+    Slot,
     PAGE_SIZE,
     RUNS_KEPT,
     RUN_CHUNK,
@@ -243,6 +245,8 @@ impl PokeLoc {
     /// The bytes to write, `len()` of them.
     #[inline]
     pub fn new_bytes(&self) -> ([u8; MAX_INSN], usize) {
+        // Byte by byte, as [`run_bytes`](Self::run_bytes) builds a word: for a write of its
+        // own, this costs less than the word taken apart again.
         let mut out = [0u8; MAX_INSN];
         if self.form & ESCAPED != 0 {
             out[0] = ESCAPE;
@@ -281,6 +285,24 @@ impl PokeLoc {
         })
     }
 
+    /// The bytes to write as a [`RunWrite`] holds them: the first [`len`](Self::len) of them,
+    /// and how many in the last; what lies between is not written.
+    #[inline(always)]
+    pub fn run_bytes(&self) -> [u8; 8] {
+        // As one word: a site's bytes are built, and stored, at once.
+        let [t0, t1, t2, t3, t4] = self.text;
+        let text = u64::from_le_bytes([t0, t1, t2, t3, t4, 0, 0, 0]);
+        let len = u64::from(self.len) << 56;
+        let word = if self.form & ESCAPED != 0 {
+            u64::from(ESCAPE) | (text << 8) | len
+        } else {
+            // A 6-byte write without the escape ends with the INT3 `text` leaves out (type
+            // invariant); a shorter one ends before it.
+            text | (u64::from(INT3) << 40) | len
+        };
+        word.to_le_bytes()
+    }
+
     /// The first byte to write.
     #[inline]
     pub fn first_byte(&self) -> u8 {
@@ -309,8 +331,8 @@ pub fn ordered(vec: &[PokeLoc], base: usize, addr: usize) -> bool {
 /// Text is written either one write at a time ([`TextOps::write`], `text_poke()`: a temporary
 /// mapping of the write's page or two for each write), or a run of pages at a time: one
 /// mapping of up to [`TextOps::run_pages`] pages ([`TextOps::map_run`]), every write of the
-/// phase that falls in them ([`TextOps::write_run`], a chunk of writes at a time), then the
-/// mapping undone ([`TextOps::unmap_run`]).
+/// phase that falls in them ([`TextOps::write_sites`] or [`TextOps::write_run`], a chunk of
+/// writes at a time), then the mapping undone ([`TextOps::unmap_run`]).
 pub trait TextOps {
     /// Reads `buf.len()` bytes of text at `addr`.
     fn read(&mut self, addr: usize, buf: &mut [u8]);
@@ -347,6 +369,18 @@ pub trait TextOps {
     /// read back as written or, not written at all, do not lie within the run.
     fn write_run(&mut self, writes: &[RunWrite]) -> u32 {
         writes.len() as u32
+    }
+    /// Makes the writes of phase `phase` at `sites` (at most [`RUN_CHUNK`]) through the run
+    /// mapped, in order, from each site's whole new instruction ([`Slot::write`]) as
+    /// [`Phase::write`] says, a site without one skipped, each read back as
+    /// [`TextOps::write_run`] reads its writes back: returns how many did not read back as
+    /// written or do not lie within the run. As [`TextOps::write_run`] by default.
+    fn write_sites(&mut self, phase: Phase, sites: &[Slot]) -> u32 {
+        sites
+            .iter()
+            .filter_map(|s| phase.write(&s.write))
+            .map(|w| self.write_run(&[w]))
+            .sum()
     }
     /// Undoes [`TextOps::map_run`].
     fn unmap_run(&mut self) {}
@@ -412,7 +446,7 @@ impl Piece {
     }
 }
 
-/// Writes what `piece` says for each site of `vec`, given the site and its old bytes in `old`,
+/// Writes what `piece` says for each site of `vec`, given the site and its slot in `old`,
 /// in address order: a run of pages at a time if `ops` maps runs, else one at a time (a run of
 /// a single write, too: one write costs less through [`TextOps::write`]). Returns the writes,
 /// the runs mapped and the writes that did not read back as written.
@@ -420,10 +454,10 @@ impl Piece {
 fn write_phase(
     ops: &mut impl TextOps,
     vec: &[PokeLoc],
-    old: &[OldInsn],
+    old: &[Slot],
     base: usize,
     scratch: Option<&mut Runs>,
-    piece: impl Fn(&PokeLoc, &OldInsn) -> Option<Piece>,
+    piece: impl Fn(&PokeLoc, &Slot) -> Option<Piece>,
 ) -> (u32, u32, u32) {
     let (mut writes, mut runs, mut wrong) = (0, 0, 0);
     let (mut own_spare, mut own_buf) = (None, None);
@@ -555,14 +589,14 @@ enum Reached {
 #[inline(never)]
 fn undo<O: TextOps>(
     vec: &[PokeLoc],
-    old: &[OldInsn],
+    old: &[Slot],
     base: usize,
     ops: &mut O,
     mut scratch: Option<&mut Runs>,
     reached: Reached,
     stats: &mut ApplyStats,
 ) {
-    let mut phase = |ops: &mut O, piece: &dyn Fn(&PokeLoc, &OldInsn) -> Option<Piece>| {
+    let mut phase = |ops: &mut O, piece: &dyn Fn(&PokeLoc, &Slot) -> Option<Piece>| {
         let (_, runs, wrong) = write_phase(ops, vec, old, base, scratch.as_deref_mut(), piece);
         stats.runs += runs;
         stats.wrong += wrong;
@@ -583,16 +617,16 @@ fn undo<O: TextOps>(
         if reports {
             for (loc, o) in vec.iter().zip(old) {
                 let (new, len) = loc.new_bytes();
-                ops.poked(loc.addr(base), &new[..len], &o[..len]);
+                ops.poked(loc.addr(base), &new[..len], &o.old[..len]);
             }
         }
         if !phase(ops, &|l, o| {
-            (l.len() > 1).then(|| Piece::of(o, 1, l.len() - 1))
+            (l.len() > 1).then(|| Piece::of(&o.old, 1, l.len() - 1))
         }) {
             return;
         }
     }
-    if phase(ops, &|_, o| Some(Piece::of(o, 0, 1))) {
+    if phase(ops, &|_, o| Some(Piece::of(&o.old, 0, 1))) {
         stats.outcome = Outcome::Undone;
     }
 }
@@ -601,7 +635,7 @@ fn undo<O: TextOps>(
 /// for text that is not written in runs. See [`apply`].
 fn apply_each(
     vec: &[PokeLoc],
-    old: &mut [OldInsn],
+    old: &mut [Slot],
     base: usize,
     ops: &mut impl TextOps,
 ) -> ApplyStats {
@@ -610,7 +644,7 @@ fn apply_each(
     // 1. INT3 at every site.
     let mut wrong = 0;
     for (loc, o) in vec.iter().zip(old.iter_mut()) {
-        ops.read(loc.addr(base), &mut o[..1]);
+        ops.read(loc.addr(base), &mut o.old[..1]);
         wrong += u32::from(!ops.write(loc.addr(base), &[INT3]));
     }
     if wrong > 0 {
@@ -625,7 +659,7 @@ fn apply_each(
     let mut wrote = false;
     let reports = ops.reports();
     for (loc, o) in vec.iter().zip(old.iter_mut()) {
-        report(ops, loc, o, base, reports);
+        report(ops, loc, &mut o.old, base, reports);
         let (new, len) = loc.new_bytes();
         if len > 1 {
             wrong += u32::from(!ops.write(loc.addr(base) + 1, &new[1..len]));
@@ -698,13 +732,123 @@ pub fn mappable(vec: &[PokeLoc], base: usize, ops: &mut impl TextOps) -> bool {
     true
 }
 
+/// What a phase of [`apply`] did, a run at a time ([`run_phase`]).
+#[derive(Clone, Copy, Default)]
+struct PhaseStats {
+    /// Runs mapped.
+    runs: u32,
+    /// Writes that did not read back as written.
+    wrong: u32,
+    /// Phase 1 only: the sites with a tail to write in phase 2, and with a first byte in
+    /// phase 3.
+    tails: u32,
+    firsts: u32,
+}
+
+/// Reads the old bytes of each of `sites` into its slot in `slots`, and makes its whole new
+/// instruction a write at its place in the mapping of the run `pages`, which holds every page
+/// of each site, ascending. Counts into `stats` the sites that phases 2 and 3 write.
+#[inline(always)]
+fn prepare(
+    ops: &mut impl TextOps,
+    sites: &[PokeLoc],
+    slots: &mut [Slot],
+    pages: &[usize],
+    base: usize,
+    stats: &mut PhaseStats,
+) {
+    // The sites and the pages are in address order: each site's first page is the previous
+    // one's, or later, and a site's second page, if any, follows its first in the mapping. A
+    // site in the page of `slot` is at `addr + delta` in the mapping, up to `limit`.
+    let mut slot = 0usize;
+    let (mut delta, mut limit) = (0usize, 0usize);
+    if let Some(&p) = pages.first() {
+        (delta, limit) = (p.wrapping_neg(), p.wrapping_add(PAGE_SIZE));
+    }
+    // Wrapping arithmetic in this loop, which runs over every site of a batch: no overflow
+    // checks (a run holds `RUN_MAX` pages at most, a batch fewer than `u32::MAX` sites).
+    for (loc, s) in sites.iter().zip(slots.iter_mut()) {
+        let addr = loc.addr(base);
+        ops.read(addr, s.old.get_mut(..loc.len()).unwrap_or(&mut []));
+        while addr >= limit {
+            let Some(&page) = pages.get(slot.wrapping_add(1)) else {
+                break;
+            };
+            slot = slot.wrapping_add(1);
+            delta = slot.wrapping_mul(PAGE_SIZE).wrapping_sub(page);
+            limit = page.wrapping_add(PAGE_SIZE);
+        }
+        // A site outside the run (which cannot happen) gets an offset the C side refuses.
+        s.write.at = addr.wrapping_add(delta) as u32;
+        s.write.rel = loc.rel_addr;
+        s.write.bytes = loc.run_bytes();
+        stats.tails = stats.tails.wrapping_add(u32::from(loc.len > 1));
+        stats.firsts = stats
+            .firsts
+            .wrapping_add(u32::from(s.write.bytes[0] != INT3));
+    }
+}
+
+/// Phase `phase` of [`apply`] over the sites of `vec` and their slots, a run of pages at a
+/// time: the runs `kept` holds, or finds again. Phase 1 ([`Phase::Int3`]) first reads every
+/// site's old bytes and makes its write ([`prepare`]); every phase then hands the run's sites
+/// to [`TextOps::write_sites`], a chunk at a time, under one mapping of the run. A run with a
+/// single write in the phase, or whose pages cannot be mapped, is written a write at a time
+/// ([`TextOps::write`]).
+#[inline(always)]
+fn run_phase(
+    ops: &mut impl TextOps,
+    vec: &[PokeLoc],
+    slots: &mut [Slot],
+    base: usize,
+    kept: &mut Runs,
+    phase: Phase,
+) -> PhaseStats {
+    let mut stats = PhaseStats::default();
+    let Runs { found, spare, .. } = kept;
+    let max = ops.run_pages().min(RUN_MAX);
+    let (mut start, mut r) = (0, 0);
+    while start < vec.len() {
+        let (end, pages) = Found::get(Some(&*found), r, vec, base, start, max, spare);
+        r += 1;
+        let sites = vec.get(start..end).unwrap_or(&[]);
+        let slots = slots.get_mut(start..end).unwrap_or(&mut []);
+        if phase == Phase::Int3 {
+            prepare(ops, sites, slots, pages, base, &mut stats);
+        }
+        let several = slots
+            .iter()
+            .filter(|s| phase.write(&s.write).is_some())
+            .nth(1)
+            .is_some();
+        if several && ops.map_run(pages) {
+            stats.runs += 1;
+            for chunk in slots.chunks(RUN_CHUNK) {
+                stats.wrong += ops.write_sites(phase, chunk);
+            }
+            ops.unmap_run();
+        } else {
+            for s in slots.iter() {
+                let Some(w) = phase.write(&s.write) else {
+                    continue;
+                };
+                let addr = base.wrapping_add(w.rel as isize as usize);
+                let bytes = w.bytes.get(..w.len()).unwrap_or(&[]);
+                stats.wrong += u32::from(!ops.write(addr, bytes));
+            }
+        }
+        start = end;
+    }
+    stats
+}
+
 /// Patches every site of `vec` with the INT3 protocol: the body of
 /// `smp_text_poke_batch_finish()` between publishing the vector and retiring it.
 ///
 /// The caller publishes `vec` to the INT3 handler before calling and retires it after; `vec`
 /// is only read. `old` receives the bytes each site held before the batch, for
-/// [`TextOps::poked`] and for putting it back: one [`OldInsn`] per site, and sites beyond
-/// `old.len()` are not patched.
+/// [`TextOps::poked`] and for putting it back, and the writes made of it: one [`Slot`] per
+/// site, and sites beyond `old.len()` are not patched.
 ///
 /// Before any byte is written, every page the batch writes is checked ([`TextOps::mappable`]):
 /// if one cannot be mapped, nothing is written, nothing synced, and the outcome is
@@ -717,7 +861,7 @@ pub fn mappable(vec: &[PokeLoc], base: usize, ops: &mut impl TextOps) -> bool {
 /// `kept` is scratch for the batch's runs of pages, found once for all its passes.
 pub fn apply(
     vec: &[PokeLoc],
-    old: &mut [OldInsn],
+    old: &mut [Slot],
     base: usize,
     ops: &mut impl TextOps,
     kept: &mut Runs,
@@ -752,17 +896,12 @@ pub fn apply(
         (start, r) = (end, r + 1);
     }
 
-    // 1. INT3 at every site.
-    for (loc, o) in vec.iter().zip(old.iter_mut()) {
-        // All of a site's old bytes: the INT3 leaves all but the first in place until phase 2.
-        ops.read(loc.addr(base), &mut o[..loc.len().min(MAX_INSN)]);
-    }
-    let (_, runs, wrong) = write_phase(ops, vec, old, base, Some(&mut *kept), |_, _| {
-        Some(Piece::of(&[INT3], 0, 1))
-    });
-    stats.runs += runs;
-    if wrong > 0 {
-        stats.wrong = wrong;
+    // 1. INT3 at every site, once its old bytes are read (all of them: the INT3 leaves all but
+    // the first in place until phase 2) and its write is made for the three phases.
+    let first = run_phase(ops, vec, old, base, kept, Phase::Int3);
+    stats.runs += first.runs;
+    if first.wrong > 0 {
+        stats.wrong = first.wrong;
         undo(
             vec,
             old,
@@ -783,49 +922,46 @@ pub fn apply(
     if reports {
         for (loc, o) in vec.iter().zip(old.iter()) {
             let (new, len) = loc.new_bytes();
-            ops.poked(loc.addr(base), &o[..len], &new[..len]);
+            ops.poked(loc.addr(base), &o.old[..len], &new[..len]);
         }
     }
-    let (writes, runs, wrong) = write_phase(ops, vec, old, base, Some(&mut *kept), |l, _| l.tail());
-    stats.runs += runs;
-    if wrong > 0 {
-        stats.wrong = wrong;
-        undo(
-            vec,
-            old,
-            base,
-            ops,
-            Some(&mut *kept),
-            Reached::Tails { reports },
-            &mut stats,
-        );
-        return stats;
-    }
-    if writes > 0 {
+    if first.tails > 0 {
+        let done = run_phase(ops, vec, old, base, kept, Phase::Tail);
+        stats.runs += done.runs;
+        if done.wrong > 0 {
+            stats.wrong = done.wrong;
+            undo(
+                vec,
+                old,
+                base,
+                ops,
+                Some(&mut *kept),
+                Reached::Tails { reports },
+                &mut stats,
+            );
+            return stats;
+        }
         ops.sync();
         stats.syncs += 1;
     }
 
     // 3. The first bytes, unless the new first byte is INT3 itself.
-    let (writes, runs, wrong) = write_phase(ops, vec, old, base, Some(&mut *kept), |l, _| {
-        let byte = l.first_byte();
-        (byte != INT3).then(|| Piece::of(&[byte], 0, 1))
-    });
-    stats.runs += runs;
-    if wrong > 0 {
-        stats.wrong = wrong;
-        undo(
-            vec,
-            old,
-            base,
-            ops,
-            Some(&mut *kept),
-            Reached::Firsts { reports },
-            &mut stats,
-        );
-        return stats;
-    }
-    if writes > 0 {
+    if first.firsts > 0 {
+        let done = run_phase(ops, vec, old, base, kept, Phase::First);
+        stats.runs += done.runs;
+        if done.wrong > 0 {
+            stats.wrong = done.wrong;
+            undo(
+                vec,
+                old,
+                base,
+                ops,
+                Some(&mut *kept),
+                Reached::Firsts { reports },
+                &mut stats,
+            );
+            return stats;
+        }
         ops.sync();
         stats.syncs += 1;
     }
@@ -833,12 +969,12 @@ pub fn apply(
     stats
 }
 
-/// Storage for the sites of a batch, and for the bytes each held before it was applied.
+/// Storage for the sites of a batch, and for a [`Slot`] each, for [`apply`].
 pub trait PokeStorage {
     /// The sites, in the order they were added.
     fn as_mut_slice(&mut self) -> &mut [PokeLoc];
-    /// The sites and room for as many old instructions, for [`apply`].
-    fn split(&mut self) -> (&[PokeLoc], &mut [OldInsn]);
+    /// The sites and as many slots, for [`apply`].
+    fn split(&mut self) -> (&[PokeLoc], &mut [Slot]);
     /// Makes room for one more site; false if the storage is full and, or may not, grow.
     fn reserve_one(&mut self, grow: bool) -> bool;
     /// Makes room for `more` further sites of key flips at once; false if it cannot.
@@ -946,14 +1082,14 @@ impl<S: PokeStorage> Queue<S> {
 
     /// Queues `loc`. `key` (a key flip) allows appending out of order and growing the storage.
     /// Calls `apply` on what is queued when it must be applied first; `apply` gets the sites
-    /// sorted by address, and room for their old instructions. Fails as [`flush`](Self::flush)
+    /// sorted by address, and a slot each. Fails as [`flush`](Self::flush)
     /// does when what was queued could not be applied; `loc` is queued all the same.
     pub fn add(
         &mut self,
         base: usize,
         loc: PokeLoc,
         key: bool,
-        mut apply: impl FnMut(&[PokeLoc], &mut [OldInsn]),
+        mut apply: impl FnMut(&[PokeLoc], &mut [Slot]),
     ) -> Result<(), PokeError> {
         let addr = loc.addr(base);
         let unsorted = self.unsorted;
@@ -972,7 +1108,7 @@ impl<S: PokeStorage> Queue<S> {
             applied = self.flush(base, &mut apply);
             if !self.sites.reserve_one(key) {
                 // Empty storage with no room at all: apply the site on its own.
-                apply(&[loc], &mut [[0; MAX_INSN]]);
+                apply(&[loc], &mut [Slot::EMPTY]);
                 return applied;
             }
         }
@@ -1050,7 +1186,7 @@ impl<S: PokeStorage> Queue<S> {
     pub fn flush(
         &mut self,
         base: usize,
-        mut apply: impl FnMut(&[PokeLoc], &mut [OldInsn]),
+        mut apply: impl FnMut(&[PokeLoc], &mut [Slot]),
     ) -> Result<(), PokeError> {
         let sites = self.sites.as_mut_slice();
         if sites.is_empty() {

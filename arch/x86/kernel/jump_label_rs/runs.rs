@@ -2,12 +2,18 @@
 
 //! A batch's runs of text pages: the pages its writes fall in, grouped so that one mapping of up
 //! to [`RUN_MAX`] pages serves every write of a phase within them ([`next_run`]), the writes
-//! handed to the kernel through such a mapping ([`RunWrite`]), and the runs a batch finds once
-//! for all its passes ([`Runs`]).
+//! handed to the kernel through such a mapping ([`RunWrite`]), each site's write made once for
+//! the three phases ([`Slot`], [`Phase`]), and the runs a batch finds once for all its passes
+//! ([`Runs`]).
 //!
 //! A part of `poke`, pure as it is: the host tests build it too.
 
-use super::PokeLoc;
+use super::{
+    OldInsn,
+    PokeLoc,
+    INT3,
+    MAX_INSN, //
+};
 
 /// The size of a page of text.
 pub const PAGE_SIZE: usize = 4096;
@@ -53,6 +59,76 @@ impl RunWrite {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// A phase of the INT3 protocol, as [`TextOps::write_sites`](super::TextOps::write_sites)
+/// makes it of each site's whole new instruction ([`Slot::write`]): the values of C's
+/// `enum text_poke_rs_phase`.
+#[repr(u32)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Phase {
+    /// INT3 over the first byte.
+    Int3 = 0,
+    /// Every byte but the first: nothing for a one-byte instruction.
+    Tail = 1,
+    /// The first byte: nothing if it is INT3 itself.
+    First = 2,
+}
+
+impl Phase {
+    /// What this phase writes of `w`, a site's whole new instruction, as a write of its own: the
+    /// write C's `text_poke_rs_run_sites()` makes. `None` if the phase writes nothing there.
+    #[inline(always)]
+    pub fn write(self, w: &RunWrite) -> Option<RunWrite> {
+        let len = w.len();
+        let mut bytes = [0u8; 8];
+        let (skip, n) = match self {
+            Self::Int3 => {
+                bytes[0] = INT3;
+                (0, 1)
+            }
+            Self::Tail if len >= 2 => {
+                for (d, s) in bytes.iter_mut().zip(w.bytes.iter().skip(1).take(len - 1)) {
+                    *d = *s;
+                }
+                (1, len - 1)
+            }
+            Self::First if w.bytes[0] != INT3 => {
+                bytes[0] = w.bytes[0];
+                (0, 1)
+            }
+            _ => return None,
+        };
+        bytes[7] = n as u8;
+        Some(RunWrite {
+            at: w.at.wrapping_add(skip),
+            rel: w.rel.wrapping_add(skip as i32),
+            bytes,
+        })
+    }
+}
+
+/// What [`apply`](super::apply) keeps of each site of the batch it applies, in room made with
+/// the site: the bytes the site held before, for the reports and the way back, and its new
+/// instruction as one write through the mapping of its run, made once in phase 1 for the three
+/// phases, which [`TextOps::write_sites`](super::TextOps::write_sites) makes of it. The layout
+/// of C's `struct text_poke_rs_site`.
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Slot {
+    /// The site's new instruction, whole, at its place in the mapping of its run: made when the
+    /// batch is written a run at a time.
+    pub write: RunWrite,
+    /// Its bytes before the batch: the first [`PokeLoc::len`].
+    pub old: OldInsn,
+}
+
+impl Slot {
+    /// A placeholder for preallocated storage.
+    pub const EMPTY: Self = Self {
+        write: RunWrite::EMPTY,
+        old: [0; MAX_INSN],
+    };
 }
 
 /// The run of pages that starts with site `start` of `vec` (sorted by address): the sites

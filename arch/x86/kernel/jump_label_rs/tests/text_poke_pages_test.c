@@ -260,6 +260,87 @@ static void text_poke_pages_run_bounds(struct kunit *test)
 	KUNIT_EXPECT_MEMEQ(test, (void *)page, copy, PAGE_SIZE);
 }
 
+/* Phase @phase of the sites @site through a run of @page alone. */
+static unsigned int text_poke_pages_phase(struct kunit *test, unsigned long page,
+					  const struct text_poke_rs_site *site,
+					  unsigned int n, enum text_poke_rs_phase phase)
+{
+	struct text_poke_rs_run run;
+	unsigned int wrong;
+	int ret;
+
+	mutex_lock(&text_mutex);
+	ret = text_poke_rs_run_map(&run, &page, 1);
+	wrong = ret ? 0 : text_poke_rs_run_sites(&run, site, n, phase);
+	if (!ret)
+		text_poke_rs_run_unmap(&run);
+	mutex_unlock(&text_mutex);
+	KUNIT_EXPECT_EQ(test, ret, 0);
+	return wrong;
+}
+
+/*
+ * The phases of prepared sites, through a run: INT3 at a site's first
+ * byte, then its tail, then its first byte, each read back, from the one
+ * write made of the site's whole new instruction (here its own bytes, so
+ * that the page ends as it was; its function is never called). A site the
+ * phase writes nothing at is skipped, even with an offset outside the run
+ * (a one-byte instruction's tail, a first byte that is INT3 itself); a
+ * write outside the run, or a tail of too many bytes, is refused and
+ * counted; a phase that does not exist is refused whole.
+ */
+static void text_poke_pages_run_sites(struct kunit *test)
+{
+	const struct text_poke_pages_site *s = text_poke_pages_sites;
+	unsigned long page = s[1].code & PAGE_MASK;
+	const u8 *code = (const u8 *)s[1].code;
+	struct text_poke_rs_site site[4] = {};
+	unsigned int wrong;
+	u8 int3 = 0;
+	u8 *copy;
+
+	copy = kunit_kmalloc(test, PAGE_SIZE, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, copy);
+	memcpy(copy, (void *)page, PAGE_SIZE);
+	site[0].w.at = offset_in_page(s[1].code);
+	site[0].w.rel = s[1].code - (unsigned long)_stext;
+	memcpy(site[0].w.bytes, code, 5);
+	site[0].w.bytes[7] = 5;
+	/* One byte, outside the run: no tail. */
+	site[1].w.at = 2 * PAGE_SIZE;
+	site[1].w.rel = site[0].w.rel;
+	site[1].w.bytes[0] = INT3_INSN_OPCODE;
+	site[1].w.bytes[7] = 1;
+	/* A tail across the end of the run. */
+	site[2].w.at = PAGE_SIZE - 2;
+	site[2].w.rel = site[0].w.rel;
+	memcpy(site[2].w.bytes, code, 5);
+	site[2].w.bytes[7] = 5;
+	/* A tail of too many bytes. */
+	site[3] = site[0];
+	site[3].w.bytes[7] = TEXT_POKE_RS_WRITE_MAX + 1;
+
+	wrong = text_poke_pages_phase(test, page, site, 1, TEXT_POKE_RS_INT3);
+	KUNIT_EXPECT_EQ(test, wrong, 0);
+	int3 = READ_ONCE(*code);
+	wrong = text_poke_pages_phase(test, page, site, ARRAY_SIZE(site), TEXT_POKE_RS_TAIL);
+	KUNIT_EXPECT_EQ(test, wrong, 2);
+	wrong = text_poke_pages_phase(test, page, site, 2, TEXT_POKE_RS_FIRST);
+	KUNIT_EXPECT_EQ(test, wrong, 0);
+	KUNIT_EXPECT_EQ(test, int3, INT3_INSN_OPCODE);
+	KUNIT_EXPECT_MEMEQ(test, (void *)page, copy, PAGE_SIZE);
+
+	/* Outside the run: refused, nothing written. */
+	wrong = text_poke_pages_phase(test, page, &site[1], 1, TEXT_POKE_RS_INT3);
+	KUNIT_EXPECT_EQ(test, wrong, 1);
+	kunit_warning_suppress(test) {
+		wrong = text_poke_pages_phase(test, page, site, 1, TEXT_POKE_RS_FIRST + 1);
+		KUNIT_EXPECT_SUPPRESSED_WARNING_COUNT(test, 1);
+	}
+	KUNIT_EXPECT_EQ(test, wrong, 1);
+	KUNIT_EXPECT_MEMEQ(test, (void *)page, copy, PAGE_SIZE);
+}
+
 /*
  * A run keeps interrupts off only while a chunk of writes is made: they
  * are on once the run is mapped and between chunks, so that a run of many
@@ -443,6 +524,7 @@ static struct kunit_case text_poke_pages_cases[] = {
 	KUNIT_CASE(text_poke_pages_flips),
 	KUNIT_CASE(text_poke_pages_unmappable),
 	KUNIT_CASE(text_poke_pages_run_bounds),
+	KUNIT_CASE(text_poke_pages_run_sites),
 	KUNIT_CASE(text_poke_pages_run_lets_interrupts_in),
 	KUNIT_CASE(text_poke_pages_run_place),
 #ifdef CONFIG_FAIL_TEXT_POKE_RS
