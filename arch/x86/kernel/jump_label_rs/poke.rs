@@ -842,6 +842,36 @@ fn run_phase(
     stats
 }
 
+/// The phase of [`apply`] that a write failing in leaves the batch at `reached` ([`run_phase`]),
+/// counted in `stats`, then a sync: what it did, or, if a write of it did not land, `None`,
+/// with every site put back from there ([`undo`]).
+#[inline(always)]
+fn sync_phase(
+    ops: &mut impl TextOps,
+    vec: &[PokeLoc],
+    old: &mut [Slot],
+    base: usize,
+    kept: &mut Runs,
+    reached: Reached,
+    stats: &mut ApplyStats,
+) -> Option<PhaseStats> {
+    let phase = match reached {
+        Reached::Int3s => Phase::Int3,
+        Reached::Tails { .. } => Phase::Tail,
+        Reached::Firsts { .. } => Phase::First,
+    };
+    let done = run_phase(ops, vec, old, base, kept, phase);
+    stats.runs += done.runs;
+    if done.wrong > 0 {
+        stats.wrong = done.wrong;
+        undo(vec, old, base, ops, Some(kept), reached, stats);
+        return None;
+    }
+    ops.sync();
+    stats.syncs += 1;
+    Some(done)
+}
+
 /// Patches every site of `vec` with the INT3 protocol: the body of
 /// `smp_text_poke_batch_finish()` between publishing the vector and retiring it.
 ///
@@ -898,23 +928,9 @@ pub fn apply(
 
     // 1. INT3 at every site, once its old bytes are read (all of them: the INT3 leaves all but
     // the first in place until phase 2) and its write is made for the three phases.
-    let first = run_phase(ops, vec, old, base, kept, Phase::Int3);
-    stats.runs += first.runs;
-    if first.wrong > 0 {
-        stats.wrong = first.wrong;
-        undo(
-            vec,
-            old,
-            base,
-            ops,
-            Some(&mut *kept),
-            Reached::Int3s,
-            &mut stats,
-        );
+    let Some(first) = sync_phase(ops, vec, old, base, kept, Reached::Int3s, &mut stats) else {
         return stats;
-    }
-    ops.sync();
-    stats.syncs += 1;
+    };
 
     // 2. Every byte but the first, every site reported before (its old bytes were read in
     // phase 1).
@@ -925,45 +941,15 @@ pub fn apply(
             ops.poked(loc.addr(base), &o.old[..len], &new[..len]);
         }
     }
-    if first.tails > 0 {
-        let done = run_phase(ops, vec, old, base, kept, Phase::Tail);
-        stats.runs += done.runs;
-        if done.wrong > 0 {
-            stats.wrong = done.wrong;
-            undo(
-                vec,
-                old,
-                base,
-                ops,
-                Some(&mut *kept),
-                Reached::Tails { reports },
-                &mut stats,
-            );
-            return stats;
-        }
-        ops.sync();
-        stats.syncs += 1;
+    let tails = Reached::Tails { reports };
+    if first.tails > 0 && sync_phase(ops, vec, old, base, kept, tails, &mut stats).is_none() {
+        return stats;
     }
 
     // 3. The first bytes, unless the new first byte is INT3 itself.
-    if first.firsts > 0 {
-        let done = run_phase(ops, vec, old, base, kept, Phase::First);
-        stats.runs += done.runs;
-        if done.wrong > 0 {
-            stats.wrong = done.wrong;
-            undo(
-                vec,
-                old,
-                base,
-                ops,
-                Some(&mut *kept),
-                Reached::Firsts { reports },
-                &mut stats,
-            );
-            return stats;
-        }
-        ops.sync();
-        stats.syncs += 1;
+    let firsts = Reached::Firsts { reports };
+    if first.firsts > 0 && sync_phase(ops, vec, old, base, kept, firsts, &mut stats).is_none() {
+        return stats;
     }
     stats.sites = vec.len() as u32;
     stats
