@@ -697,8 +697,9 @@ pub(crate) fn queued(text: &mut TextMutex) -> usize {
 
 /// Makes room for `more` sites of a key flip and lets `f` queue them with [`KeySlots::push`],
 /// without applying anything; [`PokeError::Full`], `f` not called, if the batch cannot grow
-/// that much. May sleep; with `more` 0, allocates nothing and queues nothing. `f` gets the proof that `text_mutex` is held, to read the sites' text
-/// with, and nothing that reaches the batch.
+/// that much. May sleep; with `more` 0, allocates nothing and queues nothing. `f` gets the
+/// proof that `text_mutex` is held, to read the sites' text with, and nothing that reaches the
+/// batch.
 pub(crate) fn queue_keys<R>(
     text: &mut TextMutex,
     more: usize,
