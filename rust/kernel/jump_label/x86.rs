@@ -151,6 +151,31 @@ impl SiteInsn {
     }
 }
 
+/// The size of the site at `code` if its bytes `have` start with the instruction a key puts
+/// there when the site jumps (`jump`: its JMP to `target`) or falls through (its NOP), as
+/// [`site_size`], [`SiteInsn::for_site`] and [`SiteInsn::is_at`] find it together, in a few
+/// compares of words; `None` for anything else.
+#[inline(always)]
+pub fn site_holds(code: usize, target: usize, have: &[u8; MAX_LEN], jump: bool) -> Option<usize> {
+    let word = wide(have);
+    if !jump {
+        return if word & 0xffff == u64::from(u16::from_le_bytes(NOP2)) {
+            Some(2)
+        } else if word == wide(&NOP5) {
+            Some(5)
+        } else {
+            None
+        };
+    }
+    let (len, rel) = match have[0] {
+        JMP8 => (2, i64::from(have[1] as i8)),
+        JMP32 => (5, i64::from((word >> 8) as u32 as i32)),
+        _ => return None,
+    };
+    let disp = (target as i64).wrapping_sub(code.wrapping_add(len) as i64);
+    (rel == disp).then_some(len)
+}
+
 /// What a site's bytes are.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Decoded {

@@ -119,6 +119,62 @@ proptest! {
     }
 }
 
+/// What the walk of a key flip asks of a site's bytes, the three steps of
+/// `site_size()`, `SiteInsn::for_site()` and `is_at()`.
+fn holds_model(code: usize, target: usize, have: &[u8; 5], jump: bool) -> Option<usize> {
+    let len = insn::site_size(have)?;
+    SiteInsn::for_site(code, target, len, jump)
+        .filter(|i| i.is_at(have))
+        .map(|_| len)
+}
+
+/// Bytes a site may hold: a key's instructions, to `target` or near it, with a byte changed or
+/// not, or anything.
+fn site_bytes(code: usize, target: usize) -> impl Strategy<Value = [u8; 5]> {
+    let key_insn = (0usize..4, -2i64..3).prop_map(move |(k, off)| {
+        let to = (target as i64 + off) as usize;
+        let mut b = [0x90u8; 5];
+        match k {
+            0 => b[..2].copy_from_slice(&insn::NOP2),
+            1 => b = insn::NOP5,
+            2 => {
+                if let Some(j) = SiteInsn::jmp(code, to, 2) {
+                    b[..2].copy_from_slice(j.as_bytes());
+                }
+            }
+            _ => b = *SiteInsn::jmp(code, to, 5).unwrap().padded(),
+        }
+        b
+    });
+    prop_oneof![
+        key_insn.clone(),
+        (key_insn, 0usize..5, 1u8..=255).prop_map(|(mut b, i, x)| {
+            b[i] ^= x;
+            b
+        }),
+        any::<[u8; 5]>(),
+    ]
+}
+
+proptest! {
+    /// `site_holds()` finds what the three steps find, for any bytes.
+    #[test]
+    fn site_holds_is_size_then_compare(
+        (code, target, have) in (0x1000usize..usize::MAX / 2, -200i64..200)
+            .prop_flat_map(|(code, d)| {
+                let target = (code as i64 + d) as usize;
+                (Just(code), Just(target), site_bytes(code, target))
+            }),
+        jump in any::<bool>(),
+    ) {
+        prop_assert_eq!(
+            insn::site_holds(code, target, &have, jump),
+            holds_model(code, target, &have, jump),
+            "{:02x?}", have
+        );
+    }
+}
+
 /// A site's size comes from the instruction a key puts there, and a corrupted site has none,
 /// where `arch_jump_entry_size()` would decode it and BUG() on any other length.
 #[test]

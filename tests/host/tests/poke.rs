@@ -793,14 +793,27 @@ impl PokeStorage for ModelStorage {
         self.v.push(loc);
     }
 
-    fn fill(&mut self, more: usize, f: impl FnOnce(&[PokeLoc], &mut [PokeLoc]) -> usize) -> bool {
+    unsafe fn fill(
+        &mut self,
+        more: usize,
+        f: impl FnOnce(&[PokeLoc], &mut [std::mem::MaybeUninit<PokeLoc>]) -> usize,
+    ) -> bool {
         assert!(self.v.len() + more <= self.cap, "fill without room");
         let nr = self.v.len();
-        self.v.resize(nr + more, PokeLoc::EMPTY);
-        let (queued, room) = self.v.split_at_mut(nr);
+        self.v.reserve(more);
+        let sites = self.v.as_mut_ptr();
+        // SAFETY: The first `nr` places are the sites, the `more` after them room reserved
+        // above: disjoint, and the vector is not used while they live.
+        let (queued, room) = unsafe {
+            (
+                std::slice::from_raw_parts(sites, nr),
+                std::slice::from_raw_parts_mut(sites.add(nr).cast(), more),
+            )
+        };
         let n = f(queued, room);
         assert!(n <= more, "more sites than room");
-        self.v.truncate(nr + n);
+        // SAFETY: The caller guarantees that `f` wrote the first `n` places of the room.
+        unsafe { self.v.set_len(nr + n) };
         true
     }
 

@@ -9,7 +9,7 @@
 //! nothing writes meanwhile, only between `text_poke_rs_publish()` and `text_poke_rs_retire()`,
 //! which bracket [`poke::apply`].
 
-use core::{cell::UnsafeCell, ffi::c_void, ptr};
+use core::{cell::UnsafeCell, ffi::c_void, mem::MaybeUninit, ptr};
 
 use kernel::{
     bindings,
@@ -82,34 +82,23 @@ impl Storage {
         self.grown.reserve(more, flags).is_ok() && self.grown_slots.reserve(more, flags).is_ok()
     }
 
-    /// Moves the sites to `grown` if they are in `fixed`, and lengthens `grown` and `grown_slots`
-    /// by `more` placeholders, in room `reserve()` made: nothing is allocated. False, the sites
-    /// as they were, if the room is not there.
-    fn grow_for_fill(&mut self, more: usize) -> bool {
-        let nr = self.nr;
-        if self.grown.is_empty() {
-            let Some(sites) = self.fixed.get(..nr) else {
-                return false;
-            };
-            // INVARIANT: the sites move, in order, to `grown`, which was empty; `grown_slots` as
-            // long. Should either fail, both are emptied again, the sites still in `fixed`.
-            if self.grown.extend_from_slice(sites, grow_flags()).is_err()
-                || !extend_slots(&mut self.grown_slots, nr)
-            {
-                self.grown.truncate(0);
-                self.grown_slots.truncate(0);
-                return false;
-            }
+    /// Moves the sites to `grown` if they are in `fixed`: nothing is allocated, in room
+    /// `reserve()` made. False, the sites as they were, if the room is not there.
+    fn grow_for_fill(&mut self) -> bool {
+        if !self.grown.is_empty() {
+            return true;
         }
-        if self
-            .grown
-            .extend_with(more, PokeLoc::EMPTY, grow_flags())
-            .is_err()
-            || !extend_slots(&mut self.grown_slots, more)
+        let nr = self.nr;
+        let Some(sites) = self.fixed.get(..nr) else {
+            return false;
+        };
+        // INVARIANT: the sites move, in order, to `grown`, which was empty; `grown_slots` as
+        // long. Should either fail, both are emptied again, the sites still in `fixed`.
+        if self.grown.extend_from_slice(sites, grow_flags()).is_err()
+            || !extend_slots(&mut self.grown_slots, nr)
         {
-            // INVARIANT: both back to the `nr` sites.
-            self.grown.truncate(nr);
-            self.grown_slots.truncate(nr);
+            self.grown.truncate(0);
+            self.grown_slots.truncate(0);
             return false;
         }
         true
@@ -212,25 +201,50 @@ impl PokeStorage for Storage {
         self.nr += 1;
     }
 
-    fn fill(&mut self, more: usize, f: impl FnOnce(&[PokeLoc], &mut [PokeLoc]) -> usize) -> bool {
+    unsafe fn fill(
+        &mut self,
+        more: usize,
+        f: impl FnOnce(&[PokeLoc], &mut [MaybeUninit<PokeLoc>]) -> usize,
+    ) -> bool {
         let nr = self.nr;
         let in_fixed = self.grown.is_empty() && nr.saturating_add(more) <= FIXED;
-        if !in_fixed && !self.grow_for_fill(more) {
+        if !in_fixed
+            && (!self.grow_for_fill()
+                || self.grown.capacity() - self.grown.len() < more
+                || self.grown_slots.capacity() - self.grown_slots.len() < more)
+        {
             return false;
         }
         // One call of `f` for both places: the walk it runs is inlined once.
-        let (queued, room) = if in_fixed {
-            self.fixed.split_at_mut(nr.min(FIXED))
+        let (queued, room): (&[PokeLoc], &mut [MaybeUninit<PokeLoc>]) = if in_fixed {
+            let (queued, room) = self.fixed.split_at_mut(nr.min(FIXED));
+            let room = room.get_mut(..more).unwrap_or(&mut []);
+            // SAFETY: `MaybeUninit<PokeLoc>` has `PokeLoc`'s layout, and `f` writes only sites
+            // to the room (the caller guarantees): `fixed` stays initialised.
+            let room = unsafe { &mut *(ptr::from_mut(room) as *mut [MaybeUninit<PokeLoc>]) };
+            (queued, room)
         } else {
-            let at = nr.min(self.grown.len());
-            self.grown.split_at_mut(at)
+            let len = self.grown.len();
+            let sites = self.grown.as_mut_ptr();
+            // SAFETY: The vector's first `len` places are its sites, and the `more` after them
+            // its room (checked above): two disjoint parts of its allocation, borrowed from the
+            // vector, which is not used otherwise while they live.
+            unsafe {
+                (
+                    core::slice::from_raw_parts(sites, len),
+                    core::slice::from_raw_parts_mut(sites.add(len).cast(), more),
+                )
+            }
         };
-        let room_len = room.len().min(more);
-        let n = f(queued, room.get_mut(..room_len).unwrap_or(&mut [])).min(room_len);
+        let n = f(queued, room);
         if !in_fixed {
-            // INVARIANT: `nr == grown.len() == grown_slots.len()` again, `n` sites further.
-            self.grown.truncate(nr + n);
-            self.grown_slots.truncate(nr + n);
+            // SAFETY: The caller guarantees that `f` wrote the first `n` places of the room,
+            // the `n` places after the vector's length, and that `n` is at most `more`, within
+            // the room checked above.
+            unsafe { self.grown.inc_len(n) };
+            // INVARIANT: `nr == grown.len() == grown_slots.len()` again, `n` sites further;
+            // there is room for `n` slots, checked above.
+            extend_slots(&mut self.grown_slots, n);
         }
         // INVARIANT: in `fixed`, `nr` stays at most `FIXED` (`room` was within it).
         self.nr = nr + n;

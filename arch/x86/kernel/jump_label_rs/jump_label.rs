@@ -52,10 +52,7 @@ use core::{
 use kernel::{
     bindings,
     jump_label::{
-        x86::{
-            self,
-            SiteInsn, //
-        },
+        x86,
         JumpEntry, //
     },
     prelude::*,
@@ -88,11 +85,8 @@ enum SiteAction {
     Skip,
     /// Holds the instruction the key's previous value put there: write this.
     Write(PokeLoc),
-    /// Holds something else: the flip must be refused.
-    Wrong {
-        have: [u8; x86::MAX_LEN],
-        len: usize,
-    },
+    /// Holds something else: the flip must be refused ([`report`] says what it holds).
+    Wrong,
 }
 
 /// The bytes at `code`, read under `text_mutex` (`_text`).
@@ -131,18 +125,56 @@ fn site_action(text: &TextMutex, e: &JumpEntry, enabled: bool, init: bool) -> Si
         return SiteAction::Skip;
     }
     let have = current_bytes(text, e.code);
-    let wrong = |len| SiteAction::Wrong { have, len };
-    let Some(len) = x86::site_size(&have) else {
-        return wrong(x86::MAX_LEN);
-    };
     let jumps = x86::site_jumps(enabled, e.branch);
-    match SiteInsn::for_site(e.code, e.target, len, !jumps) {
-        Some(old) if old.is_at(&have) => {}
-        _ => return wrong(len),
-    }
+    let Some(len) = x86::site_holds(e.code, e.target, &have, !jumps) else {
+        return SiteAction::Wrong;
+    };
     match batch::key_site(e.code, e.target, len, jumps) {
         Ok(loc) => SiteAction::Write(loc),
-        Err(_) => wrong(len),
+        Err(_) => SiteAction::Wrong,
+    }
+}
+
+/// Why the walk refuses a site.
+enum Refused {
+    /// [`SiteAction::Wrong`].
+    Holds,
+    /// The batch did not take it.
+    Queue(PokeError),
+}
+
+/// Logs the `nth` site refused in a walk of `key`, its site at `code`, and why; only the first
+/// few are named. `jumps` says what the site is to become: it was checked for the other.
+#[cold]
+#[inline(never)]
+fn report(
+    text: &TextMutex,
+    key: *mut bindings::static_key,
+    code: usize,
+    jumps: bool,
+    why: Refused,
+    nth: usize,
+) {
+    if nth >= REPORTED {
+        return;
+    }
+    let (at, key) = (stext_offset(code), stext_offset(key.addr()));
+    match why {
+        Refused::Queue(why) => pr_err!(
+            "jump_label: site _stext+{at:#x} of key _stext+{key:#x} cannot be queued: {why:?}\n"
+        ),
+        Refused::Holds => {
+            // The bytes again, still as the walk found them under `text_mutex`: the common case
+            // does not keep them.
+            let have = current_bytes(text, code);
+            let len = x86::site_size(&have).unwrap_or(x86::MAX_LEN);
+            pr_err!(
+                "jump_label: site _stext+{at:#x} of key _stext+{key:#x} holds {:02x?}, not the \
+                 {} its key left there\n",
+                &have[..len],
+                if jumps { "NOP" } else { "JMP" }
+            );
+        }
     }
 }
 
@@ -155,7 +187,7 @@ unsafe fn for_each_entry(
     key: *mut bindings::static_key,
     mut entry: *const bindings::jump_entry,
     stop: *const bindings::jump_entry,
-    mut f: impl FnMut(&JumpEntry),
+    mut f: impl FnMut(JumpEntry),
 ) {
     while entry < stop {
         // SAFETY: `entry` is in `entry..stop`, valid as the caller guarantees.
@@ -163,7 +195,7 @@ unsafe fn for_each_entry(
         if e.key != key.addr() {
             break;
         }
-        f(&e);
+        f(e);
         // SAFETY: `entry < stop`, so the next entry is at most `stop`.
         entry = unsafe { entry.add(1) };
     }
@@ -241,17 +273,6 @@ pub unsafe extern "C" fn jump_label_rs_update(
 
     let mark = batch::queued(text);
     let mut wrong = 0usize;
-    let mut report = |e: &JumpEntry, why: core::fmt::Arguments<'_>| {
-        if wrong < REPORTED {
-            pr_err!(
-                "jump_label: site _stext+{:#x} of key _stext+{:#x} {}\n",
-                stext_offset(e.code),
-                stext_offset(key.addr()),
-                why
-            );
-        }
-        wrong += 1;
-    };
     // Checks every site and, with `JUMP_LABEL_QUEUE`, queues it in `slots`.
     let walk = |text: &TextMutex, slots: &mut KeySlots<'_>| {
         // SAFETY: The caller guarantees that `entry..stop` is a valid run of jump-table
@@ -260,28 +281,17 @@ pub unsafe extern "C" fn jump_label_rs_update(
         // reads and queues sites; it does not touch the table.
         unsafe {
             for_each_entry(key, entry, stop, |e| {
-                match site_action(text, e, enabled, init) {
-                    SiteAction::Write(loc) => {
-                        if queue {
-                            if let Err(why) = slots.push(loc) {
-                                report(e, format_args!("cannot be queued: {why:?}"));
-                            }
-                        }
-                    }
-                    SiteAction::Wrong { have, len } => report(
-                        e,
-                        format_args!(
-                            "holds {:02x?}, not the {} its key left there",
-                            &have[..len],
-                            if x86::site_jumps(enabled, e.branch) {
-                                "NOP"
-                            } else {
-                                "JMP"
-                            }
-                        ),
-                    ),
-                    SiteAction::Skip => {}
-                }
+                let why = match site_action(text, &e, enabled, init) {
+                    SiteAction::Write(loc) => match queue.then(|| slots.push(loc)) {
+                        Some(Err(why)) => Refused::Queue(why),
+                        _ => return,
+                    },
+                    SiteAction::Wrong => Refused::Holds,
+                    SiteAction::Skip => return,
+                };
+                let jumps = x86::site_jumps(enabled, e.branch);
+                report(text, key, e.code, jumps, why, wrong);
+                wrong += 1;
             })
         }
     };

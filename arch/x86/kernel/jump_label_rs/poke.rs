@@ -61,6 +61,8 @@ pub use runs::{
     RUN_MAX, //
 };
 
+use core::mem::MaybeUninit;
+
 /// The longest instruction a batch patches: `Jcc rel32`.
 pub const MAX_INSN: usize = 6;
 
@@ -203,30 +205,37 @@ impl PokeLoc {
         let rel_addr =
             i32::try_from(addr.wrapping_sub(base) as isize).map_err(|_| PokeError::OutOfRange)?;
         let disp = (target as i64).wrapping_sub(addr.wrapping_add(len) as i64);
-        let (opcode, text, disp) = match (len, jump) {
-            (2, false) => (JMP8, [NOP2[0], NOP2[1], 0, 0, 0], 0),
-            (5, false) => (JMP32, NOP5, 0),
+        // The fields after `disp` as one word, `len`, `opcode`, `text` and `form` from its low
+        // byte up: one value, where eight bytes would each be chosen apart.
+        let tail = |len: u8, opcode: u8, text: [u8; 5]| {
+            let [t0, t1, t2, t3, t4] = text;
+            u64::from_le_bytes([len, opcode, t0, t1, t2, t3, t4, len])
+        };
+        let (disp, tail) = match (len, jump) {
+            (2, false) => (0, tail(2, JMP8, [NOP2[0], NOP2[1], 0, 0, 0])),
+            (5, false) => (0, tail(5, JMP32, NOP5)),
             (2, true) => {
                 let d = i8::try_from(disp).map_err(|_| PokeError::OutOfRange)?;
-                (JMP8, [JMP8, d as u8, 0, 0, 0], i32::from(d))
+                (i32::from(d), tail(2, JMP8, [JMP8, d as u8, 0, 0, 0]))
             }
             (5, true) => {
                 let d = i32::try_from(disp).map_err(|_| PokeError::OutOfRange)?;
                 let [d0, d1, d2, d3] = d.to_le_bytes();
-                (JMP32, [JMP32, d0, d1, d2, d3], d)
+                (d, tail(5, JMP32, [JMP32, d0, d1, d2, d3]))
             }
             _ => return Err(PokeError::BadLength),
         };
+        let [len, opcode, t0, t1, t2, t3, t4, form] = tail.to_le_bytes();
         // INVARIANT: `len` is 2 or 5, `opcode` a JMP of that length (a NOP is emulated as the
-        // JMP to the next instruction), as matched above; no escape, and the bytes past the
-        // write cleared.
+        // JMP to the next instruction), as matched above, and `form` the length too; no escape,
+        // and the bytes past the write cleared.
         Ok(Self {
             rel_addr,
             disp,
-            len: len as u8,
+            len,
             opcode,
-            text,
-            form: len as u8,
+            text: [t0, t1, t2, t3, t4],
+            form,
         })
     }
 
@@ -969,9 +978,20 @@ pub trait PokeStorage {
     /// returned true.
     fn push(&mut self, loc: PokeLoc);
     /// Calls `f` with the sites queued and room for `more` further sites after them, made by
-    /// [`reserve`](Self::reserve), and appends the first `n` of that room, `n` being what `f`
-    /// returns; false, with nothing appended and `f` not called, if the room is not there.
-    fn fill(&mut self, more: usize, f: impl FnOnce(&[PokeLoc], &mut [PokeLoc]) -> usize) -> bool;
+    /// [`reserve`](Self::reserve), and appends the first `n` places of that room, `n` being what
+    /// `f` returns; false, with nothing appended and `f` not called, if the room is not there.
+    /// The room is not initialised: `f` writes each site it appends once, where a placeholder
+    /// written first would cost a write a site.
+    ///
+    /// # Safety
+    ///
+    /// `f` writes only sites (never an uninitialised value) to the room, and returns an `n` no
+    /// larger than the room, its first `n` places written.
+    unsafe fn fill(
+        &mut self,
+        more: usize,
+        f: impl FnOnce(&[PokeLoc], &mut [MaybeUninit<PokeLoc>]) -> usize,
+    ) -> bool;
     /// Forgets every site from the `len`th on.
     fn truncate(&mut self, len: usize);
     /// Forgets every site.
@@ -981,12 +1001,16 @@ pub trait PokeStorage {
 /// Room for a key's run of sites in a [`Queue`], which [`Queue::push_keys`] lends: each site
 /// [`push`](Self::push)ed is queued, with the checks of [`Queue::push_key`], and without
 /// reaching the storage again for each.
+///
+/// # Invariants
+///
+/// The first `n` places of `room` are written, and nothing else is written to it.
 pub struct KeySlots<'a> {
     base: usize,
     /// The sites queued before the run.
     queued: &'a [PokeLoc],
-    /// The run's room, its first `n` sites queued.
-    room: &'a mut [PokeLoc],
+    /// The run's room, its first `n` places the sites queued.
+    room: &'a mut [MaybeUninit<PokeLoc>],
     n: usize,
     /// The address of the last site queued, if any.
     last: Option<usize>,
@@ -1000,35 +1024,53 @@ impl KeySlots<'_> {
     #[inline(always)]
     pub fn push(&mut self, loc: PokeLoc) -> Result<(), PokeError> {
         let addr = loc.addr(self.base);
-        let in_order = self.last.is_none_or(|last| last <= addr);
-        let n = self.n;
-        // A key's sites come in address order: a repeat is the last site queued, or, once a
-        // transaction's next key starts below it, in the sorted sites (binary search). Past
-        // that, `Queue::flush()` finds repeats.
-        let already = if self.unsorted {
-            false
-        } else if in_order {
-            self.last == Some(addr)
-        } else {
-            let run = self.room.get(..n).unwrap_or(&[]);
-            lookup(self.queued, None, self.base, addr).is_some()
-                || lookup(run, None, self.base, addr).is_some()
-        };
-        if already {
+        // A key's sites come in address order: each after the last one queued, inlined.
+        match self.last {
+            Some(last) if addr <= last => self.push_back(loc, addr),
+            _ => self.put(loc, addr),
+        }
+    }
+
+    /// [`push`](Self::push) of a site at or below the last one queued: a repeat, or the first
+    /// site of a transaction's key whose sites start below the last key's.
+    #[cold]
+    #[inline(never)]
+    fn push_back(&mut self, loc: PokeLoc, addr: usize) -> Result<(), PokeError> {
+        // A repeat is the last site queued, or, once the order broke, in the sorted sites
+        // (binary search). Once the run is `unsorted`, `Queue::flush()` finds repeats.
+        if !self.unsorted
+            && (self.last == Some(addr)
+                || lookup(self.queued, None, self.base, addr).is_some()
+                || lookup(self.run(), None, self.base, addr).is_some())
+        {
             return Err(PokeError::Twice);
         }
-        let Some(slot) = self.room.get_mut(n) else {
+        self.put(loc, addr)?;
+        // Only a key flip appends out of order, and `Queue::flush()` sorts and refuses repeats.
+        // (A site at the last address gets here only once the run is unsorted already.)
+        self.unsorted = true;
+        Ok(())
+    }
+
+    /// Writes `loc`, at `addr`, in the next place of the room.
+    #[inline(always)]
+    fn put(&mut self, loc: PokeLoc, addr: usize) -> Result<(), PokeError> {
+        let Some(place) = self.room.get_mut(self.n) else {
             return Err(PokeError::Full);
         };
-        *slot = loc;
-        self.n = n.wrapping_add(1);
-        if !in_order {
-            // Only a key flip appends out of order, and `Queue::flush()` sorts and refuses
-            // repeats.
-            self.unsorted = true;
-        }
+        place.write(loc);
+        // INVARIANT: the place after the first `n` is written, and only it.
+        self.n += 1;
         self.last = Some(addr);
         Ok(())
+    }
+
+    /// The sites of the run queued so far.
+    fn run(&self) -> &[PokeLoc] {
+        let n = self.n.min(self.room.len());
+        // SAFETY: The first `n` places of `room` are written (type invariant), and
+        // `MaybeUninit<PokeLoc>` has `PokeLoc`'s layout.
+        unsafe { core::slice::from_raw_parts(self.room.as_ptr().cast::<PokeLoc>(), n) }
     }
 }
 
@@ -1137,19 +1179,24 @@ impl<S: PokeStorage> Queue<S> {
         }
         let mut unsorted = self.unsorted;
         let mut ret = None;
-        let filled = self.sites.fill(more, |queued, room| {
-            let mut slots = KeySlots {
-                base,
-                last: queued.last().map(|l| l.addr(base)),
-                queued,
-                room,
-                n: 0,
-                unsorted,
-            };
-            ret = Some(f(&mut slots));
-            unsorted = slots.unsorted;
-            slots.n
-        });
+        // SAFETY: `KeySlots` writes only sites to the room, and the first `n` of its places
+        // (type invariant), `n` no larger than the room, as `put()` checks.
+        let filled = unsafe {
+            self.sites.fill(more, |queued, room| {
+                // INVARIANT: nothing written yet.
+                let mut slots = KeySlots {
+                    base,
+                    last: queued.last().map(|l| l.addr(base)),
+                    queued,
+                    room,
+                    n: 0,
+                    unsorted,
+                };
+                ret = Some(f(&mut slots));
+                unsorted = slots.unsorted;
+                slots.n
+            })
+        };
         // INVARIANT: `KeySlots::push()` keeps the queue's rules, `unsorted` included.
         self.unsorted = unsorted;
         match ret {
