@@ -159,6 +159,9 @@ boot() {
 	guest "$timeout" "$part" "$iso $*" || rc=$?
 	msg "boot $i/$n: $(($(date +%s) - t0)) s of at most $timeout"
 	cat "$part" >> "$log"
+	# A console cut short by the guest's reset ends mid-line: the next
+	# boot's "@@ host boot" line starts a line of its own.
+	[ -z "$(tail -c 1 "$part")" ] || echo >> "$log"
 	grep -E '^@@ (case|error)' "$part" | sed 's/^@@ /[guest-test] /' >&2 || true
 	[ "$rc" = 124 ] && die "the guest ($*) timed out after $timeout s (log: $log)"
 	end=$(sed -n 's/^@@ end //p' "$part" | tail -n 1)

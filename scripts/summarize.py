@@ -104,8 +104,12 @@ def user_boots(lines):
     meant = None
     hosted = False
     for line in lines:
-        m = re.match(r"@@ host boot (\d+)/(\d+) tests=([^:\s]*):?\s*(.*)$", line)
+        m = re.search(r"@@ host boot (\d+)/(\d+) tests=([^:\s]*):?\s*(.*)$", line)
         if m:
+            # The boot before may have ended mid-line (a guest's last words cut short by its
+            # reset): what precedes the line is that boot's.
+            if m.start() > 0 and boots:
+                boots[-1][2].append(line[:m.start()])
             hosted = True
             meant = int(m.group(2))
             label = f"boot {m.group(1)}/{m.group(2)}"

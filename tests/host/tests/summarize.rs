@@ -161,6 +161,22 @@ fn boot_that_never_ran_fails() {
     run.fails_with("boot 2/2: did not run");
 }
 
+/// A boot's console may end mid-line, cut short by the guest's reset, with the next boot's
+/// "@@ host boot" line written after it: that line still starts the next boot.
+#[test]
+fn boot_after_a_console_cut_mid_line_is_counted() {
+    let run = Run::new("midline");
+    let first = GOOD_BOOT.replace("boot 1/1", "boot 1/2");
+    let second = GOOD_BOOT
+        .replace("boot 1/1", "boot 2/2")
+        .replace("one", "two");
+    run.write("cases.log", &format!("{first}reboot: Restartin{second}"));
+    let (rc, out) = run.summarize();
+    assert_eq!(rc, 0, "{out}");
+    // 3 host, 1 lint, 2 KUnit, 1 self-test, 2 user-space cases in each of two boots.
+    assert!(out.contains("11 passed, 0 failed, 0 skipped"), "{out}");
+}
+
 #[test]
 fn failed_case_fails() {
     let run = Run::new("failed");
