@@ -10,6 +10,22 @@ JLRS_BINDGEN=$JLRS_TOOLS/bin/bindgen
 JLRS_LLVM=-22
 export PATH="$JLRS_CACHE/bin:$JLRS_TOOLS/bin:/usr/lib/llvm-22/bin:$PATH"
 
+# One run at a time in a cache: runs share its source tree, build
+# directories and logs, and one could rewrite the source under another's
+# build. The first script of a run takes the lock (a second run waits,
+# saying so) and every script it starts inherits it; give a second run a
+# cache of its own (JLRS_CACHE) to run both at once.
+if [ "${JLRS_LOCKED:-}" != "$JLRS_CACHE" ]; then
+	mkdir -p "$JLRS_CACHE" || { echo "error: cannot create $JLRS_CACHE" >&2; exit 1; }
+	exec {jlrs_lock_fd}>>"$JLRS_CACHE/.lock"
+	if ! flock -n "$jlrs_lock_fd"; then
+		printf '[%s] waiting for another run using %s (set JLRS_CACHE to run beside it)\n' \
+			"$(basename "$0")" "$JLRS_CACHE" >&2
+		flock "$jlrs_lock_fd"
+	fi
+	export JLRS_LOCKED=$JLRS_CACHE
+fi
+
 # The step currently running, named in every failure message.
 JLRS_STEP=${JLRS_STEP:-jump_label_rs}
 
@@ -39,17 +55,23 @@ jlrs_tree_id() {
 	git -C "$JLRS_TOP" rev-parse 'HEAD^{tree}' 2>/dev/null || true
 }
 
-# What a busybox initramfs for the built kernel needs: sets $busybox (a
-# static busybox) and $gen (the kernel's gen_init_cpio), or dies saying
-# what is missing.
+# jlrs_initramfs_tools [BUILD]: what a busybox initramfs for the kernel
+# built in BUILD (default $JLRS_BUILD) needs: sets $busybox (a static
+# busybox) and $gen (that build's gen_init_cpio), or dies saying what is
+# missing and which step should have made it.
 jlrs_initramfs_tools() {
+	local build=${1:-$JLRS_BUILD}
 	busybox=/bin/busybox
-	[ -x "$busybox" ] || die "$busybox missing (package busybox-static)"
+	[ -x "$busybox" ] ||
+		die "$busybox missing: scripts/setup-host.sh should have installed busybox-static"
 	if readelf -l "$busybox" 2>/dev/null | grep -q 'program interpreter'; then
 		die "$busybox is dynamically linked: install busybox-static"
 	fi
-	gen=$JLRS_BUILD/usr/gen_init_cpio
-	[ -x "$gen" ] || die "$gen missing: the kernel needs CONFIG_BLK_DEV_INITRD"
+	gen=$build/usr/gen_init_cpio
+	[ -x "$gen" ] && return 0
+	[ -f "$build/arch/x86/boot/bzImage" ] ||
+		die "$gen missing: no kernel was built in $build (its build step did not run or failed)"
+	die "$gen missing: the kernel built in $build has no initramfs support (CONFIG_BLK_DEV_INITRD)"
 }
 
 # jlrs_initramfs_base INIT: the gen_init_cpio lines every guest's initramfs
