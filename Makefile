@@ -6,7 +6,7 @@
 
 SHELL := /bin/bash
 
-.PHONY: all test test-matrix demo series setup base overlay host-test kunit check
+.PHONY: all test test-matrix demo series setup base rebase overlay host-test kunit check
 
 all: test
 
@@ -16,8 +16,9 @@ test:
 test-matrix:
 	@scripts/test.sh matrix
 
+# make demo DEMO="sample flip": only those scenarios (scripts/demo.sh).
 demo:
-	@scripts/demo.sh
+	@scripts/demo.sh $(DEMO)
 
 series: base
 	@scripts/series.sh
@@ -27,6 +28,12 @@ setup:
 
 base: setup
 	@scripts/fetch-base.sh
+
+# Move the overlay to the linux-source-7.2 Debian's sid carries today:
+# every hook patch must apply to it with no fuzz; scripts/base.pin then
+# names it.
+rebase: setup
+	@scripts/fetch-base.sh --rebase
 
 overlay: base
 	@scripts/apply-overlay.sh

@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The tooling a newcomer meets first: `scripts/fetch-base.sh` fetches exactly the pinned base
+//! and says what to do when it is gone or damaged, and two runs never share a cache at once.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A cache of its own (`JLRS_CACHE`), removed afterwards.
+struct Cache {
+    dir: PathBuf,
+}
+
+impl Cache {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("tooling-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("apt/debs")).unwrap();
+        Self { dir }
+    }
+
+    /// A pin naming `version` with `sha256`, in the cache's directory.
+    fn pin(&self, version: &str, sha256: &str) -> PathBuf {
+        let pin = self.dir.join("base.pin");
+        fs::write(
+            &pin,
+            format!("BASE_DEB_VERSION={version}\nBASE_DEB_SHA256={sha256}\n"),
+        )
+        .unwrap();
+        pin
+    }
+
+    /// Runs `scripts/fetch-base.sh` in this cache with the pin `pin`.
+    fn fetch_base(&self, pin: &Path) -> Output {
+        Command::new(top().join("scripts/fetch-base.sh"))
+            .env("JLRS_CACHE", &self.dir)
+            .env("JLRS_BASE_PIN", pin)
+            .env_remove("JLRS_LOCKED")
+            .output()
+            .expect("fetch-base.sh runs")
+    }
+}
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn top() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A pinned version sid no longer carries: the run fails, naming the version, where else its
+/// `.deb` may be had, and the one command that moves the overlay to sid's.
+#[test]
+fn base_gone_from_sid_says_what_to_do() {
+    let cache = Cache::new("gone");
+    // The sid index make test fetched, so that this asks no mirror; fetched anew if absent.
+    let real = PathBuf::from(std::env::var("JLRS_CACHE").expect("host-test.sh exports JLRS_CACHE"));
+    let lists = cache.dir.join("apt/lists");
+    fs::create_dir_all(&lists).unwrap();
+    if let Ok(dir) = fs::read_dir(real.join("apt/lists")) {
+        for entry in dir.flatten() {
+            if entry.file_name().to_string_lossy().contains("sid") {
+                fs::copy(entry.path(), lists.join(entry.file_name())).unwrap();
+            }
+        }
+    }
+    let out = cache.fetch_base(&cache.pin("7.2.0-99", &"0".repeat(64)));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    for what in [
+        "no longer carries linux-source-7.2 7.2.0-99",
+        "linux-source-7.2_7.2.0-99_all.deb",
+        "https://snapshot.debian.org/package/linux/7.2.0-99/",
+        "make rebase",
+    ] {
+        assert!(err.contains(what), "expected '{what}' in:\n{err}");
+    }
+    assert!(!cache.dir.join("base.env").exists(), "{err}");
+}
+
+/// A `.deb` of the pinned version whose checksum is not the pinned one is refused and removed,
+/// before anything is unpacked.
+#[test]
+fn base_with_wrong_checksum_is_refused() {
+    let cache = Cache::new("checksum");
+    let deb = cache.dir.join("apt/debs/linux-source-7.2_7.2.0-99_all.deb");
+    fs::write(&deb, "not a Debian package\n").unwrap();
+    let out = cache.fetch_base(&cache.pin("7.2.0-99", &"0".repeat(64)));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("not the pinned 0000"), "{err}");
+    assert!(!deb.exists(), "the damaged .deb is still there:\n{err}");
+    assert!(!cache.dir.join("7.2.0").exists(), "{err}");
+    assert!(!cache.dir.join("base.env").exists(), "{err}");
+}
+
+/// The pin the tooling fetches is well formed: an exact Debian version of a 7.2.y release and
+/// a SHA-256.
+#[test]
+fn base_pin_is_exact() {
+    let pin = fs::read_to_string(top().join("scripts/base.pin")).unwrap();
+    let value = |key: &str| {
+        pin.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap_or_else(|| panic!("no {key} in base.pin"))
+            .to_owned()
+    };
+    let version = value("BASE_DEB_VERSION=");
+    assert!(version.starts_with("7.2.") && version.contains('-'), "{version}");
+    let sha = value("BASE_DEB_SHA256=");
+    assert!(sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit()), "{sha}");
+}
+
+/// A second run on a cache another run holds waits for it, saying so, and goes on once the
+/// first is done.
+#[test]
+fn second_run_waits_for_the_cache() {
+    let cache = Cache::new("lock");
+    fs::write(cache.dir.join(".lock"), "").unwrap();
+    let mut holder = Command::new("flock")
+        .arg(cache.dir.join(".lock"))
+        .args(["sleep", "3"])
+        .spawn()
+        .expect("flock runs");
+    // Until flock holds the lock.
+    let start = Instant::now();
+    while Command::new("flock")
+        .args(["-n", cache.dir.join(".lock").to_str().unwrap(), "true"])
+        .stderr(Stdio::null())
+        .status()
+        .unwrap()
+        .success()
+    {
+        assert!(start.elapsed() < Duration::from_secs(10), "flock never took the lock");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let start = Instant::now();
+    // A checksum failure ends the second run as soon as it holds the lock.
+    fs::write(
+        cache.dir.join("apt/debs/linux-source-7.2_7.2.0-99_all.deb"),
+        "",
+    )
+    .unwrap();
+    let out = cache.fetch_base(&cache.pin("7.2.0-99", &"0".repeat(64)));
+    let err = stderr(&out);
+    holder.wait().unwrap();
+    assert!(
+        err.contains("waiting for another run using"),
+        "no word of the wait:\n{err}"
+    );
+    assert!(start.elapsed() >= Duration::from_secs(1), "did not wait:\n{err}");
+    assert!(err.contains("not the pinned"), "did not go on:\n{err}");
+}
