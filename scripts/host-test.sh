@@ -8,5 +8,10 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 step host-tests
 command -v cargo >/dev/null || die "cargo not found"
+# The crates' versions are those of tests/host/Cargo.lock (--locked), each
+# download with a time limit.
+export CARGO_HTTP_TIMEOUT=30 CARGO_NET_RETRY=2
+# The cache, for the tests of the tooling itself.
+export JLRS_CACHE
 export CARGO_TARGET_DIR=$JLRS_CACHE/host-target/$(printf %s "$JLRS_TOP" | md5sum | cut -c1-12)
-cargo test --manifest-path "$JLRS_TOP/tests/host/Cargo.toml" "$@"
+cargo test --locked --manifest-path "$JLRS_TOP/tests/host/Cargo.toml" "$@"

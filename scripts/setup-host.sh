@@ -23,17 +23,20 @@ if [ ${#missing[@]} -gt 0 ]; then
 	msg "installing Debian packages: ${missing[*]}"
 	SUDO=
 	[ "$(id -u)" = 0 ] || SUDO=sudo
-	$SUDO apt-get update -qq ||
-		die "apt-get update failed: the machine's Debian mirror is unreachable"
+	# Each download gets a time limit: a mirror that stops answering
+	# fails the step, naming it, instead of hanging the run.
+	net=(-o Acquire::Retries=2 -o Acquire::http::Timeout=30 -o Acquire::https::Timeout=30)
+	timeout 600 $SUDO apt-get "${net[@]}" update -qq ||
+		die "apt-get update failed or took more than 10 minutes: the machine's Debian mirror is unreachable"
 	log=$JLRS_CACHE/apt-install.log
 	mkdir -p "$JLRS_CACHE"
 	# One retry: a dpkg trigger failing on a fresh machine is often transient.
 	for try in 1 2; do
-		DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y \
+		DEBIAN_FRONTEND=noninteractive timeout 1800 $SUDO apt-get "${net[@]}" install -y \
 			--no-install-recommends "${missing[@]}" > "$log" 2>&1 && break
 		[ "$try" = 2 ] || { msg "apt-get install failed, retrying once"; continue; }
 		tail -n 20 "$log" >&2
-		die "apt-get install failed for: ${missing[*]} (full log: $log)"
+		die "apt-get install failed or took more than 30 minutes for: ${missing[*]} (full log: $log)"
 	done
 fi
 [ -x /usr/bin/rustc ] || die "/usr/bin/rustc missing after installing rustc-web"
@@ -45,9 +48,10 @@ BINDGEN_VERSION=0.73.2
 if ! "$JLRS_BINDGEN" --version 2>/dev/null | grep -q "$BINDGEN_VERSION"; then
 	command -v cargo >/dev/null || die "cargo not found: cannot build bindgen"
 	msg "building bindgen-cli $BINDGEN_VERSION with cargo install (about 3 minutes)"
-	cargo install --quiet --locked --root "$JLRS_TOOLS" \
+	CARGO_HTTP_TIMEOUT=30 CARGO_NET_RETRY=2 timeout 1200 \
+		cargo install --quiet --locked --root "$JLRS_TOOLS" \
 		--version "$BINDGEN_VERSION" bindgen-cli ||
-		die "cargo install bindgen-cli failed (is the crate registry reachable?)"
+		die "cargo install bindgen-cli $BINDGEN_VERSION failed or took more than 20 minutes (is the crate registry reachable?)"
 fi
 
 # QEMU: kunit.py asks for KVM first, and nested KVM hangs on these machines;
