@@ -287,6 +287,8 @@ def main():
     ap.add_argument("--bisect-build", default="",
                     help="build every prefix of the series in this build directory")
     ap.add_argument("--bisect-config", default="", help="the .config of those builds")
+    ap.add_argument("--bisect-seed", default="",
+                    help="a build of --src with that configuration, which those builds start from")
     ap.add_argument("--make-opt", action="append", default=[],
                     help="an option of make for those builds (LLVM=..., RUSTC=...)")
     ap.add_argument("--write-maintainers", default="",
@@ -417,7 +419,8 @@ def main():
 
     # 5. Every prefix built, if asked.
     if args.bisect_build:
-        bisect(work, env, args.bisect_build, args.bisect_config, args.make_opt)
+        bisect(work, env, args.bisect_build, args.bisect_config, args.make_opt, args.src,
+               args.bisect_seed)
 
     # 6. Built, if asked.
     if args.built:
@@ -430,57 +433,109 @@ def main():
         print("series: build of the applied series: ok", flush=True)
 
 
-def bisect(work, env, build, config, make_opts):
+def bisect(work, env, build, config, make_opts, src, seed):
     """Builds every prefix of the series (the commits base..series of `work`) in `build`, one
-    after the other, each incrementally on the one before: checking a commit out rewrites only
-    the files it changes. Each starts from `config`; olddefconfig drops the options the prefix
-    does not define yet. A prefix whose tree was built with that configuration before (the
-    stamps in `build`) is not built again. Dies naming the first patch that does not build."""
+    after the other, each incrementally on the one before. They are built in the tested tree
+    `src` itself, which step 3 found to be the whole series, starting from a copy of `seed`, a
+    build of `src` with `config`: so the walk goes from the last patch down to the first, and
+    each step rewrites only the files that patch changes, and rebuilds only what they reach,
+    where a tree of its own would build the first prefix from nothing. Every file of `src` it
+    rewrites is put back afterwards, content, mode and modification time, so that the other
+    builds of `src` see no change. Each prefix starts from `config`; olddefconfig drops the
+    options the prefix does not define yet. A prefix whose tree was built with that
+    configuration before (the stamps beside `build`) is not built again. Dies naming the first
+    patch that does not build."""
     commits = git(work, "rev-list", "--reverse", "base..series", capture=True).split()
     # The configuration's options and values, whatever their order in the file.
     with open(config) as f:
         options = sorted(l for l in f.read().splitlines() if l.startswith("CONFIG_"))
     key_cfg = hashlib.sha1("\n".join(options).encode()).hexdigest()[:16]
-    stamps = os.path.join(build, ".jlrs-bisect-built")
-    os.makedirs(build, exist_ok=True)
-    try:
-        with open(stamps) as f:
-            built = set(f.read().split())
-    except OSError:
-        built = set()
-    make = ["make", f"O={build}", "ARCH=x86_64", *make_opts]
-    jobs = f"-j{os.cpu_count() or 1}"
-    start = time.time()
-    again = 0
+    stamps = build.rstrip("/") + ".built"
+    built = set()
+    # (Older runs kept them inside the build directory, which the walk now replaces.)
+    for path in (stamps, os.path.join(build, ".jlrs-bisect-built")):
+        try:
+            with open(path) as f:
+                built |= set(f.read().split())
+        except OSError:
+            pass
+    with open(stamps, "w") as f:
+        f.write("".join(k + "\n" for k in sorted(built)))
+    todo = []
     for i, c in enumerate(commits, 1):
         tree = git(work, "rev-parse", c + "^{tree}", capture=True).strip()
-        subject = git(work, "log", "-1", "--format=%s", c, capture=True).strip()
-        key = f"{tree}:{key_cfg}"
-        if key in built:
-            continue
-        git(work, "checkout", "-q", "-f", "--detach", c, env=env)
-        shutil.copy(config, os.path.join(build, ".config"))
-        log = os.path.join(build, f"bisect-{i:02d}.log")
-        t0 = time.time()
-        with open(log, "w") as f:
-            r = subprocess.run([*make, "olddefconfig"], cwd=work, stdout=f,
-                               stderr=subprocess.STDOUT)
-            if not r.returncode:
-                r = subprocess.run([*make, jobs, "vmlinux", "modules"], cwd=work, stdout=f,
-                                   stderr=subprocess.STDOUT)
+        if f"{tree}:{key_cfg}" not in built:
+            todo.append((i, c, f"{tree}:{key_cfg}"))
+    start = time.time()
+    if todo:
+        shutil.rmtree(build, ignore_errors=True)
+        r = subprocess.run(["cp", "-a", seed, build])
         if r.returncode:
-            with open(log, errors="replace") as f:
-                tail = [l for l in f.read().splitlines() if l.strip()][-15:]
-            git(work, "checkout", "-q", "-f", "--detach", "series", env=env)
-            die(f"patch {i}/{len(commits)} does not build on the ones before it: {subject} "
-                f"(log: {log}):\n" + "\n".join(tail))
-        built.add(key)
-        with open(stamps, "a") as f:
-            f.write(key + "\n")
-        again += 1
-        print(f"series: patch {i}/{len(commits)} builds on the ones before it "
-              f"({time.time() - t0:.0f} s): {subject}", flush=True)
-    git(work, "checkout", "-q", "-f", "--detach", "series", env=env)
+            die(f"cannot copy {seed} to {build}")
+    make = ["make", f"O={build}", "ARCH=x86_64", *make_opts]
+    jobs = f"-j{os.cpu_count() or 1}"
+    # What the walk rewrites in src: path -> (its stat, or None if the series has no such file).
+    saved = {}
+    cur = "series"
+
+    def goto(c):
+        """Makes src the tree of commit c, from the tree of commit cur."""
+        changed = git(work, "diff", "--no-renames", "--name-only", "-z", cur, c,
+                      capture=True).split("\0")
+        for path in filter(None, changed):
+            dst = os.path.join(src, path)
+            if path not in saved:
+                saved[path] = os.stat(dst) if os.path.lexists(dst) else None
+            blob = subprocess.run(["git", "-C", work, "cat-file", "blob", f"{c}:{path}"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            if blob.returncode:
+                os.remove(dst)
+                continue
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            with open(dst, "wb") as f:
+                f.write(blob.stdout)
+
+    again = 0
+    try:
+        for i, c, key in reversed(todo):
+            subject = git(work, "log", "-1", "--format=%s", c, capture=True).strip()
+            goto(c)
+            cur = c
+            shutil.copy(config, os.path.join(build, ".config"))
+            log = os.path.join(build, f"bisect-{i:02d}.log")
+            t0 = time.time()
+            with open(log, "w") as f:
+                r = subprocess.run([*make, "olddefconfig"], cwd=src, stdout=f,
+                                   stderr=subprocess.STDOUT)
+                if not r.returncode:
+                    r = subprocess.run([*make, jobs, "vmlinux", "modules"], cwd=src, stdout=f,
+                                       stderr=subprocess.STDOUT)
+            if r.returncode:
+                with open(log, errors="replace") as f:
+                    tail = [l for l in f.read().splitlines() if l.strip()][-15:]
+                die(f"patch {i}/{len(commits)} does not build on the ones before it: {subject} "
+                    f"(log: {log}):\n" + "\n".join(tail))
+            built.add(key)
+            with open(stamps, "a") as f:
+                f.write(key + "\n")
+            again += 1
+            print(f"series: patch {i}/{len(commits)} builds on the ones before it "
+                  f"({time.time() - t0:.0f} s): {subject}", flush=True)
+    finally:
+        # src back to the whole series, each file as it was.
+        for path, st in saved.items():
+            dst = os.path.join(src, path)
+            if st is None:
+                if os.path.lexists(dst):
+                    os.remove(dst)
+                continue
+            blob = subprocess.run(["git", "-C", work, "cat-file", "blob", f"series:{path}"],
+                                  stdout=subprocess.PIPE, check=True)
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            with open(dst, "wb") as f:
+                f.write(blob.stdout)
+            os.chmod(dst, st.st_mode & 0o7777)
+            os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
     print(f"series: every prefix of the {len(commits)} patches builds ({again} built now, "
           f"{len(commits) - again} as before, {time.time() - start:.0f} s)", flush=True)
 

@@ -7,11 +7,13 @@
 # $JLRS_CACHE/<version>/series/patches; then apply it with git am to the
 # base again, check that it gives exactly the tree make test builds, run
 # checkpatch --strict on every patch, build every prefix of the series in
-# turn, incrementally, in a build directory of its own (series/bisect,
-# with the .config of make test-matrix's production build, or of make
-# test's main build, which each prefix starts from; JLRS_SERIES_BISECT=0
-# skips it; a prefix
-# whose tree was built before is not built again), and build the applied
+# turn, incrementally, in a build directory of its own (series/bisect, a
+# copy of make test-matrix's production build, or of make test's main
+# build, whose .config each prefix starts from: the walk goes from the
+# last patch to the first in the tested tree, each step rewriting the
+# files of one patch, and puts every file back as it was;
+# JLRS_SERIES_BISECT=0 skips it; a prefix whose tree was built before is
+# not built again), and build the applied
 # tree with the kunitconfig in a build directory of its own
 # (JLRS_SERIES_BUILD=0 skips the build). Where make test's main build was made from this very
 # checkout's tree (git's tree of HEAD, no tracked file changed: the stamp
@@ -44,14 +46,16 @@ if [ "${JLRS_SERIES_BISECT:-1}" != 0 ]; then
 	# deferral, qpw, the static-key sample and its suite, without the
 	# block layer and input devices), which builds what ships of each
 	# prefix in about two thirds of the main configuration's time; the
-	# main configuration's if there is none. (The objects of those builds
-	# are of another source tree: the first walk builds from nothing.)
-	cfg=$JLRS_CACHE/$JLRS_BASE_VERSION/build-production/.config
-	[ -f "$cfg" ] || cfg=$JLRS_BUILD/.config
-	[ -f "$cfg" ] ||
-		die "no build to take the configuration of every prefix from: run make test first"
-	cp "$cfg" "$dir/bisect.config"
-	bisect=(--bisect-build "$dir/bisect" --bisect-config "$dir/bisect.config")
+	# main configuration's if there is none. The walk starts from a copy of
+	# that build, made of the tested tree, and goes from the last patch to
+	# the first, in that tree.
+	seed=$JLRS_CACHE/$JLRS_BASE_VERSION/build-production
+	[ -f "$seed/.config" ] && [ -f "$seed/vmlinux" ] || seed=$JLRS_BUILD
+	[ -f "$seed/.config" ] && [ -f "$seed/vmlinux" ] ||
+		die "no build of the tested tree to start every prefix's build from: run make test first"
+	cp "$seed/.config" "$dir/bisect.config"
+	bisect=(--bisect-build "$dir/bisect" --bisect-config "$dir/bisect.config"
+		--bisect-seed "$seed")
 	while read -r o; do bisect+=(--make-opt "$o"); done < <(jlrs_make_opts)
 fi
 python3 "$JLRS_TOP/scripts/series.py" --pristine "$JLRS_PRISTINE" --src "$JLRS_SRC" \
