@@ -135,6 +135,9 @@ if [ ${#variants[@]} -gt 0 ]; then
 		kill "$1" 2> /dev/null || true
 	}
 	trap 'kill_tree $builder' EXIT
+	# A run stopped by a signal stops its builds too.
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
 fi
 # built NAME: wait for the background build of NAME; false, saying why,
 # if it failed.
