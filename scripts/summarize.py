@@ -6,7 +6,14 @@ Usage: summarize.py --project-code | --lockless-mask-writers
        summarize.py [--cargo LOG] [--checks LOG] --kunit JSON [--kunit JSON ...]
                     [--kunit-of JSON SUITE ...]
                     [--guest LOG ...] [--cases LOG ...]
-                    --suite NAME [--suite NAME ...]
+                    [--suite NAME ...] [--expected FILE --run NAME]
+
+--expected names a TOML file (scripts/expected.toml) that declares what a
+run NAME (--run: main for make test, matrix for make test-matrix) must
+show: the suites every --kunit boot runs (with --suite's), how many cases
+some suites have, how many ftrace self-tests and lint checks pass, and, for
+every run, each case that may be skipped, where, and why. A missing suite, a
+count that differs and a skip it does not declare each fail the run.
 
 The host tests' cargo log (--cargo) and the lint log (--checks) are
 counted when given (make test gives them, make test-matrix does not).
@@ -38,6 +45,7 @@ import argparse
 import json
 import re
 import sys
+import tomllib
 
 # What this project's code is called in the first line of a KCSAN report,
 # "BUG: KCSAN: data-race in A / B" (or "in A", when KCSAN saw only the
@@ -124,13 +132,22 @@ def user_boots(lines):
     return boots, meant
 
 
+def boot_lines(lines, k):
+    """The lines of the boot whose "@@ host boot" line is lines[k] (k -1: the lines before the
+    first such line, a log of one boot without them)."""
+    end = next((j for j in range(k + 1, len(lines))
+                if re.search(r"@@ host boot \d+/\d+", lines[j])), len(lines))
+    return lines[max(k, 0):end]
+
+
 def user_boot(where, tests, lines):
     """Count one user-space boot's cases and check its plans and its end.
 
-    Returns (passed, failed, skipped, problems).
+    Returns (passed, failed, skipped, problems, the names of the cases skipped).
     """
     up = uf = us = 0
     problems = []
+    skipped = []
     runs = {}          # test -> {"plans": [N...], "cases", "failed", "status"}
     order = []
     cur = None
@@ -146,6 +163,7 @@ def user_boot(where, tests, lines):
                 up += 1
             elif status.startswith("skipped"):
                 us += 1
+                skipped.append(name)
             else:
                 uf += 1
                 print(f"user-space test ({where}): {name} {status}")
@@ -237,7 +255,7 @@ def user_boot(where, tests, lines):
                             f"{', '.join(stray)}")
         if end != "0" and uf == 0:
             problems.append(f"{where}: '@@ end {end}' with no failed case")
-    return up, uf, us, problems
+    return up, uf, us, problems, skipped
 
 
 def main():
@@ -259,8 +277,36 @@ def main():
     ap.add_argument("--guest", action="append", default=[])
     ap.add_argument("--cases", action="append", default=[])
     ap.add_argument("--suite", action="append", default=[])
+    ap.add_argument("--expected")
+    ap.add_argument("--run")
     args = ap.parse_args()
     problems = []
+
+    # What the run declares it must show.
+    expect, skips = {}, []
+    if args.expected:
+        try:
+            with open(args.expected, "rb") as f:
+                declared = tomllib.load(f)
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            print(f"error: {args.expected}: {e}")
+            return 1
+        if args.run not in declared:
+            print(f"error: {args.expected} declares no run '{args.run}'")
+            return 1
+        expect = declared[args.run]
+        args.suite += [s for s in expect.get("suites", []) if s not in args.suite]
+        skips = declared.get("skip", [])
+        for d in skips:
+            if not (d.get("case") and d.get("where") and d.get("reason")):
+                print(f"error: {args.expected}: a skip without case, where or reason: {d}")
+                return 1
+
+    def undeclared_skip(name, where):
+        """Whether no [[skip]] of the declarations allows case `name` to be skipped in
+        `where` (a log's path, and a user-space boot's label)."""
+        return args.expected and not any(
+            d["case"] == name and re.search(d["where"], where) for d in skips)
 
     hp = hf = hs = 0
     if args.cargo:
@@ -307,15 +353,22 @@ def main():
                 kp += 1
             elif status == "SKIP":
                 ks += 1
+                if undeclared_skip(f"{suite}.{case}", path):
+                    problems.append(f"KUnit ({path}): {suite}.{case} skipped, and "
+                                    f"{args.expected} does not declare that skip")
             else:
                 kf += 1
                 print(f"KUnit ({path}): {suite}.{case}: {status}")
         for suite in suites:
             if not seen.get(suite):
                 problems.append(f"KUnit suite {suite} did not run ({path})")
+        for suite, n in expect.get("cases", {}).items():
+            if seen.get(suite) and seen[suite] != n:
+                problems.append(f"KUnit suite {suite} ran {seen[suite]} cases, "
+                                f"{args.expected} declares {n} ({path})")
 
     # Boot-time self-tests and kernel complaints, from the guest logs.
-    gp = gf = 0
+    gp = gf = selftests = 0
     for path in args.guest:
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
@@ -323,14 +376,34 @@ def main():
         except OSError as e:
             problems.append(f"guest log: {e}")
             continue
-        for line in lines:
-            if re.search(r"Testing [^:]*: PASSED", line):
+        # A test that warns on purpose declares it, for its boot ("@@ expect-warnings TEST
+        # REGEX", cases.inc's expect_warnings): a "WARNING:" line matching REGEX there is
+        # expected. Each "@@ host boot" line starts a boot.
+        expected = []
+        for k, line in enumerate(lines):
+            if re.search(r"@@ host boot \d+/\d+", line):
+                expected = [re.compile(m.group(1))
+                            for m in (re.match(r"@@ expect-warnings \S+ (.+)$", l)
+                                      for l in boot_lines(lines, k)) if m]
+            elif k == 0:
+                expected = [re.compile(m.group(1))
+                            for m in (re.match(r"@@ expect-warnings \S+ (.+)$", l)
+                                      for l in boot_lines(lines, -1)) if m]
+            if line.startswith("@@ kmsg ") and re.search(r"Testing [^:]*:", line):
+                # The kernel log, printed again by the guest: counted on the console.
+                pass
+            elif re.search(r"Testing [^:]*: PASSED", line):
                 gp += 1
+                selftests += 1
             elif re.search(r"Testing [^:]*:.*FAILED", line):
                 gf += 1
+                selftests += 1
                 print(f"self-test ({path}): {line.strip()}")
             elif upstream_race(line):
                 print(f"note: guest ({path}): upstream's data race: {line.strip()}")
+            elif "WARNING:" in line and any(r.search(line) for r in expected):
+                print(f"note: guest ({path}): a warning a test caused on purpose: "
+                      f"{line.strip()}")
             elif re.search(r"Oops|BUG:|Kernel panic|WARNING:|UBSAN:", line):
                 gf += 1
                 print(f"guest ({path}): {line.strip()}")
@@ -351,14 +424,23 @@ def main():
             continue
         cases = 0
         for label, tests, blines in boots:
-            p, f, s, bp = user_boot(f"{path}, {label}", tests, blines)
+            p, f, s, bp, names = user_boot(f"{path}, {label}", tests, blines)
             up, uf, us, cases = up + p, uf + f, us + s, cases + p + f + s
             problems += [f"user-space tests, {b}" for b in bp]
+            problems += [f"user-space tests, {path}, {label}: {n} skipped, and "
+                         f"{args.expected} does not declare that skip"
+                         for n in names if undeclared_skip(n, f"{path} {label}")]
         for i in range(len(boots), meant or 0):
             problems.append(f"user-space tests, {path}, boot {i + 1}/{meant}: "
                             "did not run (guest-test.sh stopped before it)")
         if cases == 0:
             problems.append(f"user-space tests: no case ran ({path})")
+
+    if "selftests" in expect and selftests != expect["selftests"]:
+        problems.append(f"{selftests} ftrace startup self-tests ran, {args.expected} "
+                        f"declares {expect['selftests']}")
+    if "checks" in expect and cp + cf != expect["checks"]:
+        problems.append(f"{cp + cf} lint checks ran, {args.expected} declares {expect['checks']}")
 
     for p in problems:
         print(f"error: {p}")

@@ -76,6 +76,31 @@ impl Run {
         (out.status.code().unwrap_or(-1), text)
     }
 
+    /// Runs summarize.py on the logs with the declarations `toml` of a run `main`.
+    fn summarize_declared(&self, toml: &str) -> (i32, String) {
+        self.write("expected.toml", toml);
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/summarize.py");
+        let out = Command::new("python3")
+            .arg(script)
+            .args(["--cargo", &self.path("host.log")])
+            .args(["--checks", &self.path("check.log")])
+            .args(["--kunit", &self.path("kunit.json")])
+            .args(["--guest", &self.path("guest.log")])
+            .args(["--cases", &self.path("cases.log")])
+            .args(["--expected", &self.path("expected.toml"), "--run", "main"])
+            .output()
+            .expect("python3 runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out.status.code().unwrap_or(-1), text)
+    }
+
+    /// Asserts that summarize.py fails the run with the declarations `toml`, naming `why`.
+    fn fails_declared(&self, toml: &str, why: &str) {
+        let (rc, out) = self.summarize_declared(toml);
+        assert_eq!(rc, 1, "expected a failed run:\n{out}");
+        assert!(out.contains(why), "expected '{why}' in:\n{out}");
+    }
+
     /// Asserts that summarize.py fails the run, naming `why` in its output.
     fn fails_with(&self, why: &str) {
         let (rc, out) = self.summarize();
@@ -303,4 +328,131 @@ fn upstream_data_race_is_noted() {
         let (rc, out) = run.summarize();
         assert_eq!(rc, 1, "{report}:\n{out}");
     }
+}
+
+/// What the clean run shows, declared.
+const DECLARED: &str = "[main]
+suites = [\"suite_x\"]
+selftests = 1
+checks = 1
+[main.cases]
+suite_x = 2
+";
+
+#[test]
+fn declared_run_passes() {
+    let (rc, out) = Run::new("declared").summarize_declared(DECLARED);
+    assert_eq!(rc, 0, "{out}");
+}
+
+#[test]
+fn declared_suite_that_did_not_run_fails() {
+    // A suite dropped from the kunitconfig: qpw_cache, say.
+    let run = Run::new("declared_suite");
+    run.fails_declared(
+        &DECLARED.replace("[\"suite_x\"]", "[\"suite_x\", \"qpw_cache\"]"),
+        "KUnit suite qpw_cache did not run",
+    );
+}
+
+#[test]
+fn declared_counts_must_match() {
+    let run = Run::new("declared_counts");
+    run.fails_declared(
+        &DECLARED.replace("selftests = 1", "selftests = 36"),
+        "1 ftrace startup self-tests ran",
+    );
+    run.fails_declared(&DECLARED.replace("checks = 1", "checks = 7"), "1 lint checks ran");
+    run.fails_declared(
+        &DECLARED.replace("suite_x = 2", "suite_x = 327"),
+        "KUnit suite suite_x ran 2 cases",
+    );
+}
+
+#[test]
+fn undeclared_skip_fails() {
+    let run = Run::new("skips");
+    run.write(
+        "kunit.json",
+        r#"{"name": "main", "test_cases": [], "sub_groups": [{"name": "suite_x",
+            "test_cases": [{"name": "a", "status": "PASS"}, {"name": "b", "status": "SKIP"}],
+            "sub_groups": []}]}"#,
+    );
+    run.write(
+        "cases.log",
+        &GOOD_BOOT.replace("@@ case one_b ok", "@@ case one_b skipped: not here"),
+    );
+    run.fails_declared(DECLARED, "suite_x.b skipped, and");
+    run.fails_declared(DECLARED, "one_b skipped, and");
+    // Declared for another boot: still undeclared here.
+    let elsewhere = format!(
+        "{DECLARED}[[skip]]\ncase = \"suite_x.b\"\nwhere = \"kunit-c\"\nreason = \"r\"\n"
+    );
+    run.fails_declared(&elsewhere, "suite_x.b skipped, and");
+    // Declared where they happen, each with a reason.
+    let both = format!(
+        "{DECLARED}[[skip]]\ncase = \"suite_x.b\"\nwhere = \"kunit\\\\.json\"\nreason = \"r\"\n\
+         [[skip]]\ncase = \"one_b\"\nwhere = \"qpw=1\"\nreason = \"r\"\n"
+    );
+    let (rc, out) = run.summarize_declared(&both);
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("2 skipped"), "{out}");
+    // A declaration without a reason is refused.
+    let bare = format!("{DECLARED}[[skip]]\ncase = \"one_b\"\nwhere = \"qpw=1\"\n");
+    run.fails_declared(&bare, "a skip without case, where or reason");
+}
+
+/// Two user-space boots, as guest-test.sh logs them, the kernel log printed again by the guest.
+fn two_boots(first: &str, second: &str) -> String {
+    format!(
+        "@@ host boot 1/2 tests=rokey: qpw=1\n@@ boot ok\n{first}\n\
+         @@ host boot 2/2 tests=qpw: qpw=0\n@@ boot ok\n{second}\n"
+    )
+}
+
+#[test]
+fn warning_in_the_guests_kernel_log_fails() {
+    // A planted WARN_ON(1): its line reaches the host only in the log the guest prints.
+    let run = Run::new("kmsg_warning");
+    run.write(
+        "guest.log",
+        &two_boots(
+            "@@ kmsg WARNING: CPU: 1 PID: 80 at mm/swap.c:10 lru_add_drain_all+0x1/0x2",
+            "",
+        ),
+    );
+    run.fails_with("at mm/swap.c:10");
+}
+
+#[test]
+fn warning_a_test_declares_is_expected_in_its_boot_only() {
+    let ro = "@@ kmsg WARNING: CPU: 1 PID: 80 at rust/kernel/jump_label/key/ro.rs:67 x+0x1/0x2";
+    let declared = "@@ expect-warnings rokey rust/kernel/jump_label/key/ro\\.rs";
+    let run = Run::new("kmsg_expected");
+    run.write("guest.log", &two_boots(&format!("{declared}\n{ro}"), ""));
+    let (rc, out) = run.summarize();
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("a warning a test caused on purpose"), "{out}");
+    // Another warning in the same boot still fails.
+    let other = "@@ kmsg WARNING: CPU: 2 PID: 81 at mm/swap.c:10 y+0x1/0x2";
+    run.write("guest.log", &two_boots(&format!("{declared}\n{ro}\n{other}"), ""));
+    run.fails_with("at mm/swap.c:10");
+    // The declaration covers its own boot, not the next one.
+    run.write("guest.log", &two_boots(declared, ro));
+    run.fails_with("at rust/kernel/jump_label/key/ro.rs:67");
+    // And never a BUG.
+    let bug = "@@ kmsg BUG: KASAN: slab-out-of-bounds in rust/kernel/jump_label/key/ro.rs";
+    run.write("guest.log", &two_boots(&format!("{declared}\n{bug}"), ""));
+    run.fails_with("BUG: KASAN");
+}
+
+#[test]
+fn kernel_log_printed_again_counts_no_self_test() {
+    let run = Run::new("kmsg_selftest");
+    run.write(
+        "guest.log",
+        "[    1.0] Testing tracer nop: PASSED\n@@ kmsg Testing tracer nop: PASSED\n",
+    );
+    let (rc, out) = run.summarize_declared(DECLARED);
+    assert_eq!(rc, 0, "{out}");
 }
