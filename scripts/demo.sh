@@ -195,7 +195,7 @@ boot() {
 	timeout "$limit" qemu-system-x86_64 -accel tcg,thread=single -smp "$cpus" -m 1024 \
 		$boot_clock -nographic -no-reboot -bios qboot.rom \
 		-kernel "${boot_kernel:-$kernel}" -initrd "$work/initramfs.cpio" \
-		-append "console=ttyS0 kunit.enable=0 panic=-1 oops=panic loglevel=4 demo=$list $boot_args" \
+		-append "console=ttyS0 kunit.enable=0 panic=-1 oops=panic loglevel=4 log_buf_len=8M demo=$list $boot_args" \
 		2>&1 | tr -d '\r' | tee "$log" |
 		sed -un -e 's/^@@ progress /[demo] /p' -e 's/^@@ error /[demo] error: /p'
 	rc=${PIPESTATUS[0]}

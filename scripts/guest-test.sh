@@ -123,7 +123,7 @@ guest() {
 		-cpu qemu64,+pdpe1gb \
 		-nographic -no-reboot -bios qboot.rom \
 		-kernel "$kernel" -initrd "$work/initramfs.cpio" \
-		-append "console=ttyS0 kunit.enable=0 ftrace=nop panic=-1 oops=panic loglevel=4 tsc=reliable ${JLRS_GUEST_ARGS:-} $3" \
+		-append "console=ttyS0 kunit.enable=0 ftrace=nop panic=-1 oops=panic loglevel=4 log_buf_len=8M tsc=reliable ${JLRS_GUEST_ARGS:-} $3" \
 		2>&1 | tr -d '\r' > "$2"
 	rc=${PIPESTATUS[0]}
 	set -e

@@ -16,6 +16,7 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t debugfs debugfs /sys/kernel/debug
 echo "@@ boot ok $(uname -r) cpus=$(grep -c ^processor /proc/cpuinfo)"
+kmsg
 rc=0
 planned=0
 reported=0
@@ -25,6 +26,17 @@ tally=/tmp/jlrs-tally
 incomplete() {
 	echo "@@ case $1-complete FAILED: $2"
 	rc=1
+}
+
+# kmsg: the kernel log's lines since the last kmsg, each as "@@ kmsg
+# LINE", for the host, whose console shows warnings only (loglevel=4),
+# so that it sees every warning, splat and sanitizer report. The log is
+# never cleared (the boot's log_buf_len= holds it whole).
+kmsg_seen=0
+kmsg() {
+	dmesg > /tmp/jlrs-kmsg-all
+	tail -n +$((kmsg_seen + 1)) /tmp/jlrs-kmsg-all | sed 's/^/@@ kmsg /'
+	kmsg_seen=$(wc -l < /tmp/jlrs-kmsg-all)
 }
 
 # run NAME FILE: runs the test FILE, then holds what it reported (the
@@ -37,6 +49,7 @@ run() {
 	st=$?
 	echo "@@ done $1 $st"
 	echo "@@ time $1 $(($(cut -d. -f1 /proc/uptime) - t0)) s"
+	kmsg
 	[ $st = 0 ] || rc=1
 	plans=$(grep -c '^@@ plan ' $tally)
 	p=$(sed -n 's/^@@ plan [^ ]* \([0-9][0-9]*\)$/\1/p' $tally)
@@ -84,6 +97,7 @@ grep -q '^skipped_at_entry ' /sys/kernel/debug/text_poke/stats 2>/dev/null &&
 # With kmemleak (make test's PREEMPT_RT build): after every test, no object
 # allocated by this project's code is left unreferenced.
 [ -e /sys/kernel/debug/kmemleak ] && run kmemleak /tests/kmemleak.inc
+kmsg
 echo "@@ info boot planned=$planned reported=$reported"
 [ "$planned" = "$reported" ] || rc=1
 echo "@@ end $rc"

@@ -10,6 +10,8 @@ d=/sys/kernel/debug/$name
 
 . /tests/cases.inc
 plan 2
+# The refused rate limit warns (deferred.rs).
+expect_warnings 'rust/kernel/jump_label/key/deferred\.rs'
 # report CASE WHY: the case's line.
 report() { if [ -z "$2" ]; then ok "$1"; else fail "$1" "${2#; }"; fi; }
 listed() { grep -q "^$name " /proc/modules; }
@@ -41,6 +43,7 @@ n=$(($(dmesg | grep -c "a module's key cannot be rate-limited") - n0))
 [ "$n" = 1 ] || why="$why; $n warnings naming the refusal, not 1"
 report $t "$why"
 rmmod $name || error "rmmod $name failed"
-# The refusal's warning was expected: out of the log the other tests check.
-dmesg -c > /dev/null
+# The refusal's warning was expected: past the mark the other tests check
+# from.
+log_mark
 exit $rc
