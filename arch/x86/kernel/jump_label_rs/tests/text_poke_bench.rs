@@ -278,6 +278,11 @@ struct Timed {
     hit_ns: u64,
     plain: u64,
     plain_ns: u64,
+    hit_med: u64,
+    hit_min: u64,
+    plain_med: u64,
+    plain_min: u64,
+    slow: u64,
 }
 
 extern "C" {
@@ -403,7 +408,7 @@ fn run_upstream() -> u32 {
 }
 
 /// The figures of the last run, in the order they are printed.
-const FIELDS: [&str; 41] = [
+const FIELDS: [&str; 46] = [
     "sites",
     "flips",
     "syncs",
@@ -445,6 +450,11 @@ const FIELDS: [&str; 41] = [
     "injected",
     "refused",
     "table_ipi_cpus",
+    "hit_med",
+    "hit_min",
+    "plain_med",
+    "plain_min",
+    "slow",
 ];
 
 /// The benchmark's debugfs state: the last run's figures.
@@ -576,6 +586,13 @@ impl Bench {
         ]);
         values[28] = after.mm_switches - before.mm_switches;
         values[29] = after.batch_ns - before.batch_ns;
+        values[41..46].copy_from_slice(&[
+            timed.hit_med,
+            timed.hit_min,
+            timed.plain_med,
+            timed.plain_min,
+            timed.slow,
+        ]);
         self.record(if lookup { 2 } else { 1 }, values);
         Ok(())
     }

@@ -23,6 +23,7 @@
 #include <linux/sched.h>
 #include <linux/sched/clock.h>
 #include <linux/smp.h>
+#include <linux/sort.h>
 #include <linux/spinlock.h>
 #include <linux/static_call.h>
 #include <linux/string.h>
@@ -388,6 +389,9 @@ void text_poke_stress_stop(unsigned long *passes, unsigned long *wrong)
 	set_cpus_allowed_ptr(current, cpu_possible_mask);
 }
 
+/* The runs of each kind whose times the median is taken of. */
+#define TEXT_POKE_TIMED_SAMPLES 1024
+
 static struct text_poke_timed_exec {
 	struct task_struct *task;
 	unsigned long (*site)(void);
@@ -395,6 +399,9 @@ static struct text_poke_timed_exec {
 	/* It ran the site once; and from when on it counts its runs. */
 	bool running;
 	bool counting;
+	/* The times of the first runs that hit, and of the first plain ones. */
+	u64 hit_t[TEXT_POKE_TIMED_SAMPLES];
+	u64 plain_t[TEXT_POKE_TIMED_SAMPLES];
 } text_poke_timed_exec;
 
 static int text_poke_timed_fn(void *data)
@@ -414,9 +421,13 @@ static int text_poke_timed_fn(void *data)
 		if (!READ_ONCE(e->counting)) {
 			/* Started, not yet flipping: not counted. */
 		} else if (__this_cpu_read(text_poke_rs_int3_hits) != hits) {
+			if (e->timed.hits < TEXT_POKE_TIMED_SAMPLES)
+				e->hit_t[e->timed.hits] = t1 - t0;
 			e->timed.hits++;
 			e->timed.hit_ns += t1 - t0;
 		} else {
+			if (e->timed.plain < TEXT_POKE_TIMED_SAMPLES)
+				e->plain_t[e->timed.plain] = t1 - t0;
 			e->timed.plain++;
 			e->timed.plain_ns += t1 - t0;
 		}
@@ -474,6 +485,33 @@ int text_poke_timed_start(unsigned long (*site)(void))
 	return 0;
 }
 
+static int text_poke_timed_cmp(const void *a, const void *b)
+{
+	u64 x = *(const u64 *)a, y = *(const u64 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Sorts the @n sampled times @t (at most TEXT_POKE_TIMED_SAMPLES) and
+ * stores their median and minimum; returns how many took more than four
+ * times the median.
+ */
+static u64 text_poke_timed_stats(u64 *t, u64 n, u64 *med, u64 *min)
+{
+	u64 i, slow = 0;
+
+	n = min_t(u64, n, TEXT_POKE_TIMED_SAMPLES);
+	if (!n)
+		return 0;
+	sort(t, n, sizeof(*t), text_poke_timed_cmp, NULL);
+	*med = t[n / 2];
+	*min = t[0];
+	for (i = 0; i < n; i++)
+		slow += t[i] > 4 * *med;
+	return slow;
+}
+
 void text_poke_timed_stop(struct text_poke_timed *timed)
 {
 	struct text_poke_timed_exec *e = &text_poke_timed_exec;
@@ -482,6 +520,10 @@ void text_poke_timed_stop(struct text_poke_timed *timed)
 		return;
 	kthread_stop(e->task);
 	e->task = NULL;
+	e->timed.slow = text_poke_timed_stats(e->hit_t, e->timed.hits,
+					      &e->timed.hit_med, &e->timed.hit_min) +
+			text_poke_timed_stats(e->plain_t, e->timed.plain,
+					      &e->timed.plain_med, &e->timed.plain_min);
 	*timed = e->timed;
 	set_cpus_allowed_ptr(current, cpu_possible_mask);
 }

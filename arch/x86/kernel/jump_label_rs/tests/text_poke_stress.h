@@ -90,12 +90,31 @@ void text_poke_stress_stop(unsigned long *passes, unsigned long *wrong);
  * @hit_ns: their total time
  * @plain: runs that did not
  * @plain_ns: their total time
+ * @hit_med: the median time of a run that hit, of the first
+ *	TEXT_POKE_TIMED_SAMPLES such runs
+ * @hit_min: the shortest of them
+ * @plain_med: the median time of a plain run, of the first
+ *	TEXT_POKE_TIMED_SAMPLES such runs
+ * @plain_min: the shortest of them
+ * @slow: sampled runs, of either kind, that took more than four times
+ *	their kind's median: another vCPU ran meanwhile (single-threaded
+ *	TCG runs them in turn, and under -icount the clock counts their
+ *	instructions too), which the totals include and the medians are
+ *	robust to
+ *
+ * The totals average over every run; the medians and minimums are the
+ * figures one run that took long cannot move.
  */
 struct text_poke_timed {
 	u64 hits;
 	u64 hit_ns;
 	u64 plain;
 	u64 plain_ns;
+	u64 hit_med;
+	u64 hit_min;
+	u64 plain_med;
+	u64 plain_min;
+	u64 slow;
 };
 
 /*
