@@ -13,6 +13,7 @@ m=/sys/kernel/debug/text_poke/mode
 b=/sys/kernel/debug/text_poke_bench/run
 st=/sys/kernel/debug/text_poke/stats
 d=/sys/kernel/debug/text_poke/defer
+dt=/sys/kernel/debug/text_poke/defer_tlb
 t=/sys/kernel/tracing
 # ftrace needs no benchmark keys: the bench's file only when another
 # scenario is asked for.
@@ -27,6 +28,27 @@ for f in $need; do
 	fi
 done
 ncpu=$(grep -c ^processor /proc/cpuinfo)
+
+# use_mode MODE: text_poke=MODE. c is upstream's batch, and is measured
+# with every mechanism of this project off: deferral of syncs to isolated
+# and idle CPUs and of kernel TLB flushes, whose hooks the idle CPUs c's
+# IPIs wake would otherwise run (qpw is chosen at boot, and is off in
+# every boot but qpw's). Another mode puts the switches back as they were.
+saved=
+use_mode() {
+	if [ "$1" = c ]; then
+		[ -n "$saved" ] ||
+			saved="$(cat $d 2> /dev/null || echo -) $(cat $dt 2> /dev/null || echo -)"
+		[ ! -w $d ] || echo off > $d || return 1
+		[ ! -w $dt ] || echo off > $dt || return 1
+	elif [ -n "$saved" ]; then
+		set -- "$1" $saved
+		saved=
+		[ "$2" = - ] || echo "$2" > $d || return 1
+		[ "$3" = - ] || echo "$3" > $dt || return 1
+	fi
+	echo "$1" > $m
+}
 
 # The counts of line $1 of /proc/interrupts (CAL, TLB) of every CPU,
 # comma-separated.
@@ -72,7 +94,7 @@ flips() {
 # measure KIND MODE SITES: KIND flip or lookup of the bench key of SITES
 # sites, or flip of upstream's write_msr key (SITES "upstream").
 measure() {
-	if ! echo "$2" > $m; then
+	if ! use_mode "$2"; then
 		echo "@@ error $1: cannot switch to text_poke=$2"
 		return 1
 	fi
@@ -441,7 +463,7 @@ ftrace_report() {
 # write to current_tracer, each read a process of its own.
 ftrace_mode() {
 	mode=$1
-	if ! echo "$mode" > $m; then
+	if ! use_mode "$mode"; then
 		echo "@@ error ftrace: cannot switch to text_poke=$mode"
 		return 1
 	fi
@@ -515,7 +537,7 @@ ftrace_instance() {
 # windows of a 1024-site flip (enable and disable: two flips), of the
 # function tracer's enable and disable, and of nothing.
 irqsoff_rep() {
-	if ! echo "$2" > $m; then
+	if ! use_mode "$2"; then
 		echo "@@ error irqsoff: cannot switch to text_poke=$2" >> $irqsoff_out
 		return 1
 	fi
@@ -551,7 +573,7 @@ pingpong() {
 # with text_poke=MODE: the Rust batch's counts (syncs, entries) and each
 # CPU's CAL count, before and after.
 pipe_flip() {
-	echo "$1" > $m || return 1
+	use_mode "$1" || return 1
 	echo 0 > $ss
 	before="$(awk '$1 == "syncs" || $1 == "entries" { printf "%s_before=%s ", $1, $2 }' $st)"
 	cal_before=$(cal)
@@ -580,7 +602,7 @@ for scenario in "$@"; do
 		echo "@@ progress txn: 8 keys x 64 sites, one by one and as one transaction, c and rust"
 		for mode in c rust; do
 			# Two flips first, not counted, as in measure().
-			if ! echo $mode > $m || ! echo "txn 2" > $b || ! echo "txn 20" > $b; then
+			if ! use_mode $mode || ! echo "txn 2" > $b || ! echo "txn 20" > $b; then
 				echo "@@ error txn: 'txn 20' failed with text_poke=$mode"
 				rc=1
 				continue
@@ -674,14 +696,14 @@ for scenario in "$@"; do
 		for run in c:off rust:off rust:on; do
 			mode=${run%:*}
 			defer=${run#*:}
-			echo $mode > $m
+			use_mode $mode
 			echo $defer > $d
 			# text_poke=c is upstream's: deferral does not apply.
 			[ $mode = c ] && defer=n/a
 			noise_storm flip $mode $defer "bench_cmd flip 56 2" bench_cmd flip 56 40 || rc=1
 			noise_storm ftrace $mode $defer fn_storm fn_storm || rc=1
 		done
-		echo rust > $m
+		use_mode rust
 		echo on > $d
 		dt=/sys/kernel/debug/text_poke/defer_tlb
 		if [ -e $dt ]; then
@@ -784,7 +806,7 @@ for scenario in "$@"; do
 		for mode in c rust; do
 			pipe_flip $mode || { echo "@@ error pipe: flip with text_poke=$mode failed"; rc=1; }
 		done
-		echo rust > $m
+		use_mode rust
 		echo "@@ done pipe"
 		continue
 		;;
@@ -816,5 +838,5 @@ for scenario in "$@"; do
 	fi
 	echo "@@ done $scenario"
 done
-echo rust > $m
+use_mode rust
 exit $rc

@@ -684,7 +684,11 @@ def report(doc):
                   "the wake-ups of a CPU that is idle. The guest is idle but for the "
                   "flipping task: with `rust`, each idle CPU takes a sync round as a work "
                   "bit, run when it next leaves idle or takes an interrupt, instead of an "
-                  "IPI; `rust, defer off` sends every round's IPIs, as `c`. mm "
+                  "IPI; `rust, defer off` sends every round's IPIs, as `c`. `c` is "
+                  "upstream's batch, measured with every mechanism of this project off in the "
+                  "same boot: deferral of syncs to isolated and idle CPUs and of kernel TLB "
+                  "flushes, whose hooks the idle CPUs its IPIs wake would otherwise run (qpw is "
+                  "off in this boot). mm "
                   "switches/flip: the switches to the poking mm to write text "
                   "(`mm_switches` in `text_poke/stats`): one per `text_poke()`, one per run "
                   "of pages the Rust batch maps at once.", "",
