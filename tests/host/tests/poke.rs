@@ -223,9 +223,16 @@ fn index_narrows_the_search() {
     assert!(!empty.build(&[]));
 }
 
-/// Simulated text, and a CPU's view of it between any two writes.
+/// Simulated text, and what any other CPU may execute of it between any two writes: a byte
+/// written since the last sync may still read as it was before the write, each byte on its
+/// own, until the next sync serialises every CPU.
 struct Sim {
     mem: BTreeMap<usize, u8>,
+    /// What the bytes written since the last sync held at that sync.
+    synced: BTreeMap<usize, u8>,
+    /// With `late_syncs`, a sync serialises no CPU: a protocol whose syncs came only after its
+    /// writes. The model must find it torn.
+    late_syncs: bool,
     /// Site start -> (old instruction, new instruction).
     sites: BTreeMap<usize, (Vec<u8>, Vec<u8>)>,
     vec: Vec<PokeLoc>,
@@ -257,6 +264,8 @@ impl Sim {
     fn new(run_max: usize) -> Self {
         Self {
             mem: BTreeMap::new(),
+            synced: BTreeMap::new(),
+            late_syncs: false,
             sites: BTreeMap::new(),
             vec: Vec::new(),
             syncs: 0,
@@ -292,10 +301,12 @@ impl Sim {
     fn put(&mut self, addr: usize, bytes: &[u8]) -> bool {
         if self.lands() {
             for (i, b) in bytes.iter().enumerate() {
-                self.mem.insert(addr + i, *b);
+                if let Some(was) = self.mem.insert(addr + i, *b) {
+                    self.synced.entry(addr + i).or_insert(was);
+                }
             }
             self.writes += 1;
-            self.observe();
+            self.observe(addr, bytes.len());
         }
         self.bytes(addr, bytes.len()) == bytes
     }
@@ -304,24 +315,41 @@ impl Sim {
         (at..at + len).map(|a| self.mem[&a]).collect()
     }
 
-    /// What a CPU executing each site now would do: the old instruction, the new one, or an
-    /// INT3 the handler resolves to the new one. Anything else is a torn instruction.
-    fn observe(&mut self) {
-        for (&at, (old, new)) in &self.sites {
+    /// What a CPU executing each site a write of `len` bytes at `addr` reached may do now,
+    /// whichever of its bytes written since the last sync it still sees as they were: the old
+    /// instruction, the new one, or an INT3 the handler resolves to the new one. Anything else
+    /// is a torn instruction. (The other sites are as the writes to them left them; a sync
+    /// only narrows what a CPU may see.)
+    fn observe(&mut self, addr: usize, len: usize) {
+        let from = addr.saturating_sub(MAX_INSN);
+        for (&at, (old, new)) in self.sites.range(from..addr + len) {
             let len = old.len().max(new.len());
             let now = self.bytes(at, len);
-            if now[0] == poke::INT3 {
-                match poke::lookup(&self.vec, None, BASE, at) {
-                    Some(loc)
-                        if PokeLoc::new(BASE, at, new, None).unwrap().emulation(BASE)
-                            == loc.emulation(BASE) => {}
-                    _ => self
-                        .violations
-                        .push(format!("{at:#x}: INT3 the handler cannot resolve")),
+            // The bytes another CPU may still see as they were.
+            let stale: Vec<(usize, u8)> = (0..len)
+                .filter_map(|i| self.synced.get(&(at + i)).map(|&b| (i, b)))
+                .filter(|&(i, b)| b != now[i])
+                .collect();
+            for mix in 0u32..1 << stale.len() {
+                let mut seen = now.clone();
+                for (k, &(i, b)) in stale.iter().enumerate() {
+                    if mix & 1 << k != 0 {
+                        seen[i] = b;
+                    }
                 }
-            } else if now[..old.len()] != old[..] && now[..new.len()] != new[..] {
-                self.violations
-                    .push(format!("{at:#x}: torn instruction {now:02x?}"));
+                if seen[0] == poke::INT3 {
+                    match poke::lookup(&self.vec, None, BASE, at) {
+                        Some(loc)
+                            if PokeLoc::new(BASE, at, new, None).unwrap().emulation(BASE)
+                                == loc.emulation(BASE) => {}
+                        _ => self
+                            .violations
+                            .push(format!("{at:#x}: INT3 the handler cannot resolve")),
+                    }
+                } else if seen[..old.len()] != old[..] && seen[..new.len()] != new[..] {
+                    self.violations
+                        .push(format!("{at:#x}: torn instruction {seen:02x?}"));
+                }
             }
         }
     }
@@ -347,6 +375,9 @@ impl TextOps for Sim {
             self.violations.push("sync with a run mapped".into());
         }
         self.syncs += 1;
+        if !self.late_syncs {
+            self.synced.clear();
+        }
     }
 
     fn run_pages(&self) -> usize {
@@ -535,6 +566,47 @@ fn site_insns(at: usize, kind: u8) -> (Vec<u8>, Vec<u8>) {
             call.extend_from_slice(&0x40i32.to_le_bytes());
             (call, vec![0xc3, 0xcc, 0xcc, 0xcc, 0xcc])
         }
+    }
+}
+
+/// Sites of every kind, 64 bytes apart, in a new [`Sim`].
+fn sim_of_every_kind(run_max: usize) -> Sim {
+    let mut sim = Sim::new(run_max);
+    for k in 0..8u8 {
+        let at = BASE + 0x100 + 0x40 * usize::from(k);
+        let (old, new) = site_insns(at, k);
+        for j in 0..0x40 {
+            sim.mem.insert(at + j, old.get(j).copied().unwrap_or(0xcc));
+        }
+        sim.vec.push(PokeLoc::new(BASE, at, &new, None).unwrap());
+        sim.sites.insert(at, (old, new));
+    }
+    sim
+}
+
+/// The model sees what the syncs are for: the batch, whose syncs serialise every CPU between
+/// its phases, is never torn; the same writes with the syncs made only after them (a
+/// protocol that writes all three phases, then syncs three times) are, wherever a site's
+/// tail changes.
+#[test]
+fn syncs_between_the_phases_are_needed() {
+    for run_max in [0, 4] {
+        let mut sim = sim_of_every_kind(run_max);
+        let vec = sim.vec.clone();
+        let mut old = vec![Slot::EMPTY; vec.len()];
+        poke::apply(&vec, &mut old, BASE, &mut sim, &mut { Runs::EMPTY });
+        assert!(sim.violations.is_empty(), "{:?}", sim.violations);
+
+        let mut late = sim_of_every_kind(run_max);
+        late.late_syncs = true;
+        let mut old = vec![Slot::EMPTY; vec.len()];
+        let stats = poke::apply(&vec, &mut old, BASE, &mut late, &mut { Runs::EMPTY });
+        assert_eq!(stats.syncs, 3);
+        assert!(
+            late.violations.iter().any(|v| v.contains("torn instruction")),
+            "syncs after the writes went unseen: {:?}",
+            late.violations
+        );
     }
 }
 
