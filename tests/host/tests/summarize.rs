@@ -432,7 +432,7 @@ fn warning_a_test_declares_is_expected_in_its_boot_only() {
     run.write("guest.log", &two_boots(&format!("{declared}\n{ro}"), ""));
     let (rc, out) = run.summarize();
     assert_eq!(rc, 0, "{out}");
-    assert!(out.contains("a warning a test caused on purpose"), "{out}");
+    assert!(out.contains("1 warnings the tests caused on purpose"), "{out}");
     // Another warning in the same boot still fails.
     let other = "@@ kmsg WARNING: CPU: 2 PID: 81 at mm/swap.c:10 y+0x1/0x2";
     run.write("guest.log", &two_boots(&format!("{declared}\n{ro}\n{other}"), ""));
