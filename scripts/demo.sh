@@ -279,7 +279,10 @@ sargs=()
 for s in "${scenarios[@]}"; do
 	[ "$s" = sample ] || sargs+=(--scenario "$s")
 done
-rev=$(git -C "$JLRS_TOP" describe --always --dirty 2>/dev/null || echo unknown)
+# The revision measured: the commit, "-dirty" if anything but results/
+# (which the demo itself rewrites) differs from it.
+rev=$(git -C "$JLRS_TOP" rev-parse --short HEAD 2>/dev/null || echo unknown)
+git -C "$JLRS_TOP" diff --quiet HEAD -- . ':!results' 2>/dev/null || rev=$rev-dirty
 if [ ${#sargs[@]} -gt 0 ]; then
 	[ $# -eq 0 ] || [ ! -f "$out/demo.json" ] || sargs+=(--merge "$out/demo.json")
 	# Debian's python3: the one python3-matplotlib is for.
