@@ -96,9 +96,8 @@ done
 # the seventh, dl_bw_deactivate() refuses to take an isolated CPU offline
 # (-EBUSY), upstream's bug, which the torture would trip for qpw.sh's and
 # tlb.sh's own hotplug cases in the same boot; and the module loads under
-# fault injection, some 150 of them, which clear the kernel log of the
-# warnings they expect: in a boot of few tests, after those that read
-# the log before it. Nor the two that need a boot with no CPU isolated at
+# fault injection, some 150 of them, whose warnings (expected, and
+# declared) are better in a boot of few tests. Nor the two that need a boot with no CPU isolated at
 # boot: idle.sh and isopart.sh.
 first_tests=${all_tests/hotplug,/}
 first_tests=${first_tests/modfaults,/}
@@ -213,9 +212,8 @@ stop_boot() {
 # switch every entry and exit then makes (QEMU 7.2's TCG has neither PCID
 # nor INVPCID: tlb.sh reports the flush path that ran), and between them
 # the hotplug torture (its five offlines of CPU 1 leave tlb.sh's offline
-# of CPU 3 within 7.2's limit) and the module load faults (which clear the
-# log of the warnings they expect, after defer.sh's and hotplug.sh's
-# checks of it); a boot with no CPU isolated and no qpw=, where idle CPUs
+# of CPU 3 within 7.2's limit) and the module load faults (after
+# defer.sh's and hotplug.sh's checks of the log); a boot with no CPU isolated and no qpw=, where idle CPUs
 # take deferred syncs (idle.sh, which needs no nohz_full=), and then a
 # cpuset partition isolates CPUs at run time (isopart.sh, which also runs
 # last with qpw=0); then a boot that must stop.
