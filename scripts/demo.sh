@@ -128,13 +128,7 @@ if [ ${#variants[@]} -gt 0 ]; then
 		done
 	) &
 	builder=$!
-	# kill_tree PID: PID and everything it started.
-	kill_tree() {
-		local child
-		for child in $(pgrep -P "$1"); do kill_tree "$child"; done
-		kill "$1" 2> /dev/null || true
-	}
-	trap 'kill_tree $builder' EXIT
+	trap 'jlrs_kill_tree $builder' EXIT
 	# A run stopped by a signal stops its builds too.
 	trap 'exit 130' INT
 	trap 'exit 143' TERM

@@ -26,6 +26,13 @@ if [ "${JLRS_LOCKED:-}" != "$JLRS_CACHE" ]; then
 	export JLRS_LOCKED=$JLRS_CACHE
 fi
 
+# jlrs_kill_tree PID: PID and every process it started.
+jlrs_kill_tree() {
+	local child
+	for child in $(pgrep -P "$1"); do jlrs_kill_tree "$child"; done
+	kill "$1" 2> /dev/null || true
+}
+
 # The step currently running, named in every failure message.
 JLRS_STEP=${JLRS_STEP:-jump_label_rs}
 

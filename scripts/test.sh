@@ -233,13 +233,7 @@ if [ "$what" != main ]; then
 		done
 	) &
 	builder=$!
-	# kill_tree PID: PID and everything it started.
-	kill_tree() {
-		local child
-		for child in $(pgrep -P "$1"); do kill_tree "$child"; done
-		kill "$1" 2> /dev/null || true
-	}
-	trap 'kill_tree $builder' EXIT
+	trap 'jlrs_kill_tree $builder' EXIT
 	# built NAME: wait for NAME's build; false if it failed.
 	built() {
 		[ -f "$status/$1" ] || msg "waiting for the $1 build (log: $logs/build-$1.log)"

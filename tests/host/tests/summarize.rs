@@ -59,39 +59,33 @@ impl Run {
         self.dir.join(name).to_str().unwrap().to_owned()
     }
 
-    /// Runs summarize.py on the logs; returns its exit status and its output.
-    fn summarize(&self) -> (i32, String) {
+    /// Runs summarize.py on the logs, with `more` arguments; returns its exit status and its
+    /// output.
+    fn summarize_with(&self, more: &[&str]) -> (i32, String) {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/summarize.py");
         let out = Command::new("python3")
             .arg(script)
             .args(["--cargo", &self.path("host.log")])
             .args(["--checks", &self.path("check.log")])
             .args(["--kunit", &self.path("kunit.json")])
-            .args(["--suite", "suite_x"])
             .args(["--guest", &self.path("guest.log")])
             .args(["--cases", &self.path("cases.log")])
+            .args(more)
             .output()
             .expect("python3 runs");
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         (out.status.code().unwrap_or(-1), text)
     }
 
+    /// Runs summarize.py on the logs, which must show suite_x.
+    fn summarize(&self) -> (i32, String) {
+        self.summarize_with(&["--suite", "suite_x"])
+    }
+
     /// Runs summarize.py on the logs with the declarations `toml` of a run `main`.
     fn summarize_declared(&self, toml: &str) -> (i32, String) {
         self.write("expected.toml", toml);
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/summarize.py");
-        let out = Command::new("python3")
-            .arg(script)
-            .args(["--cargo", &self.path("host.log")])
-            .args(["--checks", &self.path("check.log")])
-            .args(["--kunit", &self.path("kunit.json")])
-            .args(["--guest", &self.path("guest.log")])
-            .args(["--cases", &self.path("cases.log")])
-            .args(["--expected", &self.path("expected.toml"), "--run", "main"])
-            .output()
-            .expect("python3 runs");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        (out.status.code().unwrap_or(-1), text)
+        self.summarize_with(&["--expected", &self.path("expected.toml"), "--run", "main"])
     }
 
     /// Asserts that summarize.py fails the run with the declarations `toml`, naming `why`.
