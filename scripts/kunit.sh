@@ -23,6 +23,14 @@ JLRS_BUILD=${JLRS_KUNIT_BUILD:-$JLRS_BUILD}
 # $JLRS_KUNITCONFIG: another configuration (scripts/kunitconfig/), in a
 # build directory of its own.
 KUNITCONFIG=${JLRS_KUNITCONFIG:-$JLRS_SRC/arch/x86/kernel/jump_label_rs/.kunitconfig}
+action=${JLRS_KUNIT_ACTION:-run}
+# A boot of what was built reads the configuration the build recorded
+# (kunit.py's last_used_kunitconfig), not the source tree's: make series
+# walks the source tree through the series' prefixes while make
+# test-matrix's last boots run.
+if [ "$action" = exec ] && [ -f "$JLRS_BUILD/last_used_kunitconfig" ]; then
+	KUNITCONFIG=$JLRS_BUILD/last_used_kunitconfig
+fi
 [ -f "$KUNITCONFIG" ] || die "$KUNITCONFIG missing: run scripts/apply-overlay.sh"
 [ -x "$JLRS_BINDGEN" ] || die "bindgen missing: run scripts/setup-host.sh"
 
@@ -34,7 +42,6 @@ while read -r o; do mkopts+=("--make_options=$o"); done < <(jlrs_make_opts)
 # (configure and build only) or exec (boot what was built). The extra
 # arguments go to each: configuration options with build, boot options
 # and the suite glob with exec.
-action=${JLRS_KUNIT_ACTION:-run}
 common=(--arch=x86_64 --kunitconfig="$KUNITCONFIG" --build_dir="$JLRS_BUILD" "${mkopts[@]}")
 build=(--jobs="$(nproc)")
 boot=(--timeout=600 --qemu_args='-smp 4'

@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -612,4 +613,8 @@ def figures(top):
 
 
 if __name__ == "__main__":
+    # A run stopped by a signal (CI's time limit, a kill of the run) still
+    # puts the source tree back from the prefix the walk had reached.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda n, _: sys.exit(128 + n))
     main()

@@ -205,8 +205,13 @@ if [ "$what" != main ]; then
 	}
 	# Every build in turn, in the background at a lower priority, while the
 	# boots of the builds made before run (QEMU's TCG uses one core): each
-	# build's exit status in $status/NAME, its log build-NAME.log.
-	builds=(rt kasan rs-off rust-off paravirt production)
+	# build's exit status in $status/NAME, its log build-NAME.log, and
+	# $status/all once every build is done (.ci/run then starts make
+	# series beside the last boots). The builds whose boots are short come
+	# first, then KASAN's and RT's, whose user-space boots take longest
+	# (up to 14 minutes under RT): the last of them runs beside the build
+	# of every prefix of the series.
+	builds=(production rs-off rust-off paravirt kasan rt)
 	if [ "$what" = matrix-builds ]; then
 		renice -n 10 -p $$ > /dev/null
 		failed=0
@@ -231,6 +236,7 @@ if [ "$what" != main ]; then
 			matrix_kunit build "$name" > "$logs/build-$name.log" 2>&1 || rc=$?
 			echo "$rc" > "$status/$name"
 		done
+		touch "$status/all"
 	) &
 	builder=$!
 	trap 'jlrs_kill_tree $builder' EXIT
@@ -280,30 +286,14 @@ guest_boots() {
 if [ "$what" = main ]; then
 	guest_boots "" guest-test.log
 else
-	msg "PREEMPT_RT, lockdep, kmemleak and KCSAN: KUnit, then user space"
-	jsons+=(--kunit "$v/kunit-rt.json")
-	if built rt; then
-		matrix_boot rt rt --kernel_args=text_poke=rust --kernel_args=ftrace=nop
-		# A boot of the tests takes up to 9 minutes here, without a build
-		# beside it: twice as long as make test's boots may take.
-		guest_boots " under PREEMPT_RT, lockdep, kmemleak and KCSAN" guest-test-rt.log \
-			"$rt_build" 1200
-	fi
-	msg "KASAN and UBSAN: KUnit, then user space"
-	jsons+=(--kunit "$v/kunit-kasan.json")
-	if built kasan; then
-		matrix_boot kasan kasan --kernel_args=text_poke=rust --kernel_args=ftrace=nop \
-			--kernel_args=pti=on
-		guest_boots " under KASAN and UBSAN" guest-test-kasan.log "$kasan_build" 1200
-	fi
 	prod_suites=rust_static_key,rust_static_key_sample,kprobes_test
 	# NAME:JSON:SUITES:ARG: boot NAME's build with the kernel argument ARG
 	# (- for none), running the one suite SUITES names or, for a list,
 	# every suite the build has; each must run.
-	for cfg in rs-off:rs-off:rust_static_key:- rust-off:rust-off:list-kunit-test:- \
-		paravirt:paravirt:text_poke_rs_defer:- paravirt:paravirt-ct:ct_work_rs:- \
-		paravirt:paravirt-qpw1:qpw_cache:qpw=1 \
-		paravirt:paravirt-qpw0:qpw_cache:qpw=0 production:production:"$prod_suites":-; do
+	for cfg in production:production:"$prod_suites":- rs-off:rs-off:rust_static_key:- \
+		rust-off:rust-off:list-kunit-test:- paravirt:paravirt:text_poke_rs_defer:- \
+		paravirt:paravirt-ct:ct_work_rs:- paravirt:paravirt-qpw1:qpw_cache:qpw=1 \
+		paravirt:paravirt-qpw0:qpw_cache:qpw=0; do
 		IFS=: read -r name json suites arg <<< "$cfg"
 		args=()
 		[ "$suites" != "${suites%%,*}" ] || args=("$suites")
@@ -325,6 +315,22 @@ else
 		fi
 		matrix_boot "$name" "$json" ${args[@]+"${args[@]}"}
 	done
+	msg "KASAN and UBSAN: KUnit, then user space"
+	jsons+=(--kunit "$v/kunit-kasan.json")
+	if built kasan; then
+		matrix_boot kasan kasan --kernel_args=text_poke=rust --kernel_args=ftrace=nop \
+			--kernel_args=pti=on
+		guest_boots " under KASAN and UBSAN" guest-test-kasan.log "$kasan_build" 1200
+	fi
+	msg "PREEMPT_RT, lockdep, kmemleak and KCSAN: KUnit, then user space"
+	jsons+=(--kunit "$v/kunit-rt.json")
+	if built rt; then
+		matrix_boot rt rt --kernel_args=text_poke=rust --kernel_args=ftrace=nop
+		# A boot of the tests takes up to 14 minutes here, with make
+		# series' builds beside it at a lower priority in CI.
+		guest_boots " under PREEMPT_RT, lockdep, kmemleak and KCSAN" guest-test-rt.log \
+			"$rt_build" 1200
+	fi
 	wait "$builder" || true
 	trap - EXIT
 fi
