@@ -583,7 +583,8 @@ def figures(top):
             d = json.load(f)
     except (OSError, ValueError):
         return ""
-    out = [f"Measured with make demo (results/, revision {d.get('revision', '?')}): QEMU TCG,",
+    rev = (d.get("revisions") or {}).get("flip", d.get("revision", "?"))
+    out = [f"Measured with make demo (results/, revision {rev}): QEMU TCG,",
            "4 vCPUs, -icount shift=0, all modes in one boot of one image; cost in",
            "guest instructions, the best of many flips.", ""]
     cost = {(r["mode"], r["sites"]): r for r in d.get("flip", [])}

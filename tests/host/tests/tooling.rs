@@ -160,3 +160,57 @@ fn second_run_waits_for_the_cache() {
     assert!(start.elapsed() >= Duration::from_secs(1), "did not wait:\n{err}");
     assert!(err.contains("not the pinned"), "did not go on:\n{err}");
 }
+
+/// `scripts/demo/results.py check|write` on copies of the README and the report.
+fn results_py(action: &str, json: &Path, readme: &Path, report: &Path) -> Output {
+    Command::new("python3")
+        .arg(top().join("scripts/demo/results.py"))
+        .arg(action)
+        .args([json, readme, report])
+        .output()
+        .expect("results.py runs")
+}
+
+/// Every figure the README's results table and `results/REPORT.md` quote is the one
+/// `results/demo.json` gives: the committed files pass the check, and a README whose table
+/// quotes one figure differently fails it, naming the file, until `write` puts it back.
+#[test]
+fn readme_figures_are_demo_json_s() {
+    let top = top();
+    let json = top.join("results/demo.json");
+    let ok = results_py(
+        "check",
+        &json,
+        &top.join("README.md"),
+        &top.join("results/REPORT.md"),
+    );
+    assert!(ok.status.success(), "{}", stderr(&ok));
+
+    let cache = Cache::new("figures");
+    let readme = cache.dir.join("README.md");
+    let report = cache.dir.join("REPORT.md");
+    fs::copy(top.join("results/REPORT.md"), &report).unwrap();
+    let text = fs::read_to_string(top.join("README.md")).unwrap();
+    let begin = text.find("<!-- results: generated").expect("a generated table");
+    let row = begin + text[begin..].find("\n| ").unwrap() + 1;
+    let row = row + text[row..].find('\n').unwrap() + 1;
+    let row = row + text[row..].find('\n').unwrap() + 1;
+    // The first figure of the first row, one digit off.
+    let digit = row + text[row..].find(|c: char| c.is_ascii_digit()).unwrap();
+    let digit = digit + text[digit..].find(" | ").unwrap() + 3;
+    let digit = digit + text[digit..].find(|c: char| c.is_ascii_digit()).unwrap();
+    let mut bad = text.clone();
+    let d = text.as_bytes()[digit];
+    bad.replace_range(digit..digit + 1, if d == b'9' { "8" } else { "9" });
+    fs::write(&readme, &bad).unwrap();
+    let out = results_py("check", &json, &readme, &report);
+    assert!(!out.status.success(), "a changed figure passed the check");
+    assert!(
+        stderr(&out).contains("quotes figures"),
+        "{}",
+        stderr(&out)
+    );
+    let out = results_py("write", &json, &readme, &report);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(fs::read_to_string(&readme).unwrap(), text);
+}
