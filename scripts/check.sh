@@ -3,8 +3,9 @@
 #
 # Lint the project's files in the work tree: rustfmt, a rebuild of the
 # project's objects under clippy (which also shows rustc's and objtool's
-# warnings), the danger zone of deferred work, the layout of Rust static-key
-# sites, and checkpatch --strict on the C files and the hook patches.
+# warnings), the danger zone of deferred work, the syncs' serializing
+# instructions, the layout of Rust static-key sites, and checkpatch --strict
+# on the C files and the hook patches.
 # Prints one "check: NAME: ok|FAILED" line per check; exits non-zero if any
 # failed. Findings in upstream files are not ours and are not reported.
 set -uo pipefail
@@ -108,6 +109,24 @@ if grep -q '^CONFIG_TEXT_POKE_RS_DEFER=y' "$JLRS_BUILD/.config"; then
 	done
 fi
 result "data side of the danger zone (scripts/danger-data.py)" $rc
+
+# The syncs: every path through the sync round's IPI handler and through
+# the deferred sync serializes before it reports the sync done. The
+# check's own test: with SERIALIZE and IRET not counted, it must find
+# both functions' paths.
+rc=0
+if grep -q '^CONFIG_TEXT_POKE_RS_DEFER=y' "$JLRS_BUILD/.config"; then
+	sc=(python3 "$JLRS_TOP/scripts/serialize-check.py" "$JLRS_BUILD/vmlinux"
+		--nm "llvm-nm$JLRS_LLVM" --objdump "llvm-objdump$JLRS_LLVM")
+	"${sc[@]}" || rc=1
+	out=$("${sc[@]}" --not-serializing serialize --not-serializing iretq)
+	[ $? = 1 ] && [ "$(grep -c 'returns without serializing' <<< "$out")" -ge 2 ] ||
+		{ echo "serialize-check.py without SERIALIZE and IRET found nothing: it cannot see a path"; rc=1; }
+else
+	echo "CONFIG_TEXT_POKE_RS_DEFER is off in $JLRS_BUILD: no sync to check"
+	rc=1
+fi
+result "every sync serializes (scripts/serialize-check.py)" $rc
 
 # The layout of every Rust static-key site of the sample and the KUnit
 # suites in the linked kernel: NOPs on the hot path, no load of the key.

@@ -275,6 +275,19 @@ static inline void ct_work_rs_audit_stats(struct seq_file *m) { }
 #endif /* CONFIG_TEXT_POKE_RS_DEFER_DEBUG */
 
 /*
+ * The deferred sync: what the sync round's IPI handler would have run,
+ * and the report that it ran. Out of line, so that lint can check in the
+ * built image that every path to that report serializes
+ * (scripts/serialize-check.py): no test that runs it can see a
+ * sync_core() go missing under single-threaded TCG.
+ */
+static noinstr noinline unsigned int ct_work_rs_sync_core(void)
+{
+	sync_core();
+	return CT_WORK_RS_SYNC_CORE;
+}
+
+/*
  * Out of line: the hooks' path with no work stays a few instructions.
  * Returns the kinds of work it ran. Only an entry whose work the audit
  * checks (@audited) may drop it on purpose (text_poke/defer_skip_work).
@@ -295,10 +308,8 @@ static noinstr noinline unsigned int ct_work_rs_run_work(unsigned int work,
 		ct_work_rs_audit_flush(ct_work_rs_tlb_flush_at_entry());
 		ran |= CT_WORK_RS_TLB_FLUSH;
 	}
-	if (work & CT_WORK_RS_SYNC_CORE) {
-		sync_core();
-		ran |= CT_WORK_RS_SYNC_CORE;
-	}
+	if (work & CT_WORK_RS_SYNC_CORE)
+		ran |= ct_work_rs_sync_core();
 	ct_work_rs_count_run();
 	return ran;
 }

@@ -608,6 +608,7 @@ void text_poke_rs_poked(const void *addr, const void *old, const void *new,
 }
 
 #ifdef CONFIG_TEXT_POKE_RS_DEFER
+/* Every path through it serializes: lint checks it (scripts/serialize-check.py). */
 static void text_poke_rs_do_sync_core(void *info)
 {
 	sync_core();
