@@ -16,10 +16,12 @@
 #ifndef _LINUX_CT_WORK_RS_H
 #define _LINUX_CT_WORK_RS_H
 
+#include <linux/atomic.h>
 #include <linux/compiler.h>
 #include <linux/compiler_types.h>
 #include <linux/percpu.h>
 #include <linux/types.h>
+#include <asm/context_tracking_work.h>
 
 struct cpumask;
 struct dentry;
@@ -112,14 +114,32 @@ extern bool ct_work_rs_enabled;
 extern bool ct_work_rs_tlb_enabled;
 
 /*
+ * ct_work::enter_from(), its first step: this CPU's word from @from, the
+ * context it left with no work pending, to kernel, in one
+ * compare-and-exchange that a sender which set a bit first makes fail
+ * (the caller then takes the work, __ct_work_rs_take()). Locked: senders
+ * write the word from other CPUs.
+ */
+#ifndef arch_ct_work_rs_leave
+static __always_inline bool ct_work_rs_leave(u32 from)
+{
+	return raw_cmpxchg(raw_cpu_ptr(&ct_work_rs_words), from, 0) == from;
+}
+#else
+#define ct_work_rs_leave arch_ct_work_rs_leave
+#endif
+
+/*
  * Entry from user space, inlined into __ct_user_exit(): a word that says
  * kernel (0, or CT_WORK_RS_OFF: this CPU left for user space while
  * deferral was off) has no work and gets none meanwhile, and stays as it
- * is until this CPU's next return to user space.
+ * is until this CPU's next return to user space; one that says user with
+ * no work says kernel after one compare-and-exchange.
  */
 static __always_inline void ct_work_rs_user_exit(void)
 {
-	if (unlikely(raw_cpu_read(ct_work_rs_words) & ~CT_WORK_RS_OFF))
+	if (raw_cpu_read(ct_work_rs_words) & ~CT_WORK_RS_OFF &&
+	    unlikely(!ct_work_rs_leave(CT_WORK_RS_USER)))
 		__ct_work_rs_take();
 }
 
@@ -162,7 +182,8 @@ static __always_inline void ct_work_rs_idle_enter(void)
 /* Idle exit, inlined into ct_idle_exit(), first: as entry from user space. */
 static __always_inline void ct_work_rs_idle_exit(void)
 {
-	if (unlikely(raw_cpu_read(ct_work_rs_words) & ~CT_WORK_RS_OFF))
+	if (raw_cpu_read(ct_work_rs_words) & ~CT_WORK_RS_OFF &&
+	    unlikely(!ct_work_rs_leave(CT_WORK_RS_IDLE)))
 		__ct_work_rs_take();
 }
 

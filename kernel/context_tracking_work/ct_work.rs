@@ -302,6 +302,22 @@ pub fn enter_taking(word: &impl Word) -> Work {
     work
 }
 
+/// [`enter_taking`] with its common case in one step, as the entry from user space and the idle
+/// exit make it: a word that says `from`, the context this CPU left ([`Value::USER`] or
+/// [`Value::IDLE`]) with no work pending, becomes [`Value::KERNEL`] in one compare-and-exchange,
+/// which a sender that set a bit first makes fail; any other word goes through
+/// [`enter_taking`]. A sender that comes after finds the word saying kernel, as it would after
+/// [`enter_taking`] found no work.
+///
+/// Never panics and never calls out: it runs on the entry path.
+#[inline(always)]
+pub fn enter_from(word: &impl Word, from: Value) -> Work {
+    match word.compare_exchange(from, Value::KERNEL) {
+        Ok(_) => Work::NONE,
+        Err(_) => enter_taking(word),
+    }
+}
+
 /// The work [`enter_taking`] returned has run.
 #[inline(always)]
 pub fn ran(word: &impl Word) {

@@ -53,7 +53,8 @@
  * of its C-state), and the CPU runs sync_core() when it leaves idle or
  * takes its next interrupt. Kernel TLB flushes still wake it
  * (arch/x86/mm/tlb_defer_rs.c says why). Idle entry costs a load and a
- * store, idle exit and an interrupt in idle an exchange and a store.
+ * store, idle exit a compare-and-exchange when no work is pending, an
+ * interrupt in idle an exchange and a store.
  *
  * Work is never lost across CPU hotplug: a CPU goes offline from the
  * kernel, where its word says "kernel" and no sender sets bits (the dying

@@ -80,12 +80,13 @@ fn defer(word: &LoomWord, work: Work) -> Deferral {
     ct_work::defer(word, work)
 }
 
-/// As `ct_work_rs_user_exit()` does: a word that says kernel is only read.
+/// As `ct_work_rs_user_exit()` does: a word that says kernel is only read, one that says user
+/// with no work becomes kernel in one compare-and-exchange.
 fn enter(word: &LoomWord) -> Work {
     if ct_work::quiet(word.load()) {
         return Work::NONE;
     }
-    ct_work::enter_taking(word)
+    ct_work::enter_from(word, Value::USER)
 }
 
 /// Broken: entry from user space takes the work and leaves the word saying plain kernel
@@ -114,9 +115,12 @@ fn nmi_exit(word: &LoomWord, levels: &LoomLevels) {
     ct_work::nmi_exit(word, levels)
 }
 
-/// As `ct_work_rs_idle_exit()` does: the same as entry from user space.
+/// As `ct_work_rs_idle_exit()` does: the same as entry from user space, from idle.
 fn idle_exit(word: &LoomWord) -> Work {
-    enter(word)
+    if ct_work::quiet(word.load()) {
+        return Work::NONE;
+    }
+    ct_work::enter_from(word, Value::IDLE)
 }
 
 const CORRECT: Protocol = Protocol {
