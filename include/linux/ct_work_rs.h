@@ -21,7 +21,7 @@
 #include <linux/compiler_types.h>
 #include <linux/percpu.h>
 #include <linux/types.h>
-#include <asm/context_tracking_work.h>
+#include <asm/ct_work_rs_word.h>
 
 struct cpumask;
 struct dentry;
