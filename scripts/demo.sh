@@ -85,7 +85,11 @@ if [ ! -d "$demo_build" ] && [ -f "$JLRS_BUILD/.config" ]; then
 fi
 no_debug=--kconfig_add=CONFIG_TEXT_POKE_RS_DEFER_DEBUG=n
 kernel=$demo_build/arch/x86/boot/bzImage
+# .jlrs-built: the demo's kernel is built (.ci/run starts make
+# test-matrix's builds, some of them copies of this one, after it).
+rm -f "$demo_build/.jlrs-built"
 build_kernel "$demo_build" "$no_debug"
+date > "$demo_build/.jlrs-built"
 
 # The kernels of the irqsoff scenario and of the qpw scenario's
 # paravirtualised spinlocks, each in a build directory of its own, built

@@ -98,7 +98,11 @@ if [ "$what" = main ]; then
 		else
 			extra+=(--kernel_args=qpw=1)
 		fi
-		kunit_boot "$mode" "$JLRS_BUILD" --kernel_args="text_poke=$mode" "${extra[@]}"
+		# The first builds; the others boot what it built, if it went well.
+		action=run
+		[ "$mode" = "${MODES[0]}" ] || [ "$kunit_rc" != 0 ] || action=exec
+		JLRS_KUNIT_ACTION=$action kunit_boot "$mode" "$JLRS_BUILD" \
+			--kernel_args="text_poke=$mode" "${extra[@]}"
 	done
 	# The tree the main build was made from, for make series.
 	rm -f "$JLRS_BUILD/.jlrs-tree"
@@ -181,27 +185,49 @@ if [ "$what" != main ]; then
 	# whose image scripts/production-check.sh checks before it boots the
 	# Rust static-key suites, the kprobes suite and the ftrace self-tests.
 	#
-	# Every configuration of the matrix leaves out what none of its boots
-	# uses (scripts/kunitconfig/small: the block layer, input devices,
-	# virtual terminals).
+	# Production, rs-off and rust-off have every other option of the main
+	# configuration: each starts as a copy of make demo's build (or make
+	# test's), and kbuild rebuilds only what their differences reach (the
+	# objects that use those options, the Rust crates) and links. The
+	# others, whose options change every object's command line, leave out
+	# what none of their boots uses instead (scripts/kunitconfig/small: the
+	# block layer, input devices, virtual terminals).
 	small=--kunitconfig=$JLRS_TOP/scripts/kunitconfig/small
 	# matrix_kunit ACTION NAME [ARG...]: kunit.sh's build or exec of the
 	# matrix's configuration NAME.
 	matrix_kunit() {
 		local action=$1 name=$2 cfg=()
 		shift 2
-		local kunitconfig=
+		local kunitconfig=$JLRS_TOP/scripts/kunitconfig/$name
 		case $name in
-		rt) cfg=("$small" "${rt_config[@]}") ;;
-		kasan) cfg=("$small" "${kasan_config[@]}") ;;
-		*)
-			cfg=("$small")
-			kunitconfig=$JLRS_TOP/scripts/kunitconfig/$name
-			;;
+		rt) cfg=("$small" "${rt_config[@]}") kunitconfig= ;;
+		kasan) cfg=("$small" "${kasan_config[@]}") kunitconfig= ;;
+		paravirt) cfg=("$small") ;;
+		*) [ "$action" != build ] || seed_build "$name" "$kunitconfig" ;;
 		esac
 		[ "$action" = build ] || cfg=()
 		JLRS_KUNIT_ACTION=$action JLRS_KUNIT_BUILD=$v/build-$name \
-			JLRS_KUNITCONFIG=$kunitconfig "$JLRS_TOP/scripts/kunit.sh" "${cfg[@]}" "$@"
+			JLRS_KUNITCONFIG=$kunitconfig "$JLRS_TOP/scripts/kunit.sh" ${cfg[@]+"${cfg[@]}"} "$@"
+	}
+	# seed_build NAME KUNITCONFIG: unless build-NAME was started for this
+	# KUNITCONFIG (its .jlrs-seed), make it a copy of the latest of make
+	# demo's and make test's builds (without either, it builds from
+	# nothing).
+	seed_build() {
+		local dir=$v/build-$1 seed= b id
+		id=$(sha1sum < "$2")
+		[ "$(cat "$dir/.jlrs-seed" 2> /dev/null)" != "$id" ] || return 0
+		for b in "$v/build-demo" "$JLRS_BUILD"; do
+			[ -f "$b/arch/x86/boot/bzImage" ] || continue
+			[ -n "$seed" ] && [ ! "$b/arch/x86/boot/bzImage" -nt "$seed/arch/x86/boot/bzImage" ] ||
+				seed=$b
+		done
+		[ -n "$seed" ] || return 0
+		msg "$1: starting from the build in $seed"
+		rm -rf "$dir" "$dir.tmp"
+		cp -a "$seed" "$dir.tmp" && mv "$dir.tmp" "$dir" || die "cannot copy $seed to $dir"
+		rm -f "$dir/.jlrs-tree" "$dir/.jlrs-built"
+		echo "$id" > "$dir/.jlrs-seed"
 	}
 	# Every build in turn, in the background at a lower priority, while the
 	# boots of the builds made before run (QEMU's TCG uses one core): each
