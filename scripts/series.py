@@ -444,8 +444,9 @@ def bisect(work, env, build, config, make_opts, src, seed):
     rewrites is put back afterwards, content, mode and modification time, so that the other
     builds of `src` see no change. Each prefix starts from `config`; olddefconfig drops the
     options the prefix does not define yet. A prefix whose tree was built with that
-    configuration before (the stamps beside `build`) is not built again. Dies naming the first
-    patch that does not build."""
+    configuration before (the stamps beside `build`) is not built again, nor one that differs
+    from the longer prefix built before it only in files the build does not read (build_reads):
+    its build is that one's. Dies naming the first patch that does not build."""
     commits = git(work, "rev-list", "--reverse", "base..series", capture=True).split()
     # The configuration's options and values, whatever their order in the file.
     with open(config) as f:
@@ -497,11 +498,32 @@ def bisect(work, env, build, config, make_opts, src, seed):
                 f.write(blob.stdout)
 
     again = 0
+    reads = None
     try:
         for i, c, key in reversed(todo):
             subject = git(work, "log", "-1", "--format=%s", c, capture=True).strip()
+            changed = [p for p in git(work, "diff", "--no-renames", "--name-only", "-z", cur, c,
+                                      capture=True).split("\0") if p]
+            if reads is None:
+                reads = build_reads(build, src)
+            # The patch changes no file the build read (its command files name them), no
+            # Kconfig, Makefile or build tool, and adds none: make would rebuild nothing, and
+            # the prefix builds as the longer one did.
+            if not any(p in reads or re.match(r"(scripts|tools)/|(.*/)?(Kconfig|Makefile|Kbuild)[^/]*$", p) or
+                       not os.path.lexists(os.path.join(src, p)) for p in changed):
+                goto(c)
+                cur = c
+                built.add(key)
+                with open(stamps, "a") as f:
+                    f.write(key + "\n")
+                why = (f"patch {i + 1} changes no file the build reads" if changed else
+                       "the tested tree, built already")
+                print(f"series: patch {i}/{len(commits)} builds on the ones before it "
+                      f"({why}): {subject}", flush=True)
+                continue
             goto(c)
             cur = c
+            reads = None
             shutil.copy(config, os.path.join(build, ".config"))
             log = os.path.join(build, f"bisect-{i:02d}.log")
             t0 = time.time()
@@ -539,6 +561,28 @@ def bisect(work, env, build, config, make_opts, src, seed):
             os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
     print(f"series: every prefix of the {len(commits)} patches builds ({again} built now, "
           f"{len(commits) - again} as before, {time.time() - start:.0f} s)", flush=True)
+
+
+def build_reads(build, src):
+    """The files of `src` the build in `build` read: every path under `src` its kbuild command
+    files (.*.cmd: each target's sources and the headers and Rust files it depends on)
+    name, relative to `src`."""
+    reads = set()
+    prefix = src.rstrip("/") + "/"
+    for root, _, files in os.walk(build):
+        for name in files:
+            if not (name.startswith(".") and name.endswith(".cmd")):
+                continue
+            try:
+                with open(os.path.join(root, name), errors="replace") as f:
+                    text = f.read()
+            except OSError:
+                continue
+            for word in text.split():
+                word = word.strip(":\\")
+                if word.startswith(prefix):
+                    reads.add(word[len(prefix):])
+    return reads
 
 
 def write_maintainers_hook(pristine, top, path):
