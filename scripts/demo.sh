@@ -55,9 +55,7 @@ for s in "${scenarios[@]}"; do
 	[[ " ${ALL[*]} " == *" $s "* ]] || die "unknown scenario '$s' (known: ${ALL[*]})"
 done
 
-"$JLRS_TOP/scripts/setup-host.sh"
-"$JLRS_TOP/scripts/fetch-base.sh"
-"$JLRS_TOP/scripts/apply-overlay.sh"
+jlrs_prepare
 jlrs_base_env
 
 mkopts=()

@@ -40,6 +40,23 @@ msg() { printf '[%s] %s\n' "$JLRS_STEP" "$*" >&2; }
 die() { printf '[%s] error: %s\n' "$JLRS_STEP" "$*" >&2; exit 1; }
 step() { JLRS_STEP=$1; }
 
+# jlrs_prepare: what make demo and make test do first: set the machine
+# up, fetch the base and apply the overlay, building bindgen (about three
+# minutes from nothing) while the base downloads and unpacks. Exits on a
+# failure, whose step has said why.
+jlrs_prepare() {
+	local bindgen rc=0
+	"$JLRS_TOP/scripts/setup-host.sh" --packages || exit
+	"$JLRS_TOP/scripts/setup-host.sh" --bindgen &
+	bindgen=$!
+	"$JLRS_TOP/scripts/fetch-base.sh" && "$JLRS_TOP/scripts/apply-overlay.sh" || rc=$?
+	if [ "$rc" != 0 ]; then
+		jlrs_kill_tree "$bindgen"
+		exit "$rc"
+	fi
+	wait "$bindgen" || exit
+}
+
 # The base tree this checkout was last prepared against, written by
 # fetch-base.sh: "7.2.y" and the path of the pristine tree.
 jlrs_base_env() {

@@ -4,7 +4,9 @@
 # Install what building and testing the overlay needs and is missing: Debian
 # packages from the machine's own sources, bindgen from the Rust crate registry, and a QEMU
 # wrapper that forces single-threaded TCG. Idempotent: a second run installs
-# nothing.
+# nothing. --packages: only the packages and the wrapper; --bindgen: only
+# bindgen (jlrs_prepare in scripts/lib.sh builds it while the base
+# downloads).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 step setup
@@ -14,52 +16,57 @@ PKGS=(flex bison bc libelf-dev libssl-dev cpio dwarves python3 xz-utils
       libclang-22-dev rustc-web rust-web-src rust-web-clippy rustfmt-web
       binutils python3-matplotlib python3-ply python3-git)
 
-missing=()
-for p in "${PKGS[@]}"; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
-		grep -q 'install ok installed' || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-	msg "installing Debian packages: ${missing[*]}"
-	SUDO=
-	[ "$(id -u)" = 0 ] || SUDO=sudo
-	# Each download gets a time limit: a mirror that stops answering
-	# fails the step, naming it, instead of hanging the run.
-	net=(-o Acquire::Retries=2 -o Acquire::http::Timeout=30 -o Acquire::https::Timeout=30)
-	timeout 600 $SUDO apt-get "${net[@]}" update -qq ||
-		die "apt-get update failed or took more than 10 minutes: the machine's Debian mirror is unreachable"
-	log=$JLRS_CACHE/apt-install.log
-	mkdir -p "$JLRS_CACHE"
-	# One retry: a dpkg trigger failing on a fresh machine is often transient.
-	for try in 1 2; do
-		DEBIAN_FRONTEND=noninteractive timeout 1800 $SUDO apt-get "${net[@]}" install -y \
-			--no-install-recommends "${missing[@]}" > "$log" 2>&1 && break
-		[ "$try" = 2 ] || { msg "apt-get install failed, retrying once"; continue; }
-		tail -n 20 "$log" >&2
-		die "apt-get install failed or took more than 30 minutes for: ${missing[*]} (full log: $log)"
+packages() {
+	missing=()
+	for p in "${PKGS[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
+			grep -q 'install ok installed' || missing+=("$p")
 	done
-fi
-[ -x /usr/bin/rustc ] || die "/usr/bin/rustc missing after installing rustc-web"
-[ -d /usr/lib/rustlib/src/rust/library ] ||
-	die "Rust standard library sources missing (package rust-web-src)"
+	if [ ${#missing[@]} -gt 0 ]; then
+		msg "installing Debian packages: ${missing[*]}"
+		SUDO=
+		[ "$(id -u)" = 0 ] || SUDO=sudo
+		# Each download gets a time limit: a mirror that stops answering
+		# fails the step, naming it, instead of hanging the run.
+		net=(-o Acquire::Retries=2 -o Acquire::http::Timeout=30 -o Acquire::https::Timeout=30)
+		timeout 600 $SUDO apt-get "${net[@]}" update -qq ||
+			die "apt-get update failed or took more than 10 minutes: the machine's Debian mirror is unreachable"
+		log=$JLRS_CACHE/apt-install.log
+		mkdir -p "$JLRS_CACHE"
+		# One retry: a dpkg trigger failing on a fresh machine is often transient.
+		for try in 1 2; do
+			DEBIAN_FRONTEND=noninteractive timeout 1800 $SUDO apt-get "${net[@]}" install -y \
+				--no-install-recommends "${missing[@]}" > "$log" 2>&1 && break
+			[ "$try" = 2 ] || { msg "apt-get install failed, retrying once"; continue; }
+			tail -n 20 "$log" >&2
+			die "apt-get install failed or took more than 30 minutes for: ${missing[*]} (full log: $log)"
+		done
+	fi
+	[ -x /usr/bin/rustc ] || die "/usr/bin/rustc missing after installing rustc-web"
+	[ -d /usr/lib/rustlib/src/rust/library ] ||
+		die "Rust standard library sources missing (package rust-web-src)"
+}
 
-# bindgen: Debian's is too old for 7.2 (needs >= 0.71.1).
-BINDGEN_VERSION=0.73.2
-if ! "$JLRS_BINDGEN" --version 2>/dev/null | grep -q "$BINDGEN_VERSION"; then
-	command -v cargo >/dev/null || die "cargo not found: cannot build bindgen"
-	msg "building bindgen-cli $BINDGEN_VERSION with cargo install (about 3 minutes)"
-	CARGO_HTTP_TIMEOUT=30 CARGO_NET_RETRY=2 timeout 1200 \
-		cargo install --quiet --locked --root "$JLRS_TOOLS" \
-		--version "$BINDGEN_VERSION" bindgen-cli ||
-		die "cargo install bindgen-cli $BINDGEN_VERSION failed or took more than 20 minutes (is the crate registry reachable?)"
-fi
+bindgen() {
+	# bindgen: Debian's is too old for 7.2 (needs >= 0.71.1).
+	BINDGEN_VERSION=0.73.2
+	if ! "$JLRS_BINDGEN" --version 2>/dev/null | grep -q "$BINDGEN_VERSION"; then
+		command -v cargo >/dev/null || die "cargo not found: cannot build bindgen"
+		msg "building bindgen-cli $BINDGEN_VERSION with cargo install (about 3 minutes)"
+		CARGO_HTTP_TIMEOUT=30 CARGO_NET_RETRY=2 timeout 1200 \
+			cargo install --quiet --locked --root "$JLRS_TOOLS" \
+			--version "$BINDGEN_VERSION" bindgen-cli ||
+			die "cargo install bindgen-cli $BINDGEN_VERSION failed or took more than 20 minutes (is the crate registry reachable?)"
+	fi
+}
 
-# QEMU: kunit.py asks for KVM first, and nested KVM hangs on these machines;
-# multi-threaded TCG does not keep vCPUs coherent under cross-modifying code.
-# The wrapper drops every -accel option and asks for single-threaded TCG.
-mkdir -p "$JLRS_CACHE/bin"
-wrapper=$JLRS_CACHE/bin/qemu-system-x86_64
-cat > "$wrapper.tmp" <<'WRAP'
+wrapper() {
+	# QEMU: kunit.py asks for KVM first, and nested KVM hangs on these machines;
+	# multi-threaded TCG does not keep vCPUs coherent under cross-modifying code.
+	# The wrapper drops every -accel option and asks for single-threaded TCG.
+	mkdir -p "$JLRS_CACHE/bin"
+	wrapper=$JLRS_CACHE/bin/qemu-system-x86_64
+	cat > "$wrapper.tmp" <<'WRAP'
 #!/bin/bash
 # Generated by jump_label_rs scripts/setup-host.sh: force single-threaded TCG.
 args=()
@@ -74,6 +81,25 @@ while [ $# -gt 0 ]; do
 done
 exec /usr/bin/qemu-system-x86_64 -accel "$accel" "${args[@]}"
 WRAP
-chmod +x "$wrapper.tmp"
-mv "$wrapper.tmp" "$wrapper"
-msg "host ready: $(/usr/bin/rustc --version), clang-22, $("$JLRS_BINDGEN" --version)"
+	chmod +x "$wrapper.tmp"
+	mv "$wrapper.tmp" "$wrapper"
+}
+
+case ${1:-all} in
+all)
+	packages
+	bindgen
+	wrapper
+	msg "host ready: $(/usr/bin/rustc --version), clang-22, $("$JLRS_BINDGEN" --version)"
+	;;
+--packages)
+	packages
+	wrapper
+	msg "host ready: $(/usr/bin/rustc --version), clang-22"
+	;;
+--bindgen)
+	bindgen
+	msg "bindgen ready: $("$JLRS_BINDGEN" --version)"
+	;;
+*) die "usage: scripts/setup-host.sh [--packages|--bindgen]" ;;
+esac

@@ -34,9 +34,7 @@ start=$(date +%s)
 # starts it beside make demo and make test, whose boots leave a core idle;
 # make test-matrix then finds them built).
 if [ "$what" != matrix-builds ]; then
-	"$JLRS_TOP/scripts/setup-host.sh"
-	"$JLRS_TOP/scripts/fetch-base.sh"
-	"$JLRS_TOP/scripts/apply-overlay.sh"
+	jlrs_prepare
 fi
 jlrs_base_env
 
