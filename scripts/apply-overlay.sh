@@ -11,9 +11,6 @@ set -euo pipefail
 step apply-overlay
 jlrs_base_env
 
-# Kernel paths the overlay may populate; anything else in the checkout is
-# tooling and never enters the kernel tree.
-OVERLAY_DIRS=(Documentation arch include init kernel lib mm rust samples tools)
 
 [ -d "$JLRS_PRISTINE" ] || die "pristine tree $JLRS_PRISTINE missing: run scripts/fetch-base.sh"
 
@@ -52,7 +49,7 @@ fi
 
 # 2. Overlay files. They are new files: an overlay file that shadows an
 # upstream one is an error, upstream files change only through patches.
-for d in "${OVERLAY_DIRS[@]}"; do
+for d in "${JLRS_OVERLAY_DIRS[@]}"; do
 	[ -d "$JLRS_TOP/$d" ] || continue
 	(cd "$JLRS_TOP" && find "$d" -type f ! -name '*.orig' ! -name '*.rej' \
 		! -name '*~' ! -path '*/target/*') |

@@ -68,15 +68,22 @@ jlrs_base_env() {
 	JLRS_BUILD=$JLRS_CACHE/$JLRS_BASE_VERSION/build
 }
 
-# The checkout's tree as git names it, if nothing in the checkout differs
-# from it, no file changed or new (else nothing): what make test's main
-# build is stamped with ($JLRS_BUILD/.jlrs-tree), so that make series
-# knows the tree it applies was built already.
+# Kernel paths the overlay may populate, and the hook patches: all that
+# enters the kernel tree (the rest of the checkout is tooling, results and
+# the README, which make demo rewrites).
+JLRS_OVERLAY_DIRS=(Documentation arch include init kernel lib mm rust samples tools)
+
+# What of the checkout goes into the kernel tree, as git names it at HEAD,
+# if no file of it differs from HEAD or is new (else nothing): what make
+# test's main build is stamped with ($JLRS_BUILD/.jlrs-tree), so that make
+# series knows the tree it applies was built already.
 jlrs_tree_id() {
 	local changed
-	changed=$(git -C "$JLRS_TOP" status --porcelain 2>/dev/null) || return 0
+	changed=$(git -C "$JLRS_TOP" status --porcelain -- "${JLRS_OVERLAY_DIRS[@]}" patches \
+		2>/dev/null) || return 0
 	[ -z "$changed" ] || return 0
-	git -C "$JLRS_TOP" rev-parse 'HEAD^{tree}' 2>/dev/null || true
+	git -C "$JLRS_TOP" ls-tree HEAD -- "${JLRS_OVERLAY_DIRS[@]}" patches 2>/dev/null |
+		sha1sum | cut -d' ' -f1
 }
 
 # jlrs_initramfs_tools [BUILD]: what a busybox initramfs for the kernel
