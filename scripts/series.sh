@@ -43,10 +43,9 @@ fi
 bisect=()
 if [ "${JLRS_SERIES_BISECT:-1}" != 0 ]; then
 	# The configuration of make test-matrix's production build (the batch,
-	# deferral, qpw, the static-key sample and its suite, without the
-	# block layer and input devices), which builds what ships of each
-	# prefix in about two thirds of the main configuration's time; the
-	# main configuration's if there is none. The walk starts from a copy of
+	# deferral, qpw, the static-key sample and its suite, without what
+	# only measurement needs), which builds what ships of each prefix;
+	# the main configuration's if there is none. The walk starts from a copy of
 	# that build, made of the tested tree, and goes from the last patch to
 	# the first, in that tree.
 	seed=$JLRS_CACHE/$JLRS_BASE_VERSION/build-production

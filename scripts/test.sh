@@ -187,10 +187,7 @@ if [ "$what" != main ]; then
 	# configuration: each starts as a copy of make demo's build (or make
 	# test's), and kbuild rebuilds only what their differences reach (the
 	# objects that use those options, the Rust crates) and links. The
-	# others, whose options change every object's command line, leave out
-	# what none of their boots uses instead (scripts/kunitconfig/small: the
-	# block layer, input devices, virtual terminals).
-	small=--kunitconfig=$JLRS_TOP/scripts/kunitconfig/small
+	# others change every object's command line, and build from nothing.
 	# matrix_kunit ACTION NAME [ARG...]: kunit.sh's build or exec of the
 	# matrix's configuration NAME.
 	matrix_kunit() {
@@ -198,9 +195,9 @@ if [ "$what" != main ]; then
 		shift 2
 		local kunitconfig=$JLRS_TOP/scripts/kunitconfig/$name
 		case $name in
-		rt) cfg=("$small" "${rt_config[@]}") kunitconfig= ;;
-		kasan) cfg=("$small" "${kasan_config[@]}") kunitconfig= ;;
-		paravirt) cfg=("$small") ;;
+		rt) cfg=("${rt_config[@]}") kunitconfig= ;;
+		kasan) cfg=("${kasan_config[@]}") kunitconfig= ;;
+		paravirt) ;;
 		*) [ "$action" != build ] || seed_build "$name" "$kunitconfig" ;;
 		esac
 		[ "$action" = build ] || cfg=()
