@@ -101,5 +101,9 @@ kmsg
 echo "@@ info boot planned=$planned reported=$reported"
 [ "$planned" = "$reported" ] || rc=1
 echo "@@ end $rc"
+# reboot -f does not wait for the console: the end of a long log, still
+# in the tty's buffer, would be lost. stty sets the console's mode again
+# with TCSADRAIN, which waits until its output is sent.
+stty "$(stty -g)" 2> /dev/null || sleep 1
 # With -no-reboot, QEMU exits when the guest reboots.
 reboot -f
