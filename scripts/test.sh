@@ -2,10 +2,11 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # make test (scripts/test.sh): set up what is missing, fetch the base,
-# apply the overlay, run the host tests, build the main configuration and
-# run the project's KUnit suites in QEMU, once per text_poke= mode, run the
-# lint checks on the built tree, then boot the same image once more with a
-# busybox user space for the tests KUnit cannot run (scripts/guest-test/).
+# apply the overlay, build the main configuration and run the project's
+# KUnit suites in QEMU, once per text_poke= mode, with the host tests
+# beside them, run the lint checks on the built tree, then boot the same
+# image once more with a busybox user space for the tests KUnit cannot run
+# (scripts/guest-test/).
 #
 # make test-matrix (scripts/test.sh matrix): the sanitizer and feature
 # matrix, each configuration in a build directory of its own: PREEMPT_RT
@@ -42,12 +43,14 @@ logs=$JLRS_CACHE/$JLRS_BASE_VERSION/logs
 mkdir -p "$logs"
 
 host_rc=0
-if [ "$what" = main ]; then
-	msg "host tests"
-	"$JLRS_TOP/scripts/host-test.sh" > "$logs/host.log" 2>&1 || host_rc=$?
+# host_tests_done: the host tests' results, once they have ended.
+host_tests_done() {
+	[ -n "${host_pid:-}" ] || return 0
+	wait "$host_pid" || host_rc=$?
+	host_pid=
 	grep -E '^test |test result:|^error|panicked' "$logs/host.log" || true
 	[ "$host_rc" = 0 ] || msg "host tests failed (log: $logs/host.log)"
-fi
+}
 
 kunit_rc=0
 jsons=()
@@ -81,9 +84,23 @@ if [ "$what" = main ]; then
 		cp -a "$demo_build" "$JLRS_BUILD.tmp" && mv "$JLRS_BUILD.tmp" "$JLRS_BUILD" ||
 			die "cannot copy $demo_build to $JLRS_BUILD"
 	fi
+	msg "kernel build (build dir $JLRS_BUILD, log: $logs/build.log)"
+	build_rc=0
+	JLRS_KUNIT_ACTION=build "$JLRS_TOP/scripts/kunit.sh" > "$logs/build.log" 2>&1 || build_rc=$?
+	if [ "$build_rc" != 0 ]; then
+		tail -n 30 "$logs/build.log" >&2 || true
+		msg "kernel build failed (exit $build_rc, log: $logs/build.log)"
+		kunit_rc=$build_rc
+	fi
+	# The host tests beside the boots, which use one core (QEMU's TCG).
+	msg "host tests, beside the boots (log: $logs/host.log)"
+	"$JLRS_TOP/scripts/host-test.sh" > "$logs/host.log" 2>&1 &
+	host_pid=$!
+	trap 'jlrs_kill_tree $host_pid' EXIT
 	# The same image, booted once per text-poke implementation.
 	for mode in "${MODES[@]}"; do
-		msg "kernel build and KUnit, text_poke=$mode (build dir $JLRS_BUILD)"
+		[ "$build_rc" = 0 ] || break
+		msg "KUnit, text_poke=$mode"
 		jsons+=(--kunit "$JLRS_CACHE/$JLRS_BASE_VERSION/kunit-$mode.json")
 		# ftrace's startup self-tests run in every mode: with serial,
 		# three sync rounds for each of about 18,700 sites per test.
@@ -96,10 +113,7 @@ if [ "$what" = main ]; then
 		else
 			extra+=(--kernel_args=qpw=1)
 		fi
-		# The first builds; the others boot what it built, if it went well.
-		action=run
-		[ "$mode" = "${MODES[0]}" ] || [ "$kunit_rc" != 0 ] || action=exec
-		JLRS_KUNIT_ACTION=$action kunit_boot "$mode" "$JLRS_BUILD" \
+		JLRS_KUNIT_ACTION=exec kunit_boot "$mode" "$JLRS_BUILD" \
 			--kernel_args="text_poke=$mode" "${extra[@]}"
 	done
 	# The tree the main build was made from, for make series.
@@ -109,6 +123,8 @@ if [ "$what" = main ]; then
 		echo "$tree" > "$JLRS_BUILD/.jlrs-tree"
 	fi
 
+	host_tests_done
+	trap - EXIT
 	# Lint once the kernel is built: clippy rebuilds our objects in its
 	# build directory, and the danger zone and layout checks read the linked
 	# kernel.
