@@ -152,6 +152,10 @@ if [ ! -w $online ]; then
 else
 	done_=
 	for try in 1 2 3 4 5 6 7 8 9 10; do
+		# CPU 3 back in idle first: the tasks that ran there (the naps,
+		# the try before's run of the site, the hotplug threads) may
+		# still be leaving it, and a flip sends a busy CPU its IPIs.
+		sleep 1
 		taskset -c 0 sh -c "echo set 1 1 > $b" || why="$why; set 1 1 failed"
 		pending=$(sed -n 's/^cpu3 idle work \(0x[0-9a-f]*\) .*/\1/p' $cpus)
 		echo 0 > $online || why="$why; CPU 3 cannot go offline"
