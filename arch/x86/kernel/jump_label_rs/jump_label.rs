@@ -20,7 +20,9 @@
 //! if one does not, the flip is refused with a warning (`-EINVAL`). Room for a run's sites is
 //! made before they are checked, with an allocation that may sleep: a flip that cannot get it
 //! is refused (`-ENOMEM`) before anything is written, and once the walk has queued every site,
-//! applying them needs no memory. A batch whose text cannot be mapped writes nothing
+//! applying them needs no memory. (C's `static_key_enable()` and the like cannot be told of a
+//! refusal: `kernel/jump_label.c` then writes their sites as upstream does, in batches that
+//! need no memory.) A batch whose text cannot be mapped writes nothing
 //! (`-EFAULT`); one a write of which does not land puts every site back (`-EIO`).
 //!
 //! A module's init sites are written only while the module is COMING, as upstream decides
@@ -307,8 +309,8 @@ pub unsafe extern "C" fn jump_label_rs_update(
     };
     if batch::queue_keys(text, sites, walk).is_err() {
         pr_err!(
-            "jump_label: no memory to queue the {sites} sites of key _stext+{:#x}: flip \
-             refused, nothing written\n",
+            "jump_label: no memory to queue the {sites} sites of key _stext+{:#x} in one \
+             batch: nothing written\n",
             stext_offset(key.addr())
         );
         return ENOMEM.to_errno();

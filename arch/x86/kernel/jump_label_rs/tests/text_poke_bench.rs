@@ -53,6 +53,12 @@
 //!   them. The fault attributes decide which points may fail (`ignore-gfp-wait` and the like,
 //!   in debugfs). With `CONFIG_FAULT_INJECTION` only (`ENODEV` otherwise).
 //!
+//! - `cfaults KEY`: the same for C's `static_key_enable()`, `static_key_disable()`,
+//!   `static_key_slow_inc()` and `static_key_slow_dec()` of the key, each from the state it
+//!   changes, which cannot tell their caller of a refusal: every call must leave the count it
+//!   was asked for (`refused` counts those that did not) and every site in agreement with it
+//!   (`wrong`). The key is disabled after each call.
+//!
 //! - `set KEY 0|1` enables or disables a key, and `sites KEY` runs all its sites on the CPU of
 //!   the writer (pinned with `taskset`): `wrong` counts those that did not take the key's
 //!   direction. KEY is a number of sites, or `noinstr`: a key whose one site is in
@@ -882,6 +888,72 @@ impl Bench {
         Ok(())
     }
 
+    /// `cfaults KEY`: see the module documentation.
+    fn cfaults(&self, k: &BenchKey) -> Result {
+        if !cfg!(CONFIG_FAULT_INJECTION) {
+            return Err(ENODEV);
+        }
+        let key = k.key.as_raw();
+        // Sites that disagree with the key: bytes, or the direction they take.
+        let wrong = || -> u64 {
+            let bytes = !matches!(k.key.check_sites(), Ok((_, 0)));
+            let want = if k.key.is_enabled() { k.sites } else { 0 };
+            u64::from(bytes) + u64::from((k.run)() != want)
+        };
+        if k.key.is_enabled() {
+            return Err(EBUSY);
+        }
+        let (mut injected, mut lost, mut bad) = (0u64, 0u64, 0u64);
+        // C's static_key_enable(), static_key_disable(), static_key_slow_inc() and
+        // static_key_slow_dec(), each from the state it changes, and the count it leaves.
+        for (op, want) in [(0, 1), (1, 0), (2, 1), (3, 0)] {
+            for n in 1..=10_000u32 {
+                // SAFETY: `key` is a valid key, which C callers flip with these.
+                unsafe {
+                    match op {
+                        1 => bindings::static_key_enable(key),
+                        3 => {
+                            bindings::static_key_slow_inc(key);
+                        }
+                        _ => {}
+                    }
+                }
+                // SAFETY: Only sets the calling task's count.
+                unsafe { text_poke_fail_nth(n) };
+                // SAFETY: As above.
+                unsafe {
+                    match op {
+                        0 => bindings::static_key_enable(key),
+                        1 => bindings::static_key_disable(key),
+                        2 => {
+                            bindings::static_key_slow_inc(key);
+                        }
+                        _ => bindings::static_key_slow_dec(key),
+                    }
+                }
+                // SAFETY: `text_poke_fail_nth()` takes no pointer: it reads and clears
+                // `current->fail_nth`, and `current` is this task.
+                let left = unsafe { text_poke_fail_nth(0) };
+                lost += u64::from(k.key.count() != want);
+                bad += wrong();
+                // SAFETY: As above; back to disabled, with no fault armed.
+                unsafe { bindings::static_key_disable(key) };
+                if left != 0 {
+                    // The call got past all its points: none failed.
+                    break;
+                }
+                injected += 1;
+            }
+        }
+        let mut values = [0u64; FIELDS.len()];
+        values[0] = u64::from(k.sites);
+        values[9] = bad;
+        values[38] = injected;
+        values[39] = lost;
+        self.record(16, values);
+        Ok(())
+    }
+
     /// Runs every site of `k` on this CPU: `wrong` counts those that did not take the key's
     /// direction.
     fn sites(&self, k: &BenchKey) -> Result {
@@ -1056,6 +1128,7 @@ enum Command {
     RoKey(bool),
     Upstream(u64),
     Faults(Option<&'static BenchKey>),
+    CFaults(&'static BenchKey),
     HoldJumpLabel(u64),
 }
 
@@ -1081,7 +1154,8 @@ fn key_named(word: Option<&str>) -> Result<&'static BenchKey> {
 }
 
 /// Parses `flip KEY FLIPS`, `lookup KEY FLIPS`, `txn FLIPS`, `modtxn MS`, `modrace FLIPS`,
-/// `modkey 0|1`, `set KEY 0|1`, `sites KEY`, `faults KEY|txn`, `holdjl MS`, `entry N`,
+/// `modkey 0|1`, `set KEY 0|1`, `sites KEY`, `faults KEY|txn`, `cfaults KEY`, `holdjl MS`,
+/// `entry N`,
 /// `vstorm N`, `vread`, `vreuse`, `vcheck`, `vtables pmd|pud`, `lrudrain N`, `lockcost N`,
 /// `branch N` or `upstream FLIPS`, where KEY is a number of sites or `noinstr`.
 fn parse(cmd: &[u8]) -> Result<Command> {
@@ -1113,6 +1187,7 @@ fn parse(cmd: &[u8]) -> Result<Command> {
             Some("txn") => Command::Faults(None),
             word => Command::Faults(Some(key_named(word)?)),
         },
+        "cfaults" => Command::CFaults(key_named(words.next())?),
         "entry" => Command::Entry(number(words.next())?),
         "vstorm" => Command::Vmalloc(Vmalloc::Storm(number(words.next())?)),
         "vread" => Command::Vmalloc(Vmalloc::Read),
@@ -1161,6 +1236,7 @@ fn parse(cmd: &[u8]) -> Result<Command> {
         | Command::Sites(_)
         | Command::RoKey(_)
         | Command::Faults(_)
+        | Command::CFaults(_)
         | Command::HoldJumpLabel(_) => 1,
     };
     if words.next().is_some() || flips == 0 || flips > 1_000_000 {
@@ -1199,6 +1275,7 @@ fn write_run(bench: &Bench, reader: &mut UserSliceReader) -> Result {
         Command::RoKey(false) => BENCH_RO_KEY.disable(),
         Command::Upstream(n) => bench.upstream(n),
         Command::Faults(key) => bench.faults(key),
+        Command::CFaults(key) => bench.cfaults(key),
         // SAFETY: Only holds a mutex and sleeps; `ms` is 10,000 at most.
         Command::HoldJumpLabel(ms) => errno(unsafe { text_poke_hold_jump_label(ms as u32) }),
     };
@@ -1223,6 +1300,7 @@ fn show_run(bench: &Bench, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         13 => "branch",
         14 => "faults",
         15 => "modrace",
+        16 => "cfaults",
         _ => return writeln!(f, "none"),
     };
     let mode = match bench.mode.load(Ordering::Relaxed) as u32 {
