@@ -38,6 +38,7 @@
 #include <asm/text_poke_rs.h>
 #include <asm/tlbflush.h>
 
+#include <trace/events/csd.h>
 #include <trace/events/text_poke_rs.h>
 
 #include "text_poke_stress.h"
@@ -270,6 +271,36 @@ void text_poke_trace_stop(struct text_poke_trace *seen)
 	unregister_trace_text_poke_rs_batch(text_poke_trace_batch, NULL);
 	tracepoint_synchronize_unregister();
 	*seen = text_poke_trace_seen;
+}
+
+/*
+ * Cross-CPU function calls each CPU has run, its own included: an IPI is
+ * not sent to a CPU that polls in idle (it runs the call when it leaves the
+ * loop), so the CAL line of /proc/interrupts can count fewer calls than
+ * were run.
+ */
+static DEFINE_PER_CPU(unsigned int, text_poke_calls);
+
+static void text_poke_count_call(void *data, smp_call_func_t func,
+				 call_single_data_t *csd)
+{
+	this_cpu_inc(text_poke_calls);
+}
+
+int text_poke_calls_start(void)
+{
+	return register_trace_csd_function_entry(text_poke_count_call, NULL);
+}
+
+void text_poke_calls_stop(void)
+{
+	unregister_trace_csd_function_entry(text_poke_count_call, NULL);
+	tracepoint_synchronize_unregister();
+}
+
+unsigned int text_poke_calls_run(int cpu)
+{
+	return READ_ONCE(per_cpu(text_poke_calls, cpu));
 }
 
 #ifdef CONFIG_TEXT_POKE_RS_BENCH

@@ -61,6 +61,14 @@ int text_poke_trace_start(void);
 void text_poke_trace_stop(struct text_poke_trace *seen);
 
 /*
+ * Counts the cross-CPU function calls every CPU runs (the csd_function_entry
+ * event) from start to stop; start returns 0 or an error.
+ */
+int text_poke_calls_start(void);
+void text_poke_calls_stop(void);
+unsigned int text_poke_calls_run(int cpu);
+
+/*
  * A static call with an inline call site: text_poke_sc_call(x) returns x + 1
  * or, after text_poke_sc_set(true), x + 2 (static_call_update() rewrites the
  * trampoline and the site); text_poke_sc_set(false) goes back.
