@@ -6,9 +6,10 @@
 /// Defines `$site::<A, B>()`, a site of `$key` for every pair of constants it is instantiated
 /// with, each in a function of its own: returns `A * 32 + B + 1` when the site branches (the
 /// key is enabled) and 0 when it falls through. Each instance returns its own constant, or
-/// identical functions would be merged into one.
+/// identical functions would be merged into one. Attributes before `$site` go to the functions.
 macro_rules! sites_of {
-    ($site:ident, $key:ident) => {
+    ($(#[$attr:meta])* $site:ident, $key:ident) => {
+        $(#[$attr])*
         #[inline(never)]
         fn $site<const A: u32, const B: u32>() -> u32 {
             if kernel::static_branch_unlikely!($key) {

@@ -132,18 +132,33 @@ module! {
 
 include!("sites.rs");
 
-/// Defines `$key`, a key of the benchmark, and `$site`, its sites (see `sites_of!`).
+/// Defines `$key`, a key of the benchmark, and `$site`, its sites (see `sites_of!`). With a
+/// section name, the sites are in that section, which starts a page: a flip of the key maps the
+/// fewest pages its sites can fill, wherever the rest of the kernel moves the crate's text.
 macro_rules! bench_key {
     ($key:ident, $site:ident) => {
         static $key: StaticKeyFalse = StaticKeyFalse::new();
         sites_of!($site, $key);
     };
+    ($key:ident, $site:ident, $section:literal) => {
+        static $key: StaticKeyFalse = StaticKeyFalse::new();
+        core::arch::global_asm!(concat!(
+            ".pushsection ",
+            $section,
+            ",\"ax\",@progbits\n.balign 4096\n.popsection"
+        ));
+        sites_of!(
+            #[link_section = $section]
+            $site,
+            $key
+        );
+    };
 }
-bench_key!(KEY_1, site_1);
-bench_key!(KEY_8, site_8);
-bench_key!(KEY_56, site_56);
-bench_key!(KEY_256, site_256);
-bench_key!(KEY_1024, site_1024);
+bench_key!(KEY_1, site_1, ".text.text_poke_bench_1");
+bench_key!(KEY_8, site_8, ".text.text_poke_bench_8");
+bench_key!(KEY_56, site_56, ".text.text_poke_bench_56");
+bench_key!(KEY_256, site_256, ".text.text_poke_bench_256");
+bench_key!(KEY_1024, site_1024, ".text.text_poke_bench_1024");
 bench_key!(TXN_0, site_txn_0);
 bench_key!(TXN_1, site_txn_1);
 bench_key!(TXN_2, site_txn_2);
