@@ -504,6 +504,10 @@ impl TextOps for KernelText {
         unsafe { bindings::text_poke_rs_run_unmap(&mut self.run) };
     }
 
+    fn undoing(&mut self) {
+        self.faults = false;
+    }
+
     #[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
     fn sync(&mut self) {
         if self.may_defer {

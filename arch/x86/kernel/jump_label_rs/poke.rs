@@ -393,6 +393,10 @@ pub trait TextOps {
     }
     /// Undoes [`TextOps::map_run`].
     fn unmap_run(&mut self) {}
+    /// A write of the batch did not land, and [`undo`] starts to put every site back: a
+    /// failure injected on purpose (fault injection) must not reach the way back, whose own
+    /// failure stops the kernel.
+    fn undoing(&mut self) {}
 }
 
 /// How [`apply`] left the text.
@@ -616,6 +620,7 @@ fn undo<O: TextOps>(
         stats.syncs += 1;
         true
     };
+    ops.undoing();
     stats.outcome = Outcome::Broken;
     if matches!(reached, Reached::Firsts { .. })
         && !phase(ops, &|_, _| Some(Piece::of(&[INT3], 0, 1)))

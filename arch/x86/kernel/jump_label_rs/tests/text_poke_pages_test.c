@@ -440,12 +440,24 @@ static void text_poke_pages_fail_nth(unsigned int nth)
 	current->make_it_fail = 1;
 }
 
+/*
+ * The @nth write check of this task from now on fails, and every one after
+ * it, @times in all.
+ */
+static void text_poke_pages_fail_from(unsigned int nth, int times)
+{
+	text_poke_pages_fail_nth(1);
+	atomic_set(&fail_text_poke_rs.space, nth);
+	atomic_set(&fail_text_poke_rs.times, times);
+}
+
 /* No write check fails; the attributes as they were at boot. */
 static void text_poke_pages_fail_none(void)
 {
 	fail_text_poke_rs.probability = 0;
 	fail_text_poke_rs.interval = 1;
 	fail_text_poke_rs.count = 0;
+	atomic_set(&fail_text_poke_rs.space, 0);
 	fail_text_poke_rs.verbose = 2;
 	fail_text_poke_rs.task_filter = false;
 	atomic_set(&fail_text_poke_rs.times, 1);
@@ -517,6 +529,51 @@ static void text_poke_pages_write_fails(struct kunit *test)
 	static_branch_disable(&text_poke_pages_key);
 	text_poke_pages_expect(test, false, 1);
 }
+
+/*
+ * Fault injection told to fail three write checks in a row (times=3) fails
+ * the batch's writes from the first of a phase on, in each phase in turn,
+ * and none of the way back: the undo asks it nothing, so the flip is
+ * refused with -EIO, every site put back, and the failures the phase did
+ * not ask for are left (the phase's other runs ask too). Were the undo's
+ * writes checked, they would fail as well: a write of the way back that
+ * does not land leaves a batch that can neither be applied nor put back,
+ * which stops the kernel.
+ */
+static void text_poke_pages_undo_not_injected(struct kunit *test)
+{
+	unsigned int runs = DIV_ROUND_UP(TEXT_POKE_PAGES_PAGES, TEXT_POKE_RS_RUN_PAGES);
+	int mode = READ_ONCE(text_poke_rs_mode);
+	/* A phase's write checks: one a run, or one a text_poke() in serial mode. */
+	unsigned int per_phase = mode == TEXT_POKE_RS_MODE_RUST ? runs : 1;
+	unsigned int phase, nth;
+	int ret;
+
+	if (mode == TEXT_POKE_RS_MODE_C)
+		kunit_skip(test, "upstream's text_poke() BUG()s on a write that does not land");
+	/* Some failures must be left for the undo to ask for. */
+	KUNIT_ASSERT_LT(test, per_phase, 3);
+	text_poke_pages_expect(test, false, -1);
+	for (phase = 0; phase < 3; phase++) {
+		nth = phase * per_phase + 1;
+		kunit_warning_suppress(test) {
+			text_poke_pages_fail_from(nth, 3);
+			ret = jump_label_rs_set(&text_poke_pages_key.key, true, false);
+			KUNIT_EXPECT_EQ_MSG(test, atomic_read(&fail_text_poke_rs.times),
+					    3 - per_phase, "write check %u", nth);
+			text_poke_pages_fail_none();
+			KUNIT_EXPECT_SUPPRESSED_WARNING_COUNT(test, 1);
+		}
+		KUNIT_EXPECT_EQ_MSG(test, ret, -EIO, "write check %u", nth);
+		KUNIT_EXPECT_FALSE_MSG(test, static_key_enabled(&text_poke_pages_key),
+				       "write check %u", nth);
+		text_poke_pages_expect(test, false, nth);
+	}
+	static_branch_enable(&text_poke_pages_key);
+	text_poke_pages_expect(test, true, 0);
+	static_branch_disable(&text_poke_pages_key);
+	text_poke_pages_expect(test, false, 1);
+}
 #endif
 
 static struct kunit_case text_poke_pages_cases[] = {
@@ -529,6 +586,7 @@ static struct kunit_case text_poke_pages_cases[] = {
 	KUNIT_CASE(text_poke_pages_run_place),
 #ifdef CONFIG_FAIL_TEXT_POKE_RS
 	KUNIT_CASE(text_poke_pages_write_fails),
+	KUNIT_CASE(text_poke_pages_undo_not_injected),
 #endif
 	{}
 };
