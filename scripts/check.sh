@@ -4,8 +4,9 @@
 # Lint the project's files in the work tree: rustfmt, a rebuild of the
 # project's objects under clippy (which also shows rustc's and objtool's
 # warnings), the danger zone of deferred work, the syncs' serializing
-# instructions, the layout of Rust static-key sites, and checkpatch --strict
-# on the C files and the hook patches.
+# instructions, the layout of Rust static-key sites, what safe Rust may not
+# build (scripts/compile-fail/), and checkpatch --strict on the C files and
+# the hook patches.
 # Prints one "check: NAME: ok|FAILED" line per check; exits non-zero if any
 # failed. Findings in upstream files are not ours and are not reported.
 set -uo pipefail
@@ -134,6 +135,44 @@ rc=0
 python3 "$JLRS_TOP/scripts/layout-check.py" "$JLRS_BUILD/vmlinux" "$JLRS_BUILD/System.map" \
 	"llvm-objdump$JLRS_LLVM" "llvm-readelf$JLRS_LLVM" || rc=1
 result "layout of Rust static-key sites (scripts/layout-check.py)" $rc
+
+# What safe Rust may not do with the static-key API, tried as a module
+# would (scripts/compile-fail/): each module must fail to build with one
+# E0133 (an unsafe function called outside an unsafe block) for each
+# lock() it calls and no other error, and build once every such call is
+# put in an unsafe block, so that it fails for that reason alone.
+rc=0
+cfdir=$JLRS_CACHE/$JLRS_BASE_VERSION/compile-fail
+for f in "$JLRS_TOP"/scripts/compile-fail/*.rs; do
+	name=$(basename "$f" .rs)
+	calls=$(grep -c '::lock();' "$f")
+	for variant in safe unsafe; do
+		rm -rf "$cfdir" && mkdir -p "$cfdir" || { rc=1; break; }
+		echo "obj-m := $name.o" > "$cfdir/Kbuild"
+		if [ $variant = safe ]; then
+			cp "$f" "$cfdir/$name.rs"
+		else
+			sed 's/= \(.*::lock()\);/= unsafe { \1 };/' "$f" > "$cfdir/$name.rs"
+		fi
+		"${mk[@]}" M="$cfdir" modules > "$logs/compile-fail-$name-$variant.log" 2>&1
+		built=$?
+		errors=$(grep -c '^error\[' "$logs/compile-fail-$name-$variant.log")
+		e0133=$(grep -c '^error\[E0133\]: call to unsafe function `[A-Za-z]*::lock`' \
+			"$logs/compile-fail-$name-$variant.log")
+		if [ $variant = safe ] && { [ $built = 0 ] || [ "$errors" != "$calls" ] ||
+			[ "$e0133" != "$calls" ]; }; then
+			echo "compile-fail/$name.rs: $calls locks taken from safe code, $e0133 refused ($errors errors, build rc $built)"
+			grep -A6 '^error' "$logs/compile-fail-$name-$variant.log" | head -n 40
+			rc=1
+		elif [ $variant = unsafe ] && [ $built != 0 ]; then
+			echo "compile-fail/$name.rs: does not build with its calls in unsafe blocks either: it fails for another reason"
+			grep -A6 '^error' "$logs/compile-fail-$name-$variant.log" | head -n 40
+			rc=1
+		fi
+	done
+done
+rm -rf "$cfdir"
+result "safe Rust cannot take the static-key mutexes (scripts/compile-fail/)" $rc
 
 cd "$logs" || exit 1
 rc=0

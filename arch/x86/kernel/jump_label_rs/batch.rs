@@ -606,7 +606,10 @@ pub(crate) struct TextMutexGuard {
 impl TextMutexGuard {
     /// Takes `text_mutex`. May sleep.
     pub(crate) fn lock() -> Self {
-        let lock = kernel::jump_label::TextLock::lock();
+        // SAFETY: The batch's entry points take `text_mutex` last, after the
+        // `cpus_read_lock()` and `jump_label_mutex` of a flip, change no key under it, and
+        // drop the guard before they return.
+        let lock = unsafe { kernel::jump_label::TextLock::lock() };
         Self {
             // SAFETY: `lock` holds the mutex for as long as `Self`, which owns both; a task
             // cannot take it twice, so it has no other token but those it is handed by callees

@@ -373,7 +373,9 @@ impl UpdateLocks {
     fn lock() -> Self {
         let cpus = kernel::cpu::CpusReadGuard::lock();
         Self {
-            _jump_label: kernel::jump_label::JumpLabelLock::lock(),
+            // SAFETY: After `cpus_read_lock()`, as every flip; a commit holds neither mutex,
+            // changes its keys through the locked steps only, and drops the guard on return.
+            _jump_label: unsafe { kernel::jump_label::JumpLabelLock::lock() },
             _cpus: cpus,
         }
     }

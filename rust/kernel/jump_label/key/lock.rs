@@ -4,6 +4,13 @@
 //! every walk of its sites ([`JumpLabelLock`]), and, with the Rust text-poke batch, `text_mutex`,
 //! which serialises every write of kernel text ([`TextLock`]). One guard each, for this crate and
 //! for the batch's (`arch/x86/kernel/jump_label_rs/`).
+//!
+//! Taking either is `unsafe`: upstream exports neither lock, and every flip takes them in one
+//! order, `cpus_read_lock()`, then `jump_label_mutex`, then `text_mutex`. A task that holds
+//! `text_mutex` and flips a key, or takes `jump_label_mutex`, deadlocks against a flip that
+//! waits for `text_mutex` (ABBA); a guard that is never dropped wedges every later flip, and
+//! ftrace, kprobes and BPF with them. Flip keys with [`StaticKey`](super::StaticKey)'s methods,
+//! which take what they need.
 
 use crate::bindings;
 use core::marker::PhantomData;
@@ -22,9 +29,15 @@ pub struct JumpLabelLock {
 
 impl JumpLabelLock {
     /// Takes the mutex; may sleep.
-    pub fn lock() -> Self {
+    ///
+    /// # Safety
+    ///
+    /// The caller holds neither `jump_label_mutex` nor `text_mutex`, changes no static key
+    /// through a function that takes the mutex itself while the guard lives, and drops the guard
+    /// before it returns to code that does not know of it.
+    pub unsafe fn lock() -> Self {
         // SAFETY: Taking a mutex only needs a context that may sleep, which `mutex_lock()` checks
-        // (`might_sleep()`); a task that takes it twice deadlocks, which is no memory error.
+        // (`might_sleep()`); the caller takes it in the order every flip takes it.
         unsafe { bindings::jump_label_lock() };
         // INVARIANT: The mutex was taken just above, by this task.
         Self {
@@ -57,9 +70,15 @@ pub struct TextLock {
 #[cfg(CONFIG_TEXT_POKE_RS)]
 impl TextLock {
     /// Takes the mutex; may sleep.
-    pub fn lock() -> Self {
+    ///
+    /// # Safety
+    ///
+    /// The caller does not hold `text_mutex`, takes no other lock of a flip (`cpus_read_lock()`,
+    /// `jump_label_mutex`) and changes no static key while the guard lives, and drops the guard
+    /// before it returns to code that does not know of it.
+    pub unsafe fn lock() -> Self {
         // SAFETY: Taking a mutex only needs a context that may sleep, which `mutex_lock()` checks
-        // (`might_sleep()`); a task that takes it twice deadlocks, which is no memory error.
+        // (`might_sleep()`); the caller takes it in the order every flip takes it.
         unsafe { bindings::text_poke_rs_text_lock() };
         // INVARIANT: The mutex was taken just above, by this task.
         Self {

@@ -19,11 +19,15 @@ use crate::{
 /// Not generic, so that modules using static keys need none of the symbols it uses.
 #[inline(never)]
 pub(super) fn walk_sites(key: *mut bindings::static_key, f: &mut dyn FnMut(&Site)) -> Result {
-    let _lock = JumpLabelLock::lock();
+    // SAFETY: The walk's callers hold neither mutex (a `for_each_site()` callback may not change
+    // a key), and the guard is dropped before the walk returns.
+    let _lock = unsafe { JumpLabelLock::lock() };
     // Other text pokes (ftrace, kprobes) write without `jump_label_mutex`: `text_mutex` keeps
     // every site whole while it is read.
+    // SAFETY: Taken after `jump_label_mutex`, as every flip takes it; the callback `f` changes no
+    // key and writes no text (see `for_each_site()`), and the guard is dropped on return.
     #[cfg(CONFIG_TEXT_POKE_RS)]
-    let _text = TextLock::lock();
+    let _text = unsafe { TextLock::lock() };
     // SAFETY: `key` is a valid key, and its `entries` word is only written under
     // `jump_label_mutex`, which `_lock` holds.
     let entries = unsafe { (*key).__bindgen_anon_1.entries };

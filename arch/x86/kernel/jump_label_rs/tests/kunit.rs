@@ -356,7 +356,9 @@ fn snapshot(key: &StaticKeyFalse) -> [(usize, [u8; insn::MAX_LEN]); 32] {
 /// The bytes are written at once, without the INT3 protocol (which cannot emulate what a
 /// corrupted site holds): no other CPU may run the site meanwhile.
 fn write_site(code: usize, bytes: &[u8]) {
-    let _text = kernel::jump_label::TextLock::lock();
+    // SAFETY: The test holds no lock of a flip, changes no key while it holds `text_mutex`, and
+    // drops the guard on return.
+    let _text = unsafe { kernel::jump_label::TextLock::lock() };
     // SAFETY: `code` is a site of a test key that only this test runs, kernel text of at least
     // `bytes.len()` bytes; `_text` holds `text_mutex` around the write and the sync after it.
     unsafe {
