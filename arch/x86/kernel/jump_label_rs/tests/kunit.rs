@@ -69,6 +69,9 @@ const STRESS_SITES: [fn() -> u32; 4] = [
 /// Flips of [`KEY_STRESS`] in the stress test.
 const STRESS_FLIPS: u64 = 10_000;
 
+/// Flips of [`KEY_1024`] while executors run every one of its sites.
+const LARGE_FLIPS: u64 = 2;
+
 // Executor threads and trace-event probes, in text_poke_stress.c.
 extern "C" {
     fn text_poke_stress_start(pass: extern "C" fn() -> core::ffi::c_ulong, max: u32) -> i32;
@@ -81,6 +84,8 @@ extern "C" {
     fn text_poke_calls_start() -> i32;
     fn text_poke_calls_stop();
     fn text_poke_calls_run(cpu: i32) -> u32;
+    #[cfg(CONFIG_FAIL_TEXT_POKE_RS)]
+    fn text_poke_write_fail(nth: u32, times: i32);
 }
 
 /// What the `text_poke_rs` trace events of this task said: `struct text_poke_trace`.
@@ -132,6 +137,34 @@ extern "C" fn stress_pass() -> core::ffi::c_ulong {
         }
     }
     wrong
+}
+
+/// Runs the sites `$f::<$a, $b>` for each `$b`; evaluates to how many returned neither the
+/// disabled direction (`0`) nor their own enabled one.
+macro_rules! wrong_in_row {
+    ($f:ident, $a:literal; $($b:literal)*) => {
+        $( {
+            let r = $f::<$a, $b>();
+            u32::from(r != 0 && r != $a * 32 + $b + 1)
+        } + )* 0
+    };
+}
+
+/// Runs rows `$a...` of `$f`'s sites, 32 each; evaluates to how many took neither direction.
+macro_rules! wrong_in_rows {
+    ($f:ident; $($a:literal)*) => {
+        $( wrong_in_row!($f, $a; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24
+                         25 26 27 28 29 30 31) + )* 0
+    };
+}
+
+/// One executor pass over every site of [`KEY_1024`], whose flips are batches large enough for
+/// the INT3 handler's index: its first, middle and last sites, and sites that share a range of
+/// the index. Counts the sites that took neither direction.
+extern "C" fn large_pass() -> core::ffi::c_ulong {
+    let wrong = wrong_in_rows!(site_1024; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20
+                               21 22 23 24 25 26 27 28 29 30 31);
+    core::ffi::c_ulong::from(wrong)
 }
 
 /// Runs every site of every key; returns how many were taken, per key.
@@ -596,6 +629,76 @@ mod tests {
         assert!(!KEY_STRESS.is_enabled());
         assert_eq!(check_sites(&KEY_STRESS), (4, 0));
         assert_eq!(stress_pass(), 0);
+    }
+
+    #[test]
+    fn large_batch_under_concurrent_execution() {
+        let _track = Track::new();
+        // SAFETY: `large_pass` may run on any CPU at any time; nothing else runs executors.
+        let started = unsafe { text_poke_stress_start(large_pass, 3) };
+        assert!(started >= 3);
+        let before = stats();
+        let mut lost = 0;
+        for _ in 0..LARGE_FLIPS / 2 {
+            assert_eq!(KEY_1024.enable(), Ok(()));
+            lost += u32::from(check_sites(&KEY_1024) != (1024, 0));
+            assert_eq!(KEY_1024.disable(), Ok(()));
+            lost += u32::from(check_sites(&KEY_1024) != (1024, 0));
+        }
+        let after = stats();
+        // A write of phase 3 that does not land: the sites go back to their NOPs through
+        // INT3s again, under the executors, and the flip is refused.
+        #[cfg(CONFIG_FAIL_TEXT_POKE_RS)]
+        let undone = mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_RUST && {
+            // A phase's write checks: one a run of up to `TEXT_POKE_RS_RUN_PAGES` of the pages
+            // its sites are on.
+            let shift = kernel::page::PAGE_SHIFT;
+            let (mut pages, mut last) = (0usize, None);
+            let walked = KEY_1024.for_each_site(|site| {
+                for page in site.code() >> shift..=(site.code() + site.size() - 1) >> shift {
+                    if last.is_none_or(|l| page > l) {
+                        pages += 1;
+                        last = Some(page);
+                    }
+                }
+            });
+            assert!(walked.is_ok());
+            let runs = pages.div_ceil(bindings::TEXT_POKE_RS_RUN_PAGES as usize);
+            let warnings = ExpectedWarnings::new();
+            // SAFETY: Only sets the fault attributes and this task's flag.
+            unsafe { text_poke_write_fail((2 * runs + 1) as u32, 1) };
+            let ret = KEY_1024.enable();
+            // SAFETY: As above.
+            unsafe { text_poke_write_fail(0, 0) };
+            assert_eq!(ret, Err(EIO));
+            assert_eq!(warnings.as_ref().map(ExpectedWarnings::count), Some(1));
+            assert!(!KEY_1024.is_enabled());
+            lost += u32::from(check_sites(&KEY_1024) != (1024, 0));
+            true
+        };
+        #[cfg(not(CONFIG_FAIL_TEXT_POKE_RS))]
+        let undone = false;
+        let end = stats();
+        let (mut passes, mut wrong) = (0, 0);
+        // SAFETY: Both pointers are valid for writes.
+        unsafe { text_poke_stress_stop(&mut passes, &mut wrong) };
+
+        // Every site every executor ran took the old or the new direction, undo included.
+        assert_eq!(wrong, 0);
+        assert!(passes > 0);
+        // Executors ran into sites being patched, and the handler found them.
+        assert!(after.int3_hits > before.int3_hits);
+        assert!(!undone || end.int3_hits > after.int3_hits);
+        assert_eq!(lost, 0);
+        assert!(!KEY_1024.is_enabled());
+        assert_eq!(large_pass(), 0);
+        kernel::pr_info!(
+            "text_poke_rs large batch: {} flips{}, {} executor passes, {} INT3s emulated\n",
+            LARGE_FLIPS,
+            if undone { " and an undo" } else { "" },
+            passes,
+            end.int3_hits - before.int3_hits
+        );
     }
 
     #[test]

@@ -428,42 +428,6 @@ static void text_poke_pages_run_place(struct kunit *test)
 }
 
 #ifdef CONFIG_FAIL_TEXT_POKE_RS
-/* The @nth write check of this task from now on fails, and no other. */
-static void text_poke_pages_fail_nth(unsigned int nth)
-{
-	fail_text_poke_rs.probability = 100;
-	fail_text_poke_rs.interval = nth;
-	fail_text_poke_rs.count = 0;
-	fail_text_poke_rs.verbose = 0;
-	fail_text_poke_rs.task_filter = true;
-	atomic_set(&fail_text_poke_rs.times, 1);
-	current->make_it_fail = 1;
-}
-
-/*
- * The @nth write check of this task from now on fails, and every one after
- * it, @times in all.
- */
-static void text_poke_pages_fail_from(unsigned int nth, int times)
-{
-	text_poke_pages_fail_nth(1);
-	atomic_set(&fail_text_poke_rs.space, nth);
-	atomic_set(&fail_text_poke_rs.times, times);
-}
-
-/* No write check fails; the attributes as they were at boot. */
-static void text_poke_pages_fail_none(void)
-{
-	fail_text_poke_rs.probability = 0;
-	fail_text_poke_rs.interval = 1;
-	fail_text_poke_rs.count = 0;
-	atomic_set(&fail_text_poke_rs.space, 0);
-	fail_text_poke_rs.verbose = 2;
-	fail_text_poke_rs.task_filter = false;
-	atomic_set(&fail_text_poke_rs.times, 1);
-	current->make_it_fail = 0;
-}
-
 /*
  * A write of a flip that does not land (fail_text_poke), in each phase:
  * the batch reads it back through the text's address, goes no further and
@@ -501,9 +465,9 @@ static void text_poke_pages_write_fails(struct kunit *test)
 	text_poke_pages_expect(test, false, -1);
 	for (i = 0; i < n; i++) {
 		kunit_warning_suppress(test) {
-			text_poke_pages_fail_nth(nth[i]);
+			text_poke_write_fail(nth[i], 1);
 			ret = jump_label_rs_set(&text_poke_pages_key.key, true, false);
-			text_poke_pages_fail_none();
+			text_poke_write_fail(0, 0);
 			KUNIT_EXPECT_SUPPRESSED_WARNING_COUNT(test, 1);
 		}
 		KUNIT_EXPECT_EQ_MSG(test, ret, -EIO, "write check %u", nth[i]);
@@ -516,9 +480,9 @@ static void text_poke_pages_write_fails(struct kunit *test)
 	 * returns it: -EIO, no reference taken.
 	 */
 	kunit_warning_suppress(test) {
-		text_poke_pages_fail_nth(1);
+		text_poke_write_fail(1, 1);
 		ret = jump_label_rs_inc(&text_poke_pages_key.key, false);
-		text_poke_pages_fail_none();
+		text_poke_write_fail(0, 0);
 		KUNIT_EXPECT_SUPPRESSED_WARNING_COUNT(test, 1);
 	}
 	KUNIT_EXPECT_EQ(test, ret, -EIO);
@@ -557,11 +521,11 @@ static void text_poke_pages_undo_not_injected(struct kunit *test)
 	for (phase = 0; phase < 3; phase++) {
 		nth = phase * per_phase + 1;
 		kunit_warning_suppress(test) {
-			text_poke_pages_fail_from(nth, 3);
+			text_poke_write_fail(nth, 3);
 			ret = jump_label_rs_set(&text_poke_pages_key.key, true, false);
 			KUNIT_EXPECT_EQ_MSG(test, atomic_read(&fail_text_poke_rs.times),
 					    3 - per_phase, "write check %u", nth);
-			text_poke_pages_fail_none();
+			text_poke_write_fail(0, 0);
 			KUNIT_EXPECT_SUPPRESSED_WARNING_COUNT(test, 1);
 		}
 		KUNIT_EXPECT_EQ_MSG(test, ret, -EIO, "write check %u", nth);

@@ -10,6 +10,7 @@
 #include <linux/debugfs.h>
 #include <linux/delay.h>
 #include <linux/err.h>
+#include <linux/fault-inject.h>
 #include <linux/export.h>
 #include <linux/io.h>
 #include <linux/irqflags.h>
@@ -703,6 +704,23 @@ int text_poke_hold_jump_label(unsigned int ms)
 	jump_label_unlock();
 	return 0;
 }
+
+#ifdef CONFIG_FAIL_TEXT_POKE_RS
+void text_poke_write_fail(unsigned int nth, int times)
+{
+	bool on = nth;
+
+	fail_text_poke_rs.probability = on ? 100 : 0;
+	fail_text_poke_rs.interval = 1;
+	fail_text_poke_rs.count = 0;
+	/* Every check before the @nth uses up one of @nth's space. */
+	atomic_set(&fail_text_poke_rs.space, nth);
+	fail_text_poke_rs.verbose = on ? 0 : 2;
+	fail_text_poke_rs.task_filter = on;
+	atomic_set(&fail_text_poke_rs.times, on ? times : 1);
+	current->make_it_fail = on;
+}
+#endif
 
 unsigned int text_poke_fail_nth(unsigned int n)
 {

@@ -69,6 +69,13 @@ void text_poke_calls_stop(void);
 unsigned int text_poke_calls_run(int cpu);
 
 /*
+ * Fault injection of the Rust batch's write checks (fail_text_poke): from
+ * the @nth check this task makes on, @times checks in a row fail, and no
+ * other task's; @nth 0 makes none fail, the attributes as at boot.
+ */
+void text_poke_write_fail(unsigned int nth, int times);
+
+/*
  * A static call with an inline call site: text_poke_sc_call(x) returns x + 1
  * or, after text_poke_sc_set(true), x + 2 (static_call_update() rewrites the
  * trampoline and the site); text_poke_sc_set(false) goes back.
