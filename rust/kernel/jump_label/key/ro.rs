@@ -2,13 +2,11 @@
 
 //! Static keys that may change only while the kernel boots ([`StaticKeyRo`]).
 
-#[cfg(CONFIG_MODULES)]
-use super::with_owner;
 use super::{private, KeyType, StaticKey};
 use crate::{
     bindings,
-    error::{code::*, Result},
-    sync::atomic::{Atomic, Relaxed},
+    error::{code::*, to_result, Result},
+    task::might_sleep,
 };
 
 /// A static key that may change only while the kernel boots: `DEFINE_STATIC_KEY_FALSE_RO()` and
@@ -57,75 +55,53 @@ impl<const INITIAL: bool> StaticKeyRo<INITIAL> {
         self.0.check_sites()
     }
 
-    /// `Ok` while the key may change; `EPERM` with a warning once its section is about to
-    /// become read-only.
-    fn writable(&self) -> Result {
-        if ro_key_writable(self.as_raw().addr()) {
-            return Ok(());
-        }
-        crate::pr_warn!("static key {:p} is read-only after init\n", self.as_raw());
-        crate::warn_on!(true);
-        Err(EPERM)
+    /// Makes the change `op` while the key may change; `EPERM` with a warning once its section
+    /// is about to become read-only.
+    fn change(&self, op: bindings::static_key_ro_op) -> Result {
+        might_sleep();
+        self.0.initialized()?;
+        ro_change(self.as_raw(), op)
     }
 
     /// [`StaticKey::enable`], while the kernel boots.
     pub fn enable(&self) -> Result {
-        self.writable()?;
-        self.0.enable()
+        self.change(bindings::static_key_ro_op_STATIC_KEY_RO_ENABLE)
     }
 
     /// [`StaticKey::disable`], while the kernel boots.
     pub fn disable(&self) -> Result {
-        self.writable()?;
-        self.0.disable()
+        self.change(bindings::static_key_ro_op_STATIC_KEY_RO_DISABLE)
     }
 
     /// [`StaticKey::inc`], while the kernel boots.
     pub fn inc(&self) -> Result {
-        self.writable()?;
-        self.0.inc()
+        self.change(bindings::static_key_ro_op_STATIC_KEY_RO_INC)
     }
 
     /// [`StaticKey::dec`], while the kernel boots; afterwards it warns and changes nothing.
     pub fn dec(&self) {
-        if self.writable().is_ok() {
-            self.0.dec();
-        }
+        let _ = self.change(bindings::static_key_ro_op_STATIC_KEY_RO_DEC);
     }
 }
 
-/// Whether a read-only-after-init key at `addr` may still change: in a module, until the module's
-/// init has returned (its state is no longer `MODULE_STATE_COMING`, and its
-/// `.data..ro_after_init` is made read-only next); in the kernel image, until the kernel starts
-/// to free its init memory.
+/// Makes the change `op` of the read-only-after-init key `key` while it may change: in a module,
+/// until the module's init has returned (its `.data..ro_after_init` is made read-only next); in
+/// the kernel image, until the kernel starts to free its init memory. `EPERM` with a warning,
+/// nothing done, afterwards. `static_key_ro_change()` decides it and makes the change, count
+/// included, under `jump_label_mutex`, which both transitions to read-only wait for: the
+/// decision cannot go stale while the key is written.
 ///
-/// Not generic, so that the module lookup, which modules cannot call, stays in the kernel.
+/// Not generic, so that modules using such keys need none of the symbols it uses.
 #[inline(never)]
-fn ro_key_writable(addr: usize) -> bool {
-    #[cfg(CONFIG_MODULES)]
-    {
-        let coming = with_owner(addr, |module| {
-            (!module.is_null()).then(|| {
-                // SAFETY: `with_owner()` keeps a module it found valid while this runs. Its
-                // `state` is an aligned `enum` the loader changes with `WRITE_ONCE()` while the
-                // module is listed; this volatile read is `READ_ONCE()`: no data race.
-                let state = unsafe { core::ptr::read_volatile(&raw const (*module).state) };
-                state == bindings::module_state_MODULE_STATE_COMING
-            })
-        });
-        if let Some(coming) = coming {
-            return coming;
-        }
+fn ro_change(key: *mut bindings::static_key, op: bindings::static_key_ro_op) -> Result {
+    // SAFETY: `key` is a valid key (the type invariant of its `StaticKeyRo`); the caller may
+    // sleep and, being allowed to change keys, holds none of the locks the change takes.
+    let ret = to_result(unsafe { bindings::static_key_ro_change(key, op) });
+    if ret == Err(EPERM) {
+        crate::pr_warn!("static key {:p} is read-only after init\n", key);
+        crate::warn_on!(true);
     }
-    #[cfg(not(CONFIG_MODULES))]
-    let _ = addr;
-    // SAFETY: `system_state` is an aligned `enum` that lives as long as the kernel. The init task
-    // stores `SYSTEM_FREEING_INITMEM` and `SYSTEM_RUNNING` with `WRITE_ONCE()`, and this load is
-    // marked: no data race with the boot. (Stores before those are made before any other task
-    // can get here; the suspend and reboot paths' later stores are upstream's plain ones,
-    // between values past the one compared.)
-    let state = unsafe { Atomic::from_ptr(&raw mut bindings::system_state) }.load(Relaxed);
-    state < bindings::system_states_SYSTEM_FREEING_INITMEM
+    ret
 }
 
 impl<const INITIAL: bool> Default for StaticKeyRo<INITIAL> {

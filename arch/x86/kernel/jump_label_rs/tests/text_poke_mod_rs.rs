@@ -15,7 +15,12 @@
 //!   fails with `EPERM` and a warning, since the module's init has returned;
 //! - `state`: one line per key, `false_key`, `true_key`, `ro_key` and `c_key`: its value, then
 //!   how many of its 16 sites, run now, took the direction that value does not ask for (`c_key 0
-//!   wrong 0` when all is right). Meaningful for a key while it is not being flipped.
+//!   wrong 0` when all is right). Meaningful for a key while it is not being flipped. Then
+//!   `ro_race R`: what the read-only key race's change of `MOD_RO` returned, an errno (`-1`,
+//!   `EPERM`, is right), once it has (the read waits for it); `-2147483648` if there was none.
+//!   The race is armed by writing `Y` to `/sys/kernel/debug/text_poke_stress/ro_race` before
+//!   the module is loaded, and run while the bench's `holdjl` holds `jump_label_mutex` (see
+//!   `ro_race()`).
 //!
 //! - `span`: for the test of refused flips (`scripts/guest-test/span.sh`), on
 //!   `text_poke_rs_span_key`, a key of the kernel image with one site there and 16 here. Reads
@@ -47,7 +52,10 @@ use kernel::{
     },
     new_mutex,
     prelude::*,
-    sync::Mutex,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Mutex, //
+    },
     uaccess::UserSliceReader,
 };
 
@@ -82,6 +90,10 @@ extern "C" {
     fn text_poke_span_corrupt(module: *mut core::ffi::c_void) -> i32;
     fn text_poke_span_corrupted() -> i32;
     fn text_poke_span_repair();
+    static mut text_poke_rs_mod_go: bool;
+    static mut text_poke_rs_ro_race: bool;
+    fn text_poke_ro_race_start(f: extern "C" fn() -> i32);
+    fn text_poke_ro_race_wait() -> i32;
 }
 
 /// Sites on each key, one function each. A site returns whether it took its key's enabled
@@ -303,11 +315,52 @@ fn show_state(_: &Control, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let wrong = wrong_of(sites, enabled);
         writeln!(f, "{name} {} wrong {wrong}", u8::from(enabled))?;
     }
-    Ok(())
+    // SAFETY: Only waits for the race's work item, if any, and reads its result.
+    let race = unsafe { text_poke_ro_race_wait() };
+    writeln!(f, "ro_race {race}")
+}
+
+/// The read-only key race's change, on a work item: `MOD_RO` disabled, its result as an errno.
+extern "C" fn ro_race_disable() -> i32 {
+    MOD_RO.disable().map_or_else(|e| e.to_errno(), |()| 0)
+}
+
+/// Whether a flag of the kernel image (`text_poke_stress.c`) is set: read with a marked load, as
+/// every other access to it is marked (`READ_ONCE()`, `WRITE_ONCE()`, debugfs's bool file).
+fn flag(flag: *mut bool) -> bool {
+    // SAFETY: `flag` is a `bool` of the kernel image, aligned and valid as long as it runs.
+    unsafe { Atomic::from_ptr(flag) }.load(Relaxed)
+}
+
+/// The read-only key race (`scripts/guest-test/rokey.sh`), when armed: once the test holds
+/// `jump_label_mutex` (`text_poke_rs_mod_go`), a work item starts to disable `MOD_RO` and waits
+/// for the mutex, and the init returns meanwhile. The module goes live, and its
+/// `.data..ro_after_init` read-only, before the work item gets the mutex or after it: either
+/// way the change must be refused with `EPERM`, since it is made after the init returned.
+fn ro_race() {
+    // The test holds the mutex within a second or so; give up after ten.
+    for _ in 0..500 {
+        if flag(&raw mut text_poke_rs_mod_go) {
+            break;
+        }
+        kernel::time::delay::fsleep(kernel::time::Delta::from_millis(20));
+    }
+    // SAFETY: `ro_race_disable` is a function of this module, which waits for the work item
+    // before it goes away (`TextPokeModRs::drop()`).
+    unsafe { text_poke_ro_race_start(ro_race_disable) };
+    // Long enough for the work item to wait for the mutex.
+    kernel::time::delay::fsleep(kernel::time::Delta::from_millis(200));
 }
 
 struct TextPokeModRs {
     _debugfs: Pin<KBox<Scope<Control>>>,
+}
+
+impl Drop for TextPokeModRs {
+    fn drop(&mut self) {
+        // SAFETY: Only waits for the race's work item, if any, which calls into this module.
+        unsafe { text_poke_ro_race_wait() };
+    }
 }
 
 impl kernel::Module for TextPokeModRs {
@@ -342,6 +395,9 @@ impl kernel::Module for TextPokeModRs {
             ),
             GFP_KERNEL,
         )?;
+        if flag(&raw mut text_poke_rs_ro_race) {
+            ro_race();
+        }
         Ok(Self { _debugfs: debugfs })
     }
 }

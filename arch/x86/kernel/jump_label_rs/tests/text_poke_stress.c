@@ -33,6 +33,7 @@
 #include <linux/local_lock.h>
 #include <linux/qpw.h>
 #include <linux/vmalloc.h>
+#include <linux/workqueue.h>
 #include <linux/mm.h>
 
 #include <asm/msr.h>
@@ -52,6 +53,41 @@ bool text_poke_rs_mod_go;
 EXPORT_SYMBOL_GPL(text_poke_rs_mod_go);
 bool text_poke_rs_mod_returning;
 EXPORT_SYMBOL_GPL(text_poke_rs_mod_returning);
+
+/*
+ * text_poke_mod_rs.ko's read-only key race, armed by writing Y to
+ * /sys/kernel/debug/text_poke_stress/ro_race before the module is loaded:
+ * its init waits for text_poke_rs_mod_go, starts @fn on a work item, which
+ * changes the key, and returns while the work item waits for
+ * jump_label_mutex; text_poke_ro_race_wait() says what @fn returned.
+ */
+bool text_poke_rs_ro_race;
+EXPORT_SYMBOL_GPL(text_poke_rs_ro_race);
+static int (*text_poke_ro_fn)(void);
+static int text_poke_ro_ret = INT_MIN;
+
+static void text_poke_ro_work_fn(struct work_struct *work)
+{
+	WRITE_ONCE(text_poke_ro_ret, text_poke_ro_fn());
+}
+
+static DECLARE_WORK(text_poke_ro_work, text_poke_ro_work_fn);
+
+void text_poke_ro_race_start(int (*fn)(void))
+{
+	flush_work(&text_poke_ro_work);
+	text_poke_ro_fn = fn;
+	WRITE_ONCE(text_poke_ro_ret, INT_MIN);
+	queue_work(system_unbound_wq, &text_poke_ro_work);
+}
+EXPORT_SYMBOL_GPL(text_poke_ro_race_start);
+
+int text_poke_ro_race_wait(void)
+{
+	flush_work(&text_poke_ro_work);
+	return READ_ONCE(text_poke_ro_ret);
+}
+EXPORT_SYMBOL_GPL(text_poke_ro_race_wait);
 
 DEFINE_STATIC_KEY_FALSE(text_poke_rs_span_key);
 EXPORT_SYMBOL_GPL(text_poke_rs_span_key);
@@ -207,6 +243,7 @@ static int __init text_poke_stress_debugfs_init(void)
 
 	debugfs_create_file("unapplied_batch", 0200, dir, NULL,
 			    &text_poke_stress_unapplied_fops);
+	debugfs_create_bool("ro_race", 0600, dir, &text_poke_rs_ro_race);
 	return 0;
 }
 late_initcall(text_poke_stress_debugfs_init);

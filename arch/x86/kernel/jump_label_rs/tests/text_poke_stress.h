@@ -20,6 +20,14 @@ DECLARE_STATIC_KEY_FALSE(text_poke_rs_mod_key);
 extern bool text_poke_rs_mod_go;
 /* Set by text_poke_mod_test.ko's init function as it returns. */
 extern bool text_poke_rs_mod_returning;
+/*
+ * The read-only key race of text_poke_mod_rs.ko: armed, the start of @fn
+ * on a work item, and what it returned (INT_MIN before it has run; waits
+ * for it).
+ */
+extern bool text_poke_rs_ro_race;
+void text_poke_ro_race_start(int (*fn)(void));
+int text_poke_ro_race_wait(void);
 struct static_key_false *text_poke_rs_upstream_key(void);
 
 /*
