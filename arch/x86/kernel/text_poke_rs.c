@@ -257,15 +257,17 @@ bool text_poke_rs_run_mappable(const unsigned long *pages, unsigned int n)
 
 /*
  * Maps the text pages at @pages[0..@n) (page addresses) in the poking mm
- * for text_poke_rs_run_write(), under the PTE lock, held until
- * text_poke_rs_run_unmap(); interrupts are off only while a chunk of
- * writes is made. Preemption stays off, but for PREEMPT_RT, whose PTE lock
- * sleeps: there the task may be preempted between chunks, though not moved
- * to another CPU (the lock disables migration), and each chunk switches to
- * the poking mm and back with interrupts off. Returns 0, or an
- * error with nothing mapped: -EINVAL for a bad @n, -EAGAIN before the
- * runs' page table is made at boot, -EFAULT for a page that is not text
- * that can be mapped (with a warning).
+ * for text_poke_rs_run_write(), until text_poke_rs_run_unmap(). The PTE
+ * lock is held only while the PTEs are set, and again while they are
+ * cleared: text_mutex keeps every other user of the poking mm out in
+ * between, and the runs' page table, made at boot, is never freed.
+ * Interrupts are off only while a chunk of writes is made, and preemption
+ * only with them, as in text_poke(): between chunks the task may be
+ * preempted, though not moved to another CPU until the run is unmapped.
+ * Returns 0, or an error with nothing mapped: -EINVAL for a bad @n,
+ * -EAGAIN before the runs' page table is made at boot, -ENOMEM if it
+ * cannot be found, -EFAULT for a page that is not text that can be mapped
+ * (with a warning).
  */
 int text_poke_rs_run_map(struct text_poke_rs_run *run,
 			 const unsigned long *pages, unsigned int n)
@@ -273,7 +275,9 @@ int text_poke_rs_run_map(struct text_poke_rs_run *run,
 	pgprot_t prot = __pgprot(pgprot_val(PAGE_KERNEL) & ~_PAGE_GLOBAL);
 	unsigned long base = text_poke_rs_run_base();
 	struct page *page[TEXT_POKE_RS_RUN_PAGES];
+	spinlock_t *ptl;	/* the PTE table's, held while the PTEs are set */
 	unsigned int i;
+	pte_t *ptep;
 
 	lockdep_assert_held(&text_mutex);
 	if (!n || n > TEXT_POKE_RS_RUN_PAGES)
@@ -286,13 +290,19 @@ int text_poke_rs_run_map(struct text_poke_rs_run *run,
 			      (void *)pages[i]))
 			return -EFAULT;
 	}
-	run->ptep = get_locked_pte(text_poke_mm, base, &run->ptl);
-	if (WARN_ON_ONCE(!run->ptep))
+	ptep = get_locked_pte(text_poke_mm, base, &ptl);
+	if (WARN_ON_ONCE(!ptep))
 		return -ENOMEM;
 	/* The poking mm is loaded nowhere: no need to keep interrupts out. */
 	for (i = 0; i < n; i++)
-		set_pte_at(text_poke_mm, base + i * PAGE_SIZE, run->ptep + i,
+		set_pte_at(text_poke_mm, base + i * PAGE_SIZE, ptep + i,
 			   mk_pte(page[i], prot));
+	pte_unmap_unlock(ptep, ptl);
+	/*
+	 * Every chunk is written from this CPU: no other holds TLB entries of
+	 * the run when it is unmapped.
+	 */
+	migrate_disable();
 	run->n = n;
 	run->fail = false;
 	return 0;
@@ -579,19 +589,30 @@ unsigned int text_poke_rs_run_sites(struct text_poke_rs_run *run,
 void text_poke_rs_run_unmap(struct text_poke_rs_run *run)
 {
 	unsigned long base = text_poke_rs_run_base();
+	spinlock_t *ptl;	/* the PTE table's, held while the PTEs are cleared */
 	unsigned int i;
+	pte_t *ptep;
 
-	/* The PTEs are cleared after the writes. */
-	barrier();
-	for (i = 0; i < run->n; i++)
-		pte_clear(text_poke_mm, base + i * PAGE_SIZE, run->ptep + i);
+	lockdep_assert_held(&text_mutex);
 	/*
-	 * No IPI: the poking mm is not loaded anywhere now. Its TLB entries
-	 * on this CPU go when it is next switched to.
+	 * Found where text_poke_rs_run_map() found it: the table is there
+	 * from boot on, and nothing is allocated.
 	 */
-	flush_tlb_mm_range(text_poke_mm, base, base + run->n * PAGE_SIZE,
-			   PAGE_SHIFT, false);
-	pte_unmap_unlock(run->ptep, run->ptl);
+	ptep = get_locked_pte(text_poke_mm, base, &ptl);
+	if (!WARN_ON_ONCE(!ptep)) {
+		/* The PTEs are cleared after the writes. */
+		barrier();
+		for (i = 0; i < run->n; i++)
+			pte_clear(text_poke_mm, base + i * PAGE_SIZE, ptep + i);
+		/*
+		 * No IPI: the poking mm is not loaded anywhere now. Its TLB
+		 * entries on this CPU go when it is next switched to.
+		 */
+		flush_tlb_mm_range(text_poke_mm, base, base + run->n * PAGE_SIZE,
+				   PAGE_SHIFT, false);
+		pte_unmap_unlock(ptep, ptl);
+	}
+	migrate_enable();
 }
 
 /* Whether perf records rewrites now: asked once per batch. */

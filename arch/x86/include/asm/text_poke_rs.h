@@ -43,8 +43,6 @@ enum jump_label_pass {
 
 /**
  * struct text_poke_rs_run - a run of text pages mapped for writing
- * @ptep: the PTE of the run's first page in the poking mm
- * @ptl: its lock
  * @prev: the mm to switch back to after a chunk of writes
  * @flags: the interrupt state to restore after a chunk of writes
  * @n: the pages mapped
@@ -52,8 +50,6 @@ enum jump_label_pass {
  *	set by the Rust batch once the run is mapped
  */
 struct text_poke_rs_run {
-	pte_t *ptep;
-	spinlock_t *ptl;	/* the lock of @ptep's PTE table */
 	struct mm_struct *prev;
 	unsigned long flags;
 	unsigned int n;

@@ -342,12 +342,11 @@ static void text_poke_pages_run_sites(struct kunit *test)
 }
 
 /*
- * A run keeps interrupts off only while a chunk of writes is made: they
- * are on once the run is mapped and between chunks, so that a run of many
- * sites is no longer an interrupts-off section of its own (preemption
- * stays off, under the PTE lock, until the run is unmapped; with
- * PREEMPT_RT, whose PTE lock sleeps, it stays on). The write puts back the
- * bytes a site holds.
+ * A run keeps interrupts and preemption off only while a chunk of writes
+ * is made: they are on once the run is mapped and between chunks, so that
+ * a run of many sites is no longer an interrupts-off or preemption-off
+ * section of its own. The task stays on its CPU until the run is
+ * unmapped. The write puts back the bytes a site holds.
  */
 static void text_poke_pages_run_lets_interrupts_in(struct kunit *test)
 {
@@ -355,7 +354,9 @@ static void text_poke_pages_run_lets_interrupts_in(struct kunit *test)
 	unsigned long page = s[1].code & PAGE_MASK;
 	struct text_poke_rs_write w = {};
 	bool mapped_irqs_off = true, written_irqs_off = true;
-	bool preemptible_mapped = true;
+	bool preemptible_mapped = false, preemptible_written = false;
+	bool pinned_mapped = false, pinned_written = false;
+	int cpu_mapped = -1, cpu_written = -2;
 	struct text_poke_rs_run run;
 	unsigned int wrong = 0;
 	int ret;
@@ -370,8 +371,15 @@ static void text_poke_pages_run_lets_interrupts_in(struct kunit *test)
 	if (!ret) {
 		mapped_irqs_off = irqs_disabled();
 		preemptible_mapped = preemptible();
+		pinned_mapped = current->migration_disabled;
+		cpu_mapped = raw_smp_processor_id();
 		wrong = text_poke_rs_run_write(&run, &w, 1);
 		written_irqs_off = irqs_disabled();
+		preemptible_written = preemptible();
+		/* A chance to be preempted between chunks: it must not move. */
+		cond_resched();
+		pinned_written = current->migration_disabled;
+		cpu_written = raw_smp_processor_id();
 		wrong += text_poke_rs_run_write(&run, &w, 1);
 		text_poke_rs_run_unmap(&run);
 	}
@@ -380,8 +388,13 @@ static void text_poke_pages_run_lets_interrupts_in(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, wrong, 0);
 	KUNIT_EXPECT_FALSE_MSG(test, mapped_irqs_off, "interrupts off once the run is mapped");
 	KUNIT_EXPECT_FALSE_MSG(test, written_irqs_off, "interrupts off between chunks");
-	KUNIT_EXPECT_EQ(test, preemptible_mapped, IS_ENABLED(CONFIG_PREEMPT_RT));
+	KUNIT_EXPECT_TRUE_MSG(test, preemptible_mapped, "preemption off once the run is mapped");
+	KUNIT_EXPECT_TRUE_MSG(test, preemptible_written, "preemption off between chunks");
+	KUNIT_EXPECT_TRUE(test, pinned_mapped);
+	KUNIT_EXPECT_TRUE(test, pinned_written);
+	KUNIT_EXPECT_EQ(test, cpu_mapped, cpu_written);
 	KUNIT_EXPECT_FALSE(test, irqs_disabled());
+	KUNIT_EXPECT_FALSE(test, current->migration_disabled);
 }
 
 /*
