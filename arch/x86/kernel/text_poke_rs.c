@@ -163,6 +163,13 @@ late_initcall(text_poke_rs_fail_debugfs);
  * the poking mm.
  */
 static unsigned long text_poke_rs_run_addr __ro_after_init;
+/*
+ * The PTE of the runs' first page and the lock of its table, found once:
+ * the table is made at boot and never freed, and x86-64 keeps page tables
+ * in the direct map, so the pointers stay valid after pte_unmap().
+ */
+static pte_t *text_poke_rs_run_ptep __ro_after_init;
+static spinlock_t *text_poke_rs_run_ptl __ro_after_init;
 
 /*
  * Where runs are mapped for the random value @r: a page among all those
@@ -200,6 +207,8 @@ static int __init text_poke_rs_run_init(void)
 	if (WARN_ON(!ptep))
 		return -ENOMEM;
 	pte_unmap_unlock(ptep, ptl);
+	text_poke_rs_run_ptep = ptep;
+	text_poke_rs_run_ptl = ptl;
 	text_poke_rs_run_addr = addr;
 	return 0;
 }
@@ -265,9 +274,8 @@ bool text_poke_rs_run_mappable(const unsigned long *pages, unsigned int n)
  * only with them, as in text_poke(): between chunks the task may be
  * preempted, though not moved to another CPU until the run is unmapped.
  * Returns 0, or an error with nothing mapped: -EINVAL for a bad @n,
- * -EAGAIN before the runs' page table is made at boot, -ENOMEM if it
- * cannot be found, -EFAULT for a page that is not text that can be mapped
- * (with a warning).
+ * -EAGAIN before the runs' page table is made at boot, -EFAULT for a page
+ * that is not text that can be mapped (with a warning).
  */
 int text_poke_rs_run_map(struct text_poke_rs_run *run,
 			 const unsigned long *pages, unsigned int n)
@@ -275,9 +283,7 @@ int text_poke_rs_run_map(struct text_poke_rs_run *run,
 	pgprot_t prot = __pgprot(pgprot_val(PAGE_KERNEL) & ~_PAGE_GLOBAL);
 	unsigned long base = text_poke_rs_run_base();
 	struct page *page[TEXT_POKE_RS_RUN_PAGES];
-	spinlock_t *ptl;	/* the PTE table's, held while the PTEs are set */
 	unsigned int i;
-	pte_t *ptep;
 
 	lockdep_assert_held(&text_mutex);
 	if (!n || n > TEXT_POKE_RS_RUN_PAGES)
@@ -290,14 +296,12 @@ int text_poke_rs_run_map(struct text_poke_rs_run *run,
 			      (void *)pages[i]))
 			return -EFAULT;
 	}
-	ptep = get_locked_pte(text_poke_mm, base, &ptl);
-	if (WARN_ON_ONCE(!ptep))
-		return -ENOMEM;
 	/* The poking mm is loaded nowhere: no need to keep interrupts out. */
+	spin_lock(text_poke_rs_run_ptl);
 	for (i = 0; i < n; i++)
-		set_pte_at(text_poke_mm, base + i * PAGE_SIZE, ptep + i,
+		set_pte_at(text_poke_mm, base + i * PAGE_SIZE, text_poke_rs_run_ptep + i,
 			   mk_pte(page[i], prot));
-	pte_unmap_unlock(ptep, ptl);
+	spin_unlock(text_poke_rs_run_ptl);
 	/*
 	 * Every chunk is written from this CPU: no other holds TLB entries of
 	 * the run when it is unmapped.
@@ -589,29 +593,20 @@ unsigned int text_poke_rs_run_sites(struct text_poke_rs_run *run,
 void text_poke_rs_run_unmap(struct text_poke_rs_run *run)
 {
 	unsigned long base = text_poke_rs_run_base();
-	spinlock_t *ptl;	/* the PTE table's, held while the PTEs are cleared */
 	unsigned int i;
-	pte_t *ptep;
 
 	lockdep_assert_held(&text_mutex);
+	/* The PTEs are cleared after the writes. */
+	spin_lock(text_poke_rs_run_ptl);
+	for (i = 0; i < run->n; i++)
+		pte_clear(text_poke_mm, base + i * PAGE_SIZE, text_poke_rs_run_ptep + i);
 	/*
-	 * Found where text_poke_rs_run_map() found it: the table is there
-	 * from boot on, and nothing is allocated.
+	 * No IPI: the poking mm is not loaded anywhere now. Its TLB entries
+	 * on this CPU go when it is next switched to.
 	 */
-	ptep = get_locked_pte(text_poke_mm, base, &ptl);
-	if (!WARN_ON_ONCE(!ptep)) {
-		/* The PTEs are cleared after the writes. */
-		barrier();
-		for (i = 0; i < run->n; i++)
-			pte_clear(text_poke_mm, base + i * PAGE_SIZE, ptep + i);
-		/*
-		 * No IPI: the poking mm is not loaded anywhere now. Its TLB
-		 * entries on this CPU go when it is next switched to.
-		 */
-		flush_tlb_mm_range(text_poke_mm, base, base + run->n * PAGE_SIZE,
-				   PAGE_SHIFT, false);
-		pte_unmap_unlock(ptep, ptl);
-	}
+	flush_tlb_mm_range(text_poke_mm, base, base + run->n * PAGE_SIZE,
+			   PAGE_SHIFT, false);
+	spin_unlock(text_poke_rs_run_ptl);
 	migrate_enable();
 }
 
