@@ -31,10 +31,12 @@
 #   pipe    seed 004's pipe ping-pong, instructions per round trip with the
 #           scheduler's sched_schedstats key off and on, and one flip of
 #           that key with c and rust
-#   irqsoff the longest interrupts-off section during a 1024-site flip and
-#           during the function tracer's enable and disable, c and rust: a
-#           kernel of its own with the irqsoff tracer (build directory
-#           build-irqsoff), whose hooks in every interrupt toggle would
+#   irqsoff the longest interrupts-off section, and the longest
+#           preemption-off one, during flips of 1024 and 4096 sites (64
+#           pages) and during the function tracer's enable and disable, c
+#           and rust: a kernel of its own with the irqsoff and preemptoff
+#           tracers and the 4096-site key (build directory build-irqsoff),
+#           whose hooks in every interrupt and preemption toggle would
 #           shift the other figures, booted on one vCPU: with several,
 #           single-threaded TCG runs them in turn, and the instructions of
 #           the others fall inside any section that spans a turn
@@ -97,8 +99,9 @@ date > "$demo_build/.jlrs-built"
 # $status/NAME. build-pvspin: the per-CPU locks' cost with paravirtualised
 # spinlocks, as distributions build (a queued spinlock's unlock is then a
 # patched call site, which the qpw lock's unlock cannot replace by its own
-# store). build-irqsoff: the irqsoff tracer, whose hooks in every
-# interrupt toggle would shift the other figures.
+# store). build-irqsoff: the irqsoff and preemptoff tracers, whose hooks
+# in every interrupt and preemption toggle would shift the other figures,
+# and the benchmark's key of 4096 sites, which would move the others' text.
 variant_dir() { echo "$JLRS_CACHE/$JLRS_BASE_VERSION/build-$1"; }
 variant_build() {
 	case $1 in
@@ -108,7 +111,9 @@ variant_build() {
 			"$no_debug"
 		;;
 	irqsoff)
-		build_kernel "$(variant_dir irqsoff)" --kconfig_add=CONFIG_IRQSOFF_TRACER=y "$no_debug"
+		build_kernel "$(variant_dir irqsoff)" --kconfig_add=CONFIG_IRQSOFF_TRACER=y \
+			--kconfig_add=CONFIG_PREEMPT_TRACER=y \
+			--kconfig_add=CONFIG_TEXT_POKE_RS_BENCH_LARGE=y "$no_debug"
 		;;
 	esac
 }

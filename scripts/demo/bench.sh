@@ -502,9 +502,9 @@ ftrace_mode() {
 }
 
 # irqsoff_window MODE OP REP CMD...: the longest section of any CPU with
-# interrupts off while CMD runs with text_poke=MODE, from the irqsoff
-# tracer (current_tracer), and the places it started and ended, in
-# $irqsoff_out. Only shell builtins around CMD: a process of the script's
+# interrupts off (preemption off, with the preemptoff tracer) while CMD
+# runs with text_poke=MODE, from the tracer $tracer (current_tracer), and
+# the places it started and ended, in $irqsoff_out. Only shell builtins around CMD: a process of the script's
 # own would add its fork and exec to the window. Nothing on the console
 # until the last window: the serial port's interrupt handler sending it
 # would be in the windows.
@@ -520,7 +520,7 @@ irqsoff_window() {
 	read -r lat < $t/tracing_max_latency
 	where=$(sed -n -e 's/^#  => started at: *\([^+ ]*\).*/start=\1/p' \
 		-e 's/^#  => ended at: *\([^+ ]*\).*/end=\1/p' $t/trace | tr '\n' ' ')
-	echo "@@ result scenario=irqsoff cpus=$ncpu mode=$mode op=$op rep=$rep us=$lat $where" >> $irqsoff_out
+	echo "@@ result scenario=irqsoff tracer=$tracer cpus=$ncpu mode=$mode op=$op rep=$rep us=$lat $where" >> $irqsoff_out
 }
 # bflip SITES FLIPS: flips the bench key.
 bflip() {
@@ -528,14 +528,15 @@ bflip() {
 }
 # ftrace_instance NAME: the function tracer on the whole kernel, or off
 # (nop), in the tracing instance of irqsoff: the top level's tracer is
-# irqsoff.
+# irqsoff or preemptoff.
 ftrace_instance() {
 	echo "$1" > $t/instances/irqsoff/current_tracer
 }
 # irqsoff_rep REP MODE: with text_poke=MODE, one 1024-site flip and one
-# enable and disable of the function tracer not counted, then the irqsoff
-# windows of a 1024-site flip (enable and disable: two flips), of the
-# function tracer's enable and disable, and of nothing.
+# enable and disable of the function tracer not counted, then the
+# windows of a 1024-site flip and of a 4096-site one (enable and disable:
+# two flips each), of the function tracer's enable and disable, and of
+# nothing.
 irqsoff_rep() {
 	if ! use_mode "$2"; then
 		echo "@@ error irqsoff: cannot switch to text_poke=$2" >> $irqsoff_out
@@ -546,6 +547,7 @@ irqsoff_rep() {
 		return 1
 	}
 	irqsoff_window "$2" flip1024 "$1" bflip 1024 2 &&
+	irqsoff_window "$2" flip4096 "$1" bflip 4096 2 &&
 	irqsoff_window "$2" ftrace_enable "$1" ftrace_instance function &&
 	irqsoff_window "$2" ftrace_disable "$1" ftrace_instance nop &&
 	irqsoff_window "$2" none "$1" true
@@ -758,28 +760,41 @@ for scenario in "$@"; do
 			rc=1
 			continue
 		fi
-		echo "@@ progress irqsoff: longest interrupts-off section during a 1024-site flip and the function tracer's enable and disable, c and rust"
-		# The tracer's own function tracing off: it would patch the
-		# whole kernel's text itself.
-		echo 0 > $t/options/function-trace
-		mkdir -p $t/instances/irqsoff
-		if ! echo irqsoff > $t/current_tracer; then
-			echo "@@ error irqsoff: cannot set current_tracer to irqsoff"
+		if ! grep -qw preemptoff $t/available_tracers; then
+			echo "@@ error irqsoff: no preemptoff tracer (a kernel without CONFIG_PREEMPT_TRACER?)"
 			rc=1
 			continue
 		fi
+		if ! echo "sites 4096" > $b; then
+			echo "@@ error irqsoff: no key of 4096 sites (a kernel without CONFIG_TEXT_POKE_RS_BENCH_LARGE?)"
+			rc=1
+			continue
+		fi
+		echo "@@ progress irqsoff: longest interrupts-off and preemption-off sections during 1024- and 4096-site flips and the function tracer's enable and disable, c and rust"
+		# The tracers' own function tracing off: it would patch the
+		# whole kernel's text itself.
+		echo 0 > $t/options/function-trace
+		mkdir -p $t/instances/irqsoff
 		mkdir -p /tmp
 		: > $irqsoff_out
 		# The line above sent first.
 		usleep 100000
-		# The modes in turn, so that what builds up in the boot
-		# (RCU callbacks of the tracer's switches, say) falls on both.
-		for rep in 1 2 3; do
-			for mode in c rust; do
-				irqsoff_rep $rep $mode || rc=1
+		for tracer in irqsoff preemptoff; do
+			if ! echo $tracer > $t/current_tracer; then
+				echo "@@ error irqsoff: cannot set current_tracer to $tracer" >> $irqsoff_out
+				rc=1
+				continue
+			fi
+			# The modes in turn, so that what builds up in the boot
+			# (RCU callbacks of the tracer's switches, say) falls on
+			# both.
+			for rep in 1 2 3; do
+				for mode in c rust; do
+					irqsoff_rep $rep $mode || rc=1
+				done
 			done
+			echo nop > $t/current_tracer
 		done
-		echo nop > $t/current_tracer
 		cat $irqsoff_out
 		echo "@@ done irqsoff"
 		continue

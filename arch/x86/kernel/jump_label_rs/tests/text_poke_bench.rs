@@ -2,7 +2,9 @@
 
 //! Benchmarks of static key flips and of the INT3 handler, for each text-poke implementation.
 //!
-//! Five keys with 1, 8, 56, 256 and 1024 sites. `/sys/kernel/debug/text_poke_bench/run` takes
+//! Five keys with 1, 8, 56, 256 and 1024 sites, and with `CONFIG_TEXT_POKE_RS_BENCH_LARGE` one
+//! with 4096, 64 in each of 64 pages (`text_poke_bench_large.S`), which only `flip` and `sites`
+//! take: its sites' bytes are read after each flip. `/sys/kernel/debug/text_poke_bench/run` takes
 //! a command and, once it is done, reads back its figures, one `name value` a line:
 //!
 //! - `flip SITES FLIPS`: flips the key with SITES sites FLIPS times (enable, disable, ...)
@@ -247,7 +249,7 @@ static NOINSTR: BenchKey = BenchKey {
     sites: 1,
     key: &KEY_NOINSTR,
     run: site_noinstr,
-    last: last_noinstr,
+    last: Some(last_noinstr),
 };
 
 /// A benchmark key.
@@ -255,7 +257,8 @@ struct BenchKey {
     sites: u32,
     key: &'static StaticKeyFalse,
     run: fn() -> u32,
-    last: extern "C" fn() -> c_ulong,
+    /// The last site, which `lookup`'s executor runs; `None` for a key `lookup` does not take.
+    last: Option<extern "C" fn() -> c_ulong>,
 }
 
 static KEYS: [BenchKey; 5] = [
@@ -263,31 +266,31 @@ static KEYS: [BenchKey; 5] = [
         sites: 1,
         key: &KEY_1,
         run: run_1,
-        last: last_1,
+        last: Some(last_1),
     },
     BenchKey {
         sites: 8,
         key: &KEY_8,
         run: run_8,
-        last: last_8,
+        last: Some(last_8),
     },
     BenchKey {
         sites: 56,
         key: &KEY_56,
         run: run_56,
-        last: last_56,
+        last: Some(last_56),
     },
     BenchKey {
         sites: 256,
         key: &KEY_256,
         run: run_256,
-        last: last_256,
+        last: Some(last_256),
     },
     BenchKey {
         sites: 1024,
         key: &KEY_1024,
         run: run_1024,
-        last: last_1024,
+        last: Some(last_1024),
     },
 ];
 
@@ -414,11 +417,11 @@ fn upstream_key() -> &'static StaticKeyFalse {
     unsafe { StaticKeyFalse::from_c(text_poke_rs_upstream_key()) }
 }
 
-/// The sites of the upstream key that hold the JMP of an enabled key: its sites' bytes read
-/// under `jump_label_mutex` (they cannot be run from here).
-fn run_upstream() -> u32 {
+/// The sites of `key` that hold the JMP of an enabled key: its sites' bytes read under
+/// `jump_label_mutex`, for a key whose sites cannot be run from here.
+fn jumps(key: &StaticKeyFalse) -> u32 {
     let mut jumps = 0;
-    let counted = upstream_key().for_each_site(|site| {
+    let counted = key.for_each_site(|site| {
         let jump = site
             .expected(true)
             .is_some_and(|want| want.as_bytes() == &site.read()[..site.size()]);
@@ -427,6 +430,31 @@ fn run_upstream() -> u32 {
     // A key that has sites in modules cannot be walked: counted as no site taken.
     counted.map_or(0, |()| jumps)
 }
+
+/// The sites of the upstream key that hold the JMP of an enabled key.
+fn run_upstream() -> u32 {
+    jumps(upstream_key())
+}
+
+/// The key of `text_poke_bench_large.S`'s 4096 sites, which name it.
+#[cfg(CONFIG_TEXT_POKE_RS_BENCH_LARGE)]
+#[export_name = "text_poke_bench_large_key"]
+static KEY_4096: StaticKeyFalse = StaticKeyFalse::new();
+
+/// The sites of [`KEY_4096`] that hold the JMP of an enabled key.
+#[cfg(CONFIG_TEXT_POKE_RS_BENCH_LARGE)]
+fn run_4096() -> u32 {
+    jumps(&KEY_4096)
+}
+
+/// The key of 4096 sites, in 64 pages.
+#[cfg(CONFIG_TEXT_POKE_RS_BENCH_LARGE)]
+static LARGE: BenchKey = BenchKey {
+    sites: 4096,
+    key: &KEY_4096,
+    run: run_4096,
+    last: None,
+};
 
 /// The figures of the last run, in the order they are printed.
 const FIELDS: [&str; 46] = [
@@ -530,8 +558,7 @@ impl Bench {
             sites,
             key,
             run: run_upstream,
-            // Only `lookup` runs it, which this key does not take.
-            last: last_1,
+            last: None,
         };
         self.run(&k, flips, false)?;
         self.figures[30].store(pages, Ordering::Relaxed);
@@ -545,8 +572,9 @@ impl Bench {
             return Err(EBUSY);
         }
         if lookup {
-            // SAFETY: `k.last` may run on any CPU at any time.
-            let started = unsafe { text_poke_timed_start(k.last) };
+            let last = k.last.ok_or(EINVAL)?;
+            // SAFETY: `last` may run on any CPU at any time.
+            let started = unsafe { text_poke_timed_start(last) };
             if started < 0 {
                 return Err(Error::from_errno(started));
             }
@@ -1163,6 +1191,10 @@ fn key_named(word: Option<&str>) -> Result<&'static BenchKey> {
     let word = word.ok_or(EINVAL)?;
     if word == "noinstr" {
         return Ok(&NOINSTR);
+    }
+    #[cfg(CONFIG_TEXT_POKE_RS_BENCH_LARGE)]
+    if word == "4096" {
+        return Ok(&LARGE);
     }
     let sites: u32 = word.parse().map_err(|_| EINVAL)?;
     KEYS.iter().find(|k| k.sites == sites).ok_or(EINVAL)
