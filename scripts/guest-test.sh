@@ -98,11 +98,12 @@ done
 # tlb.sh's own hotplug cases in the same boot; and the module loads under
 # fault injection, some 150 of them, whose warnings (expected, and
 # declared) are better in a boot of few tests. Nor the two that need a boot with no CPU isolated at
-# boot: idle.sh and isopart.sh.
+# boot: idle.sh and isopart.sh; nor tlbrefused.sh, which needs percpu_alloc=page.
 first_tests=${all_tests/hotplug,/}
 first_tests=${first_tests/modfaults,/}
 first_tests=${first_tests/isopart,/}
 first_tests=${first_tests/idle,/}
+first_tests=${first_tests/tlbrefused,/}
 after_tests=
 if grep -qx 'CONFIG_TEXT_POKE_RS_DEFER_DEBUG=y' "$JLRS_BUILD/.config" 2>/dev/null; then
 	after_tests=audit,
@@ -216,11 +217,14 @@ stop_boot() {
 # defer.sh's and hotplug.sh's checks of the log); a boot with no CPU isolated and no qpw=, where idle CPUs
 # take deferred syncs (idle.sh, which needs no nohz_full=), and then a
 # cpuset partition isolates CPUs at run time (isopart.sh, which also runs
-# last with qpw=0); then a boot that must stop.
+# last with qpw=0); a boot with percpu_alloc=page, whose per-CPU memory
+# makes the boot refuse kernel TLB flush deferral for good (tlbrefused.sh);
+# then a boot that must stop.
 boots=("qpw=1 jlrs_tests=${first_tests%,}"
 	"qpw=0 text_poke_defer=maybe tlb_defer=maybe jlrs_tests=qpw,params,isopart"
 	"pti=on jlrs_tests=defer,hotplug,modfaults,tlb"
-	"-noiso jlrs_tests=idle,isopart")
+	"-noiso jlrs_tests=idle,isopart"
+	"percpu_alloc=page jlrs_tests=tlbrefused")
 # $JLRS_GUEST_TESTS=a,b: one boot (qpw=1, or the arguments of
 # $JLRS_GUEST_BOOT) of those tests alone, for a test under development;
 # make test never sets it.

@@ -112,6 +112,8 @@ DECLARE_PER_CPU(u32, ct_work_rs_nmi_levels);
 extern bool ct_work_rs_enabled;
 /* Whether kernel TLB flushes are deferred: tlb_defer=, text_poke/defer_tlb. */
 extern bool ct_work_rs_tlb_enabled;
+/* Why kernel TLB flushes may never be deferred on this machine, or NULL. */
+extern const char *ct_work_rs_tlb_refused;
 
 /*
  * ct_work::enter_from(), its first step: this CPU's word from @from, the

@@ -85,6 +85,7 @@
 
 bool ct_work_rs_enabled __read_mostly = true;
 bool ct_work_rs_tlb_enabled __read_mostly = IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS);
+const char *ct_work_rs_tlb_refused __ro_after_init;
 /*
  * How long a sync round waits for an isolated CPU found in the kernel to
  * return to user space before it sends the IPI: about what a tick or a short
@@ -600,6 +601,11 @@ static ssize_t ct_work_rs_defer_write(struct file *file,
 	ret = kstrtobool_from_user(ubuf, count, &on);
 	if (ret)
 		return ret;
+	if (on && sw == &ct_work_rs_tlb_enabled && ct_work_rs_tlb_refused) {
+		pr_warn("text_poke/defer_tlb: refused: %s: kernel TLB flushes are not deferred\n",
+			ct_work_rs_tlb_refused);
+		return -EPERM;
+	}
 	WRITE_ONCE(*sw, on);
 	return count;
 }
@@ -667,7 +673,8 @@ DEFINE_DEBUGFS_ATTRIBUTE(ct_work_rs_wait_ns_fops, ct_work_rs_wait_ns_get,
  * work it ran at entry (and its audit, with
  * CONFIG_TEXT_POKE_RS_DEFER_DEBUG); "defer_wait_ns", how long a round waits
  * for an isolated CPU in the kernel to return to user space; "defer_tlb",
- * the switch of kernel TLB flush deferral, as "defer"; with
+ * the switch of kernel TLB flush deferral, as "defer", but that it refuses
+ * (-EPERM) to turn on what the boot found unsafe; with
  * CONFIG_TEXT_POKE_RS_DEFER_DEBUG, "defer_skip_work": the next N entries
  * that take work drop it, for the test that the audit sees it.
  */

@@ -180,24 +180,30 @@ int ct_work_rs_flush_tlb_local(int way)
 	return way;
 }
 
+/*
+ * Kernel TLB flush deferral is unsafe on this machine, whatever tlb_defer=
+ * said: its switch is turned off for good (text_poke/defer_tlb refuses to
+ * turn it on again, naming the cause).
+ */
 static int __init ct_work_rs_tlb_check(void)
 {
-	if (is_vmalloc_addr(per_cpu_ptr(&ct_work_rs_words, 0)) &&
-	    ct_work_rs_tlb_enabled) {
-		pr_warn("tlb_defer: the per-CPU first chunk is vmapped (percpu_alloc=page?): kernel TLB flushes are not deferred\n");
-		ct_work_rs_tlb_enabled = false;
-	}
+	if (is_vmalloc_addr(per_cpu_ptr(&ct_work_rs_words, 0)))
+		ct_work_rs_tlb_refused = "the per-CPU first chunk is vmapped (percpu_alloc=page?)";
 	/*
 	 * A CPU that reads supervisor mappings speculatively from user space
 	 * (Meltdown) with the kernel mapped there (pti=off) could use a stale
 	 * entry, of a memory type set_memory_uc() has since changed say,
 	 * before its next entry.
 	 */
-	if (boot_cpu_has_bug(X86_BUG_CPU_MELTDOWN) &&
-	    !boot_cpu_has(X86_FEATURE_PTI) && ct_work_rs_tlb_enabled) {
-		pr_warn("tlb_defer: Meltdown without page table isolation: kernel TLB flushes are not deferred\n");
-		ct_work_rs_tlb_enabled = false;
-	}
+	else if (boot_cpu_has_bug(X86_BUG_CPU_MELTDOWN) &&
+		 !boot_cpu_has(X86_FEATURE_PTI))
+		ct_work_rs_tlb_refused = "Meltdown without page table isolation";
+	if (!ct_work_rs_tlb_refused)
+		return 0;
+	if (ct_work_rs_tlb_enabled)
+		pr_warn("tlb_defer: %s: kernel TLB flushes are not deferred\n",
+			ct_work_rs_tlb_refused);
+	WRITE_ONCE(ct_work_rs_tlb_enabled, false);
 	return 0;
 }
 early_initcall(ct_work_rs_tlb_check);
