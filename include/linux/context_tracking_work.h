@@ -15,19 +15,25 @@
  * ct_work_user_exit()	first thing on entry from user space, before RCU
  *			watches (__ct_user_exit()): the work runs before
  *			any text that may have changed meanwhile;
- * ct_work_user_enter()	last thing before user space, after RCU stopped
- *			watching (__ct_user_enter()): from here on, work
- *			for this CPU may wait;
+ * ct_work_user_enter()	last thing before user space, once RCU stopped
+ *			watching (__ct_user_enter()'s ct_kernel_exit(), not
+ *			when it returns with RCU still watching): from here
+ *			on, work for this CPU may wait;
  * ct_work_idle_exit()	first thing on idle exit (ct_idle_exit()),
  *			before RCU watches again;
- * ct_work_idle_enter()	last thing on idle entry (ct_idle_enter()),
- *			after RCU stopped watching: from here on, until
+ * ct_work_idle_enter()	last thing on idle entry, once RCU stopped
+ *			watching (ct_idle_enter()'s ct_kernel_exit(), as
+ *			ct_work_user_enter()): from here on, until
  *			idle exit or an interrupt, this CPU runs only
  *			.cpuidle.text and noinstr text;
  * ct_work_nmi_enter()	an NMI or interrupt came while RCU was not
  *			watching (ct_nmi_enter()), first thing: it may
  *			have come from user space or idle;
- * ct_work_nmi_exit()	its way back, last thing (ct_nmi_exit()).
+ * ct_work_nmi_exit()	its way back, last thing (ct_nmi_exit());
+ * ct_work_watched()	RCU watches this CPU again (ct_kernel_enter(),
+ *			ct_nmi_enter()), in their instrumentable sections:
+ *			the work must have been taken before (with
+ *			CONFIG_TEXT_POKE_RS_DEFER_DEBUG, a warning if not).
  */
 #ifndef _LINUX_CONTEXT_TRACKING_WORK_H
 #define _LINUX_CONTEXT_TRACKING_WORK_H
@@ -67,6 +73,12 @@ static __always_inline void ct_work_nmi_exit(void)
 {
 	ct_work_rs_nmi_exit();
 }
+
+static __always_inline void ct_work_watched(void)
+{
+	if (IS_ENABLED(CONFIG_TEXT_POKE_RS_DEFER_DEBUG))
+		ct_work_rs_watched();
+}
 #else
 static __always_inline void ct_work_user_exit(void) { }
 static __always_inline void ct_work_user_enter(void) { }
@@ -74,6 +86,7 @@ static __always_inline void ct_work_idle_exit(void) { }
 static __always_inline void ct_work_idle_enter(void) { }
 static __always_inline void ct_work_nmi_enter(void) { }
 static __always_inline void ct_work_nmi_exit(void) { }
+static __always_inline void ct_work_watched(void) { }
 #endif
 
 /*

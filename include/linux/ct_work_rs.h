@@ -146,7 +146,8 @@ static __always_inline void ct_work_rs_user_exit(void)
 }
 
 /*
- * Return to user space, inlined into __ct_user_enter(): ct_work::exit() or
+ * Return to user space, inlined into ct_kernel_exit() once RCU stopped
+ * watching (__ct_user_enter()'s): ct_work::exit() or
  * ct_work::exit_off(). In the kernel the word says kernel (0, or
  * CT_WORK_RS_OFF) and no sender writes it, so a plain store does, a
  * release on x86; after it, this CPU runs only noinstr text until it is in
@@ -167,7 +168,8 @@ static __always_inline void ct_work_rs_user_enter(void)
 }
 
 /*
- * Idle entry, inlined into ct_idle_enter(), last: ct_work::idle(). From
+ * Idle entry, inlined into ct_kernel_exit() once RCU stopped watching
+ * (ct_idle_enter()'s), last: ct_work::idle(). From
  * here to ct_work_rs_idle_exit(), or to an interrupt's
  * ct_work_rs_nmi_enter(), this CPU runs only .cpuidle.text and noinstr
  * text. The word says "kernel" and no sender writes it, as on the way to
@@ -231,6 +233,14 @@ bool ct_work_rs_cpu_isolated(int cpu);
 bool ct_work_rs_cpu_running(int cpu);
 /* The work word of @cpu, if it is online. */
 u32 *ct_work_rs_word(int cpu);
+#ifdef CONFIG_TEXT_POKE_RS_KUNIT_TEST
+/*
+ * For KUnit: ct_idle_enter() on this CPU while context tracking's nesting
+ * keeps RCU watching (ct_kernel_exit() returns early), then ct_idle_exit(),
+ * all with interrupts off; returns this CPU's word in between.
+ */
+u32 ct_work_rs_test_idle_enter_watched(void);
+#endif
 /*
  * The text a CPU may run before it takes its work at entry or idle exit,
  * as [start, end) pairs: .noinstr.text, with .cpuidle.text, where idle
@@ -251,6 +261,11 @@ extern char __static_call_text_start[], __static_call_text_end[];
 /* A sender added the kinds of work @work to @cpu's word. */
 void ct_work_rs_audit_added(int cpu, unsigned int work);
 #endif
+/*
+ * RCU watches this CPU again: warns if its word still says user or idle
+ * (with CONFIG_TEXT_POKE_RS_DEFER_DEBUG, the only configuration that has it).
+ */
+void ct_work_rs_watched(void);
 /* Deferral's files in text_poke/. */
 void ct_work_rs_debugfs_init(struct dentry *dir);
 #ifdef CONFIG_TEXT_POKE_RS_MEASURE

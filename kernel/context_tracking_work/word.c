@@ -63,6 +63,7 @@
  * sync_core() run (ct_work_rs_cpu_online()).
  */
 
+#include <linux/context_tracking.h>
 #include <linux/context_tracking_state.h>
 #include <linux/cpu.h>
 #include <linux/cpuhotplug.h>
@@ -265,6 +266,22 @@ static void ct_work_rs_audit_debugfs_init(struct dentry *dir)
 {
 	debugfs_create_file_unsafe("defer_skip_work", 0600, dir, NULL,
 				   &ct_work_rs_skip_fops);
+}
+
+/*
+ * RCU watches this CPU again (ct_kernel_enter(), ct_nmi_enter()): the entry
+ * must have taken the word before, so it says kernel, with no work. A word
+ * that still says user or idle here would let senders set bits that no
+ * interrupt takes, and work they asked for runs after the text that needed it.
+ */
+void ct_work_rs_watched(void)
+{
+	u32 word = raw_cpu_read(ct_work_rs_words);
+
+	WARN_ONCE(word & (CT_WORK_RS_USER | CT_WORK_RS_IDLE),
+		  "ct_work: RCU watches CPU %d, whose word %#x still says %s\n",
+		  raw_smp_processor_id(), word,
+		  word & CT_WORK_RS_USER ? "user" : "idle");
 }
 #else /* !CONFIG_TEXT_POKE_RS_DEFER_DEBUG */
 static __always_inline void ct_work_rs_audit_ran(unsigned int ran) { }
@@ -489,6 +506,29 @@ u32 *ct_work_rs_word(int cpu)
 		return NULL;
 	return per_cpu_ptr(&ct_work_rs_words, cpu);
 }
+
+#ifdef CONFIG_TEXT_POKE_RS_KUNIT_TEST
+u32 ct_work_rs_test_idle_enter_watched(void)
+{
+	struct context_tracking *ct;
+	unsigned long flags;
+	long nmi_nesting;
+	u32 word;
+
+	raw_local_irq_save(flags);
+	ct = this_cpu_ptr(&context_tracking);
+	/* ct_kernel_exit() sets it to 0 even when it returns early. */
+	nmi_nesting = READ_ONCE(ct->nmi_nesting);
+	WRITE_ONCE(ct->nesting, ct->nesting + 1);
+	ct_idle_enter();
+	word = raw_cpu_read(ct_work_rs_words);
+	ct_idle_exit();
+	WRITE_ONCE(ct->nesting, ct->nesting - 1);
+	WRITE_ONCE(ct->nmi_nesting, nmi_nesting);
+	raw_local_irq_restore(flags);
+	return word;
+}
+#endif
 
 const unsigned long ct_work_rs_danger_text[CT_WORK_RS_DANGER_RANGES][2] = {
 	{ (unsigned long)__noinstr_text_start, (unsigned long)__noinstr_text_end },

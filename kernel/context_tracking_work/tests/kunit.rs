@@ -296,6 +296,18 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn idle_entry_with_rcu_watching_marks_nothing() {
+        // `ct_idle_enter()` with context tracking's nesting above one: its `ct_kernel_exit()`
+        // returns with RCU still watching, where an interrupt does not take the work. The word
+        // must still say kernel: a sender that saw it say idle would set a bit instead of sending
+        // its IPI, and no interrupt would run the work.
+        // SAFETY: Called from a KUnit test's kthread holding no lock; it puts back what it
+        // changes, with interrupts off throughout.
+        let word = unsafe { bindings::ct_work_rs_test_idle_enter_watched() };
+        assert_eq!(word & (Value::IDLE.raw() | Value::USER.raw()), 0);
+    }
+
     /// Whether `cpu`'s word says idle, within about a second.
     #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
     fn wait_idle(cpu: i32) -> bool {
