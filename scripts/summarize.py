@@ -407,6 +407,12 @@ def main():
             elif re.search(r"Oops|BUG:|Kernel panic|WARNING:|UBSAN:", line):
                 gf += 1
                 print(f"guest ({path}): {line.strip()}")
+            elif re.match(r"(/init|/stop\.sh|/tests/\S+|sh): (line \d+: |can't )", line):
+                # The guest's shell: a command its init or a test does not have, a file it
+                # writes that is not there (a redirection's error, which no 2>/dev/null
+                # after it hides), a syntax error.
+                gf += 1
+                print(f"guest ({path}): the guest's shell: {line.strip()}")
         if on_purpose:
             print(f"note: guest ({path}): {on_purpose} warnings the tests caused on purpose, "
                   "each of a kind its test declared")

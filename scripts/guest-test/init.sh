@@ -16,7 +16,6 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t debugfs debugfs /sys/kernel/debug
 echo "@@ boot ok $(uname -r) cpus=$(grep -c ^processor /proc/cpuinfo)"
-kmsg
 rc=0
 planned=0
 reported=0
@@ -38,6 +37,8 @@ kmsg() {
 	tail -n +$((kmsg_seen + 1)) /tmp/jlrs-kmsg-all | sed 's/^/@@ kmsg /'
 	kmsg_seen=$(wc -l < /tmp/jlrs-kmsg-all)
 }
+# The boot's own log, before the first test.
+kmsg
 
 # run NAME FILE: runs the test FILE, then holds what it reported (the
 # lines cases.inc wrote to $tally) against its plan.

@@ -41,8 +41,8 @@ for mode in rust serial c; do
 	# CPU 2: the module's keys, whenever its files are there.
 	taskset -c 2 sh -c "while [ ! -f /tmp/stop ]; do
 		for v in 1 0; do
-			echo \$v > $d/false_key 2>/dev/null
-			echo \$((1 - v)) > $d/true_key 2>/dev/null
+			echo \$v 2>/dev/null > $d/false_key
+			echo \$((1 - v)) 2>/dev/null > $d/true_key
 		done
 		usleep 1000
 	done" &

@@ -419,6 +419,26 @@ fn warning_in_the_guests_kernel_log_fails() {
 }
 
 #[test]
+fn shell_error_in_the_guest_fails() {
+    // The guest's init or a test that runs a command it does not have, or writes a file
+    // that is not there without saying so, did not do what it meant to.
+    for line in [
+        "/init: line 19: kmsg: not found",
+        "sh: can't create /sys/kernel/debug/text_poke_mod_rs/false_key: nonexistent directory",
+        "/tests/defer.sh: line 7: syntax error: unexpected \"fi\"",
+    ] {
+        let run = Run::new("shell_error");
+        run.write("guest.log", &two_boots(line, ""));
+        run.fails_with(line);
+    }
+    // A test's output that only names a shell passes.
+    let run = Run::new("shell_words");
+    run.write("guest.log", &two_boots("@@ info users sh: 3 runs", ""));
+    let (rc, out) = run.summarize();
+    assert_eq!(rc, 0, "{out}");
+}
+
+#[test]
 fn warning_a_test_declares_is_expected_in_its_boot_only() {
     let ro = "@@ kmsg WARNING: CPU: 1 PID: 80 at rust/kernel/jump_label/key/ro.rs:67 x+0x1/0x2";
     let declared = "@@ expect-warnings rokey rust/kernel/jump_label/key/ro\\.rs";
