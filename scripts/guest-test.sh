@@ -34,6 +34,7 @@ kernel=$JLRS_BUILD/arch/x86/boot/bzImage
 [ -f "$kernel" ] || die "no kernel image at $kernel: run scripts/kunit.sh first"
 modules=("$JLRS_BUILD/arch/x86/kernel/jump_label_rs/tests/text_poke_mod_test.ko"
 	"$JLRS_BUILD/arch/x86/kernel/jump_label_rs/tests/text_poke_mod_bad.ko"
+	"$JLRS_BUILD/arch/x86/kernel/jump_label_rs/tests/text_poke_mod_idle.ko"
 	"$JLRS_BUILD/arch/x86/kernel/jump_label_rs/tests/text_poke_mod_rs.ko")
 for ko in "${modules[@]}"; do
 	[ -f "$ko" ] || die "$ko missing: are CONFIG_TEXT_POKE_RS_MOD_TEST and _MOD_TEST_RS =m in the kunitconfig?"

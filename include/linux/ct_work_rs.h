@@ -257,6 +257,12 @@ u32 ct_work_rs_test_idle_enter_watched(void);
 extern const unsigned long ct_work_rs_danger_text[CT_WORK_RS_DANGER_RANGES][2];
 /* Bounds of .static_call.text (include/asm-generic/vmlinux.lds.h). */
 extern char __static_call_text_start[], __static_call_text_end[];
+/*
+ * Whether @addr is in a module's noinstr text, where scripts/module.lds.S
+ * puts its .cpuidle.text too: the same danger zone in a module (a cpuidle
+ * driver's enter callback runs in idle before the CPU takes its work).
+ */
+bool ct_work_rs_module_danger_text(unsigned long addr);
 #ifdef CONFIG_TEXT_POKE_RS_DEFER_DEBUG
 /* A sender added the kinds of work @work to @cpu's word. */
 void ct_work_rs_audit_added(int cpu, unsigned int work);

@@ -27,7 +27,10 @@
  * which live in .static_call.text. So the sender follows one rule, a
  * superset of the danger zone: a batch that writes any byte in those
  * sections is never deferred (ct_work_rs_danger_text[], which the
- * text-poke batch checks), and every CPU takes its IPIs.
+ * text-poke batch checks), and every CPU takes its IPIs; nor one that
+ * writes a module's noinstr text, which holds its .cpuidle.text too
+ * (scripts/module.lds.S), as a cpuidle driver's module has it
+ * (ct_work_rs_module_danger_text()).
  * scripts/danger-zone.py lists the static branch and static call sites in
  * those sections at build time, and warns about every one whose key can
  * be flipped after boot: flipping it costs isolated and idle CPUs their
@@ -72,8 +75,10 @@
 #include <linux/init.h>
 #include <linux/kstrtox.h>
 #include <linux/ktime.h>
+#include <linux/module.h>
 #include <linux/percpu.h>
 #include <linux/printk.h>
+#include <linux/rcupdate.h>
 #include <linux/sched/clock.h>
 #include <linux/seq_file.h>
 #include <linux/smp.h>
@@ -536,6 +541,20 @@ const unsigned long ct_work_rs_danger_text[CT_WORK_RS_DANGER_RANGES][2] = {
 	{ (unsigned long)__static_call_text_start,
 	  (unsigned long)__static_call_text_end },
 };
+
+bool ct_work_rs_module_danger_text(unsigned long addr)
+{
+#ifdef CONFIG_MODULES
+	struct module *mod;
+
+	guard(rcu)();
+	mod = __module_text_address(addr);
+	return mod && addr - (unsigned long)mod->noinstr_text_start <
+		      mod->noinstr_text_size;
+#else
+	return false;
+#endif
+}
 
 #ifdef CONFIG_TEXT_POKE_RS_MEASURE
 /* The work CPUs ran at entry, and the audit's counts. */

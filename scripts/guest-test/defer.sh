@@ -7,7 +7,8 @@
 # function-call IPIs (CAL); on, with none. Then a task on each isolated CPU
 # runs the keys' sites: each takes the key's new direction. The same again
 # while the isolated CPUs make system calls all the time, and a key whose
-# site is in noinstr text, which is never deferred. The audit of
+# site is in noinstr text, which is never deferred, in the image or in a
+# module's cpuidle text (text_poke_mod_idle.ko). The audit of
 # CONFIG_TEXT_POKE_RS_DEFER_DEBUG shows every sync added to a CPU's word
 # run by one of its entries, exactly. Then idle isolated CPUs, deferred to
 # as well; and the faults: the switch flipped during a storm, CPU hotplug
@@ -21,7 +22,7 @@ st=/sys/kernel/debug/text_poke/stats
 iso="2 3"
 
 . /tests/cases.inc
-plan 14
+plan 15
 fig() { sed -n "s/^$1 //p" $b; }
 stat() { sed -n "s/^$1 //p" $st; }
 # The CAL count of CPU $1.
@@ -206,6 +207,43 @@ for c in $after; do
 	shift
 done
 [ "$(fig wrong)" = 0 ] || why="$why; the site took the wrong direction"
+if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
+
+# A module's key whose site is in the module's cpuidle text (linked into
+# its noinstr text): never deferred, as the image's; the same module's key
+# in its ordinary text is.
+t=defer_module_idle_text_never_deferred
+mp=/sys/module/text_poke_mod_idle/parameters
+why=
+if ! insmod /lib/modules/text_poke_mod_idle.ko; then
+	why="text_poke_mod_idle.ko does not load"
+else
+	for k in text_key idle_key; do
+		before=$(cals)
+		for i in 1 2 3 4 5; do
+			echo 1 > $mp/$k && echo 0 > $mp/$k || why="$why; cannot flip $k"
+		done
+		after=$(cals)
+		echo "@@ info $t $k flips=10 cal_before=$before cal_after=$after"
+		set -- $before
+		for c in $after; do
+			if [ $k = text_key ]; then
+				# Deferred: at most a stray IPI or two of the 30 rounds'.
+				[ $((c - $1)) -lt 3 ] ||
+					why="$why; $k: an isolated CPU took $((c - $1)) IPIs for 10 flips"
+			else
+				[ $((c - $1)) -ge 30 ] ||
+					why="$why; $k: an isolated CPU took $((c - $1)) IPIs for 10 flips"
+			fi
+			shift
+		done
+		echo 1 > $mp/$k
+		[ "$(cat $mp/$k)" = 1 ] || why="$why; $k's site does not branch with the key enabled"
+		echo 0 > $mp/$k
+		[ "$(cat $mp/$k)" = 0 ] || why="$why; $k's site branches with the key disabled"
+	done
+	rmmod text_poke_mod_idle || why="$why; text_poke_mod_idle does not unload"
+fi
 if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 stop
 
