@@ -131,6 +131,12 @@ jlrs_user_programs() {
 	done
 }
 
+# jlrs_can_isolate: whether this run may give a process a mount namespace
+# of its own (make series' walk works in one, beside other builds).
+jlrs_can_isolate() {
+	unshare -m --propagation private -- true 2> /dev/null
+}
+
 # make(1) options every kernel build here needs.
 jlrs_make_opts() {
 	printf '%s\n' "LLVM=$JLRS_LLVM" RUSTC=/usr/bin/rustc \

@@ -10,8 +10,8 @@
 # turn, incrementally, in a build directory of its own (series/bisect, a
 # copy of make test-matrix's production build, or of make test's main
 # build, whose .config each prefix starts from: the walk goes from the
-# last patch to the first in the tested tree, each step rewriting the
-# files of one patch, and puts every file back as it was;
+# last patch to the first in a copy of the tested tree, each step
+# rewriting the files of one patch, and puts every file back as it was;
 # JLRS_SERIES_BISECT=0 skips it; a prefix whose tree was built before is
 # not built again), and build the applied
 # tree with the kunitconfig in a build directory of its own
@@ -57,6 +57,25 @@ if [ "${JLRS_SERIES_BISECT:-1}" != 0 ]; then
 		--bisect-seed "$seed")
 	while read -r o; do bisect+=(--make-opt "$o"); done < <(jlrs_make_opts)
 fi
-python3 "$JLRS_TOP/scripts/series.py" --pristine "$JLRS_PRISTINE" --src "$JLRS_SRC" \
+isolate=()
+if [ ${#bisect[@]} -gt 0 ]; then
+	# The walk rewrites the tested tree a patch at a time. It works in a
+	# copy of it (series/src, the same files with the same times),
+	# mounted over $JLRS_SRC in a mount namespace of its own: its seed's
+	# dependency files name $JLRS_SRC, and find the copy there, while
+	# every other build of $JLRS_SRC (.ci/run runs make test-matrix's
+	# beside the walk) sees no change. Without a mount namespace (not
+	# root), it walks $JLRS_SRC itself: nothing else may build meanwhile.
+	if jlrs_can_isolate; then
+		msg "the walk's copy of the tested tree: $dir/src"
+		rsync -a --delete "$JLRS_SRC/" "$dir/src/" ||
+			die "cannot copy $JLRS_SRC to $dir/src for the walk"
+		isolate=(unshare -m --propagation private -- bash -c \
+			'mount --bind "$1" "$2" && shift 2 && exec "$@"' isolate "$dir/src" "$JLRS_SRC")
+	else
+		msg "no mount namespace (unshare -m): the walk rewrites $JLRS_SRC itself"
+	fi
+fi
+${isolate[@]+"${isolate[@]}"} python3 "$JLRS_TOP/scripts/series.py" --pristine "$JLRS_PRISTINE" --src "$JLRS_SRC" \
 	--top "$JLRS_TOP" --work "$dir/tree" --out "$dir/patches" ${build[@]+"${build[@]}"} \
 	${bisect[@]+"${bisect[@]}"}
