@@ -10,9 +10,10 @@
 #
 # make test-matrix (scripts/test.sh matrix): the sanitizer and feature
 # matrix, each configuration in a build directory of its own: PREEMPT_RT
-# with lockdep, kmemleak and KCSAN, and KASAN with UBSAN, each booting
-# every KUnit suite and every user-space test, and the feature-off and
-# paravirtualized builds; each build runs while the builds before it boot.
+# with lockdep, kmemleak and KCSAN, and KASAN with UBSAN, lockdep and
+# paravirtualization, each booting every KUnit suite and every user-space
+# test, and the feature-off builds; each build runs while the builds
+# before it boot.
 #
 # Each ends with one line "N passed, N failed, N skipped" counting its
 # host, lint, KUnit, boot self-test and user-space cases together; exits
@@ -161,7 +162,16 @@ if [ "$what" != main ]; then
 	# entry_tlb_flush_drops_stale_translations checks that vmalloc mappings
 	# are not global then). An access out of bounds or to freed memory (a
 	# write to a module's freed init text among them) or undefined
-	# behaviour prints a BUG or a UBSAN report, which fails the run.
+	# behaviour prints a BUG or a UBSAN report, which fails the run. It is
+	# also the lockdep build without PREEMPT_RT (PROVE_LOCKING, which
+	# debugs spinlocks, and DEBUG_ATOMIC_SLEEP): its KUnit boot runs the
+	# qpw cache suite with qpw on, and it boots once more for that suite
+	# with qpw=0 (local_locks and queued work, which only a non-RT kernel
+	# has). And it is paravirtualized, able to boot as a Xen PV guest
+	# (CONFIG_XEN_PV, which selects PARAVIRT_XXL: pv_ops for CR writes,
+	# TLB flushes, interrupt flags), booted under QEMU, where pv_ops are
+	# native: kernel TLB flush deferral is built there too, and refused at
+	# boot on Xen PV only.
 	#
 	# Both carry the Rust crates' debug assertions and overflow checks (a
 	# failed one panics) in every crate but the INT3 handler's, which runs
@@ -182,17 +192,16 @@ if [ "$what" != main ]; then
 		--kconfig_add=CONFIG_DEBUG_KMEMLEAK=y --kconfig_add=CONFIG_DEBUG_KMEMLEAK_AUTO_SCAN=n
 		--kconfig_add=CONFIG_SAMPLE_KMEMLEAK=m --kconfig_add=CONFIG_KCSAN=y "${debug[@]}")
 	kasan_config=(--kconfig_add=CONFIG_KASAN=y --kconfig_add=CONFIG_KASAN_GENERIC=y
-		--kconfig_add=CONFIG_KASAN_INLINE=y --kconfig_add=CONFIG_UBSAN=y "${debug[@]}")
+		--kconfig_add=CONFIG_KASAN_INLINE=y --kconfig_add=CONFIG_UBSAN=y
+		--kconfig_add=CONFIG_PROVE_LOCKING=y --kconfig_add=CONFIG_DEBUG_ATOMIC_SLEEP=y
+		--kconfig_add=CONFIG_HYPERVISOR_GUEST=y --kconfig_add=CONFIG_PARAVIRT=y
+		--kconfig_add=CONFIG_XEN=y --kconfig_add=CONFIG_XEN_PV=y
+		--kconfig_add=CONFIG_PARAVIRT_XXL=y "${debug[@]}")
 	# The overlay in other configurations (scripts/kunitconfig/): one with
 	# Rust but CONFIG_TEXT_POKE_RS=n, where Rust static keys go through
-	# upstream's C update and batch, one without Rust, and a
-	# paravirtualized one that can boot as a Xen PV guest (PARAVIRT_XXL,
-	# where kernel TLB flushes are not deferred). Each boots: the Rust
-	# static-key suite in the first, upstream's list suite in the second as
-	# a sign of life, the deferral suite in the last, which is also the
-	# lockdep build without PREEMPT_RT: it boots twice more for the qpw
-	# cache suite, with qpw=1 and with qpw=0 (local_locks and queued work,
-	# which only a non-RT kernel has).
+	# upstream's C update and batch, and one without Rust. Each boots: the
+	# Rust static-key suite in the first, upstream's list suite in the
+	# second as a sign of life.
 	#
 	# And the production configuration: the Rust batch and deferral
 	# without what only measurement needs (CONFIG_TEXT_POKE_RS_MEASURE),
@@ -213,7 +222,6 @@ if [ "$what" != main ]; then
 		case $name in
 		rt) cfg=("${rt_config[@]}") kunitconfig= ;;
 		kasan) cfg=("${kasan_config[@]}") kunitconfig= ;;
-		paravirt) ;;
 		*) [ "$action" != build ] || seed_build "$name" "$kunitconfig" ;;
 		esac
 		[ "$action" = build ] || cfg=()
@@ -248,7 +256,7 @@ if [ "$what" != main ]; then
 	# first, then KASAN's and RT's, whose user-space boots take longest
 	# (up to 14 minutes under RT): the last of them runs beside the build
 	# of every prefix of the series.
-	builds=(production rs-off rust-off paravirt kasan rt)
+	builds=(production rs-off rust-off kasan rt)
 	if [ "$what" = matrix-builds ]; then
 		renice -n 10 -p $$ > /dev/null
 		failed=0
@@ -328,9 +336,7 @@ else
 	# (- for none), running the one suite SUITES names or, for a list,
 	# every suite the build has; each must run.
 	for cfg in production:production:"$prod_suites":- rs-off:rs-off:rust_static_key:- \
-		rust-off:rust-off:list-kunit-test:- paravirt:paravirt:text_poke_rs_defer:- \
-		paravirt:paravirt-ct:ct_work_rs:- paravirt:paravirt-qpw1:qpw_cache:qpw=1 \
-		paravirt:paravirt-qpw0:qpw_cache:qpw=0; do
+		rust-off:rust-off:list-kunit-test:-; do
 		IFS=: read -r name json suites arg <<< "$cfg"
 		args=()
 		[ "$suites" != "${suites%%,*}" ] || args=("$suites")
@@ -352,12 +358,16 @@ else
 		fi
 		matrix_boot "$name" "$json" ${args[@]+"${args[@]}"}
 	done
-	msg "KASAN and UBSAN: KUnit, then user space"
+	msg "KASAN, UBSAN, lockdep and PARAVIRT_XXL: KUnit, then user space"
 	jsons+=(--kunit "$v/kunit-kasan.json")
 	if built kasan; then
 		matrix_boot kasan kasan --kernel_args=text_poke=rust --kernel_args=ftrace=nop \
 			--kernel_args=pti=on
-		guest_boots " under KASAN and UBSAN" guest-test-kasan.log "$kasan_build" 1200
+		msg "KASAN, UBSAN and lockdep: KUnit qpw_cache qpw=0"
+		jsons+=(--kunit-of "$v/kunit-kasan-qpw0.json" qpw_cache)
+		matrix_boot kasan kasan-qpw0 --kernel_args=text_poke=rust --kernel_args=ftrace=nop \
+			--kernel_args=pti=on --kernel_args=qpw=0 qpw_cache
+		guest_boots " under KASAN, UBSAN, lockdep and PARAVIRT_XXL" guest-test-kasan.log "$kasan_build" 1200
 	fi
 	msg "PREEMPT_RT, lockdep, kmemleak and KCSAN: KUnit, then user space"
 	jsons+=(--kunit "$v/kunit-rt.json")

@@ -187,7 +187,13 @@ int ct_work_rs_flush_tlb_local(int way)
  */
 static int __init ct_work_rs_tlb_check(void)
 {
-	if (is_vmalloc_addr(per_cpu_ptr(&ct_work_rs_words, 0)))
+	/*
+	 * On Xen PV, the kernel's TLB flush is a hypercall: the entry's CR3,
+	 * CR4 or INVPCID flush would not be it.
+	 */
+	if (cpu_feature_enabled(X86_FEATURE_XENPV))
+		ct_work_rs_tlb_refused = "a Xen PV guest's TLB flushes are Xen's";
+	else if (is_vmalloc_addr(per_cpu_ptr(&ct_work_rs_words, 0)))
 		ct_work_rs_tlb_refused = "the per-CPU first chunk is vmapped (percpu_alloc=page?)";
 	/*
 	 * A CPU that reads supervisor mappings speculatively from user space
