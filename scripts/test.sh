@@ -251,12 +251,14 @@ if [ "$what" != main ]; then
 	# Every build in turn, in the background at a lower priority, while the
 	# boots of the builds made before run (QEMU's TCG uses one core): each
 	# build's exit status in $status/NAME, its log build-NAME.log, and
-	# $status/all once every build is done (.ci/run then starts make
-	# series beside the last boots). The builds whose boots are short come
-	# first, then KASAN's and RT's, whose user-space boots take longest
-	# (up to 14 minutes under RT): the last of them runs beside the build
-	# of every prefix of the series.
-	builds=(production rs-off rust-off kasan rt)
+	# $status/all once every build is done (.ci/run starts make series,
+	# whose walk starts from the production build, once that is done, or
+	# once every build is done where the walk cannot have a tree of its
+	# own). The builds whose boots are short come
+	# first, then RT's, whose user-space boots take longest (about 20
+	# minutes): the KASAN build runs beside them, and its boots (about 6
+	# minutes) last.
+	builds=(production rs-off rust-off rt kasan)
 	if [ "$what" = matrix-builds ]; then
 		renice -n 10 -p $$ > /dev/null
 		failed=0
@@ -358,6 +360,15 @@ else
 		fi
 		matrix_boot "$name" "$json" ${args[@]+"${args[@]}"}
 	done
+	msg "PREEMPT_RT, lockdep, kmemleak and KCSAN: KUnit, then user space"
+	jsons+=(--kunit "$v/kunit-rt.json")
+	if built rt; then
+		matrix_boot rt rt --kernel_args=text_poke=rust --kernel_args=ftrace=nop
+		# Its boots of the tests take about 20 minutes, with the KASAN
+		# build beside them at a lower priority.
+		guest_boots " under PREEMPT_RT, lockdep, kmemleak and KCSAN" guest-test-rt.log \
+			"$rt_build" 1200
+	fi
 	msg "KASAN, UBSAN, lockdep and PARAVIRT_XXL: KUnit, then user space"
 	jsons+=(--kunit "$v/kunit-kasan.json")
 	if built kasan; then
@@ -368,15 +379,6 @@ else
 		matrix_boot kasan kasan-qpw0 --kernel_args=text_poke=rust --kernel_args=ftrace=nop \
 			--kernel_args=pti=on --kernel_args=qpw=0 qpw_cache
 		guest_boots " under KASAN, UBSAN, lockdep and PARAVIRT_XXL" guest-test-kasan.log "$kasan_build" 1200
-	fi
-	msg "PREEMPT_RT, lockdep, kmemleak and KCSAN: KUnit, then user space"
-	jsons+=(--kunit "$v/kunit-rt.json")
-	if built rt; then
-		matrix_boot rt rt --kernel_args=text_poke=rust --kernel_args=ftrace=nop
-		# A boot of the tests takes up to 14 minutes here, with make
-		# series' builds beside it at a lower priority in CI.
-		guest_boots " under PREEMPT_RT, lockdep, kmemleak and KCSAN" guest-test-rt.log \
-			"$rt_build" 1200
 	fi
 	wait "$builder" || true
 	trap - EXIT
