@@ -137,6 +137,15 @@ jlrs_can_isolate() {
 	unshare -m --propagation private -- true 2> /dev/null
 }
 
+# jlrs_in_copy COPY TREE CMD...: runs CMD in a mount namespace of its own
+# where the directory COPY is mounted over TREE: CMD reads and writes COPY
+# under TREE's path, and nothing else sees its writes. Needs
+# jlrs_can_isolate.
+jlrs_in_copy() {
+	unshare -m --propagation private -- bash -c \
+		'mount --bind "$1" "$2" && shift 2 && exec "$@"' jlrs_in_copy "$@"
+}
+
 # make(1) options every kernel build here needs.
 jlrs_make_opts() {
 	printf '%s\n' "LLVM=$JLRS_LLVM" RUSTC=/usr/bin/rustc \

@@ -70,8 +70,7 @@ if [ ${#bisect[@]} -gt 0 ]; then
 		msg "the walk's copy of the tested tree: $dir/src"
 		rsync -a --delete "$JLRS_SRC/" "$dir/src/" ||
 			die "cannot copy $JLRS_SRC to $dir/src for the walk"
-		isolate=(unshare -m --propagation private -- bash -c \
-			'mount --bind "$1" "$2" && shift 2 && exec "$@"' isolate "$dir/src" "$JLRS_SRC")
+		isolate=(jlrs_in_copy "$dir/src" "$JLRS_SRC")
 	else
 		msg "no mount namespace (unshare -m): the walk rewrites $JLRS_SRC itself"
 	fi

@@ -214,3 +214,39 @@ fn readme_figures_are_demo_json_s() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(fs::read_to_string(&readme).unwrap(), text);
 }
+
+/// `make series` walks the prefixes in a copy of the tested tree, mounted over it for the walk
+/// alone (`jlrs_in_copy`, `scripts/lib.sh`): the walk reads and writes the copy under the tree's
+/// path, and the tree, which other builds read meanwhile, never changes. (The runs are root's,
+/// who may make a mount namespace.)
+#[test]
+fn walk_writes_only_its_copy_of_the_tree() {
+    let cache = Cache::new("walk");
+    let (tree, copy) = (cache.dir.join("src"), cache.dir.join("series-src"));
+    for dir in [&tree, &copy] {
+        fs::create_dir_all(dir).unwrap();
+    }
+    fs::write(tree.join("file"), "tested\n").unwrap();
+    fs::write(copy.join("file"), "tested\n").unwrap();
+    let script = format!(
+        ". {}/scripts/lib.sh && jlrs_can_isolate || {{ echo 'no mount namespace' >&2; exit 1; }}; \
+         jlrs_in_copy {copy} {tree} sh -c 'echo prefix > {tree}/file; cat {tree}/file'",
+        top().display(),
+        copy = copy.display(),
+        tree = tree.display(),
+    );
+    let out = Command::new("bash")
+        .args(["-c", &script])
+        .env("JLRS_CACHE", &cache.dir)
+        .env_remove("JLRS_LOCKED")
+        .output()
+        .expect("bash runs");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "prefix\n", "the walk did not see its write");
+    assert_eq!(fs::read_to_string(copy.join("file")).unwrap(), "prefix\n");
+    assert_eq!(
+        fs::read_to_string(tree.join("file")).unwrap(),
+        "tested\n",
+        "the walk's write reached the tested tree"
+    );
+}
