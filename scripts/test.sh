@@ -372,13 +372,13 @@ else
 	msg "KASAN, UBSAN, lockdep and PARAVIRT_XXL: KUnit, then user space"
 	jsons+=(--kunit "$v/kunit-kasan.json")
 	if built kasan; then
-		matrix_boot kasan kasan --kernel_args=text_poke=rust --kernel_args=ftrace=nop \
-			--kernel_args=pti=on
+		kasan_args=(--kernel_args=text_poke=rust --kernel_args=ftrace=nop --kernel_args=pti=on)
+		matrix_boot kasan kasan "${kasan_args[@]}"
 		msg "KASAN, UBSAN and lockdep: KUnit qpw_cache qpw=0"
 		jsons+=(--kunit-of "$v/kunit-kasan-qpw0.json" qpw_cache)
-		matrix_boot kasan kasan-qpw0 --kernel_args=text_poke=rust --kernel_args=ftrace=nop \
-			--kernel_args=pti=on --kernel_args=qpw=0 qpw_cache
-		guest_boots " under KASAN, UBSAN, lockdep and PARAVIRT_XXL" guest-test-kasan.log "$kasan_build" 1200
+		matrix_boot kasan kasan-qpw0 "${kasan_args[@]}" --kernel_args=qpw=0 qpw_cache
+		guest_boots " under KASAN, UBSAN, lockdep and PARAVIRT_XXL" guest-test-kasan.log \
+			"$kasan_build" 1200
 	fi
 	wait "$builder" || true
 	trap - EXIT
