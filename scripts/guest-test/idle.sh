@@ -51,18 +51,27 @@ echo rust > $m
 # otherwise: a process started on an idle CPU would wake it.
 taskset -p 1 $$ > /dev/null || error "cannot keep the test on CPU 0"
 
-# Off: every round interrupts every idle CPU; on: none.
-off=
-for mode in off on; do
-	t=idle_ipis_deferral_$mode
-	echo $mode > $d
+# busy: "b1 b2 b3", the ticks (USER_HZ) the idle CPUs spent out of idle
+# so far.
+busy() { awk '$1 ~ /^cpu[123]$/ { printf "%d ", $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
+# tasks: "PID COMM CPU TICKS" of every task: the CPU it ran on last, and
+# the user and system ticks it ran.
+tasks() { cat /proc/[0-9]*/stat 2> /dev/null | awk '{ print $1, $2, $39, $14 + $15 }'; }
+
+# measure: a storm with deferral $mode; $why says what is wrong with
+# its figures. Off: every round interrupts every idle CPU ($off, their
+# IPIs); on: none.
+measure() {
 	why=
 	before=$(cals)
+	b0=$(busy)
 	di0=$(stat deferred_idle)
+	tasks > /tmp/idle-tasks
 	storm || why="$why; a flip failed or the site took the wrong direction on CPU 0"
 	after=$(cals)
+	b1=$(busy)
 	di1=$(stat deferred_idle)
-	echo "@@ info $t flips=$flips cal_before=$before cal_after=$after deferred_idle=$((di1 - di0))"
+	echo "@@ info $t try=$try flips=$flips cal_before=$before cal_after=$after deferred_idle=$((di1 - di0)) busy_before=$b0 busy_after=$b1"
 	set -- $before
 	i=0
 	for c in $after; do
@@ -74,7 +83,7 @@ for mode in off on; do
 		else
 			# shellcheck disable=SC2086
 			was=$(echo $off | cut -d' ' -f$i)
-			[ $((4 * got)) -le "$was" ] || why="$why; an idle CPU took $got IPIs for $flips flips, $was with deferral off"
+			[ $((4 * got)) -le "$was" ] || why="$why; idle CPU $i took $got IPIs for $flips flips, $was with deferral off"
 		fi
 		shift
 	done
@@ -84,6 +93,28 @@ for mode in off on; do
 		want=$((3 * flips * 3 * 19 / 20))
 		[ $((di1 - di0)) -ge $want ] || why="$why; only $((di1 - di0)) rounds deferred to the 3 idle CPUs, not $want"
 	fi
+	[ -n "$why" ] || return 0
+	# What ran on the idle CPUs meanwhile.
+	tasks | awk 'NR == FNR { t[$1] = $4; next }
+		$3 >= 1 && $3 <= 3 && $4 > t[$1] { printf " %s%s@%d+%d", $1, $2, $3, $4 - t[$1]; n++ }
+		END { print n ? "" : " no task for a tick" }' /tmp/idle-tasks - | sed "s/^/@@ info $t try=$try ran on CPUs 1-3:/"
+}
+
+# With deferral on, a storm whose figures miss is made again, up to
+# three times in all: a task or an interrupt may keep an idle CPU busy for
+# part of a storm (once, one for 109 of 200 flips), and a CPU out of idle
+# takes the round's IPIs, as it must; a deferral that does not work misses
+# every time.
+off=
+for mode in off on; do
+	t=idle_ipis_deferral_$mode
+	echo $mode > $d
+	try=1
+	measure
+	while [ -n "$why" ] && [ $mode = on ] && [ $try -lt 3 ]; do
+		try=$((try + 1))
+		measure
+	done
 	if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 done
 
