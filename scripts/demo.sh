@@ -40,6 +40,8 @@
 #           shift the other figures, booted on one vCPU: with several,
 #           single-threaded TCG runs them in turn, and the instructions of
 #           the others fall inside any section that spans a turn
+#   hooks   idle deferral's hooks in real cycles on the host CPU, beside
+#           context tracking's own: no boot (tests/host's hook_cycles)
 #
 # With some scenarios named, results/demo.json keeps the sections of the
 # others from its last run (each section records the revision that measured
@@ -51,7 +53,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 step demo
 
-ALL=(sample flip lookup txn ftrace scale isolation noise qpw branch pipe irqsoff)
+ALL=(sample flip lookup txn ftrace scale isolation noise qpw branch pipe irqsoff hooks)
 scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=("${ALL[@]}")
 for s in "${scenarios[@]}"; do
@@ -91,6 +93,25 @@ kernel=$demo_build/arch/x86/boot/bzImage
 rm -f "$demo_build/.jlrs-built"
 build_kernel "$demo_build" "$no_debug"
 date > "$demo_build/.jlrs-built"
+
+# Whether anything failed, and the logs results.py reads.
+problems=0
+logs=()
+# hooks: idle deferral's hooks in real cycles, on the host CPU, before
+# anything else runs beside them (tests/host/src/bin/hook_cycles.rs).
+if [[ " ${scenarios[*]} " == *" hooks "* ]]; then
+	hooks_log=$JLRS_CACHE/$JLRS_BASE_VERSION/demo/host-hooks.log
+	mkdir -p "$(dirname "$hooks_log")"
+	msg "measuring the idle hooks on the host CPU (log: $hooks_log)"
+	if CARGO_TARGET_DIR=$JLRS_CACHE/host-target/release CARGO_HTTP_TIMEOUT=30 \
+		cargo run --quiet --release --locked --manifest-path "$JLRS_TOP/tests/host/Cargo.toml" \
+		--bin hook_cycles > "$hooks_log"; then
+		logs+=(--log "$hooks_log")
+	else
+		msg "error: the host benchmark of the idle hooks failed (log: $hooks_log)"
+		problems=1
+	fi
+fi
 
 # The kernels of the irqsoff scenario and of the qpw scenario's
 # paravirtualised spinlocks, each in a build directory of its own, built
@@ -181,8 +202,6 @@ boot_tag=
 boot_clock="-icount shift=0,sleep=off"
 limit=${JLRS_DEMO_TIMEOUT:-1200}
 [[ "$limit" =~ ^[1-9][0-9]*$ ]] || die "JLRS_DEMO_TIMEOUT=$limit: expected a number of seconds"
-problems=0
-logs=()
 boot() {
 	local cpus=$1 list log rc
 	shift
@@ -227,7 +246,7 @@ isolated=()
 for s in "${scenarios[@]}"; do
 	case $s in
 	isolation|noise) isolated+=("$s") ;;
-	qpw|irqsoff) ;;
+	qpw|irqsoff|hooks) ;;
 	*) main+=("$s") ;;
 	esac
 done

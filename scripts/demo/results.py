@@ -220,6 +220,51 @@ def entry_rows(results):
     return rows + hook
 
 
+# The host benchmark's variants (tests/host/src/bin/hook_cycles.rs), in order.
+HOOK_VARIANTS = (
+    ("loop", "the loop alone"),
+    ("ct", "context tracking's own two ct_state_inc() (lock xadd)"),
+    ("idle_off", "idle entry and exit, deferral off"),
+    ("idle_on", "idle entry and exit, deferral on"),
+    ("irq_off", "an interrupt in idle, deferral off"),
+    ("irq_on", "an interrupt in idle, deferral on"),
+)
+
+
+def hooks_section(results):
+    """The idle hooks in real cycles on the host CPU (make demo's hooks scenario): per variant
+    the cheapest and the median sample, and what deferral adds to an idle round trip and to an
+    interrupt in idle, beside context tracking's own cost and the exit latency of the host's
+    shallowest halting idle state."""
+    info = next((r for r in results if r.get("scenario") == "hooks"
+                 and r.get("kind") == "host_info"), None)
+    by = {r["variant"]: r for r in results
+          if r.get("scenario") == "hooks" and r.get("kind") == "host"}
+    if info is None or not by:
+        return None
+    rows = [{"variant": v, "what": what,
+             "ticks_min": float(by[v]["ticks_min"]), "ticks_median": float(by[v]["ticks_median"]),
+             "ns_min": float(by[v]["ns_min"]), "ns_median": float(by[v]["ns_median"])}
+            for v, what in HOOK_VARIANTS if v in by]
+    t = {r["variant"]: r for r in rows}
+    added = {}
+    for kind in ("idle", "irq"):
+        on, off = t.get(f"{kind}_on"), t.get(f"{kind}_off")
+        if on and off:
+            added[kind] = {"ticks": round(on["ticks_min"] - off["ticks_min"], 2),
+                           "ns": round(on["ns_min"] - off["ns_min"], 3)}
+    ct = None
+    if "ct" in t and "loop" in t:
+        ct = {"ticks": round(t["ct"]["ticks_min"] - t["loop"]["ticks_min"], 2),
+              "ns": round(t["ct"]["ns_min"] - t["loop"]["ns_min"], 3)}
+    return {"cpu": info.get("cpu", "").replace("_", " "),
+            "tsc_mhz": int(info.get("tsc_mhz", 0)),
+            "samples": int(info.get("samples", 0)), "iterations": int(info.get("iterations", 0)),
+            "idle_state": info.get("idle_state", "none").replace("_", " "),
+            "idle_exit_us": int(info.get("idle_exit_us", 0)),
+            "rows": rows, "deferral_adds": added, "ct_state_inc_pair": ct}
+
+
 # The branch command's figures and the rows they make, in order.
 BRANCH_VARIANTS = (
     ("branch_plain_ns", "no check"),
@@ -417,6 +462,13 @@ def impossible(doc):
     for r in doc.get("flip", []) + doc.get("upstream_key", []):
         if r.get("cost_min") is not None and r["cost_min"] < 0:
             bad.append(f"flip: {r['mode']} at {r['sites']} sites: cost_min {r['cost_min']} < 0")
+    hooks = doc.get("hooks") or {}
+    for kind, a in (hooks.get("deferral_adds") or {}).items():
+        if a["ticks"] < 0:
+            bad.append(f"hooks: deferral on adds {a['ticks']} ticks to {kind} < 0")
+    ct = hooks.get("ct_state_inc_pair")
+    if ct and ct["ticks"] < 0:
+        bad.append(f"hooks: ct_state_inc() pair {ct['ticks']} ticks < 0")
     return bad
 
 
@@ -991,6 +1043,39 @@ def report(doc):
                   table(["variant", "calls (runs for getpid)", "instructions per call",
                          "over getpid(), deferral off"], rows),
                   ""]
+    if doc.get("hooks"):
+        h = doc["hooks"]
+        rows = [[r["variant"], r["what"], fmt(r["ticks_min"], 2), fmt(r["ticks_median"], 2),
+                 fmt(r["ns_min"], 2)] for r in h["rows"]]
+        added = h.get("deferral_adds") or {}
+        lines += ["## hooks: idle deferral's hooks in real cycles on the host CPU", "",
+                  f"`-icount` counts a locked instruction as one, as it counts a `mov`; here "
+                  f"the hooks run on the host ({h['cpu']}, TSC {h['tsc_mhz']} MHz), built from "
+                  f"the protocol's own functions (`kernel/context_tracking_work/ct_work.rs`, "
+                  f"whose C twins in `include/linux/ct_work_rs.h` make the same loads, stores "
+                  f"and locked instructions) by `tests/host/src/bin/hook_cycles.rs`: each "
+                  f"variant is a loop of one idle round trip (idle entry, then idle exit) or "
+                  f"of one interrupt in idle, with context tracking's own two "
+                  f"`ct_state_inc()` in every loop but the first. TSC ticks per round trip, "
+                  f"the cheapest and the median of {h['samples']} samples of "
+                  f"{fmt(h['iterations'])} round trips each.", "",
+                  table(["variant", "what", "ticks, cheapest", "ticks, median", "ns, cheapest"],
+                        rows), ""]
+        if added:
+            text = "; ".join(f"{k}: +{fmt(a['ticks'], 2)} ticks ({fmt(a['ns'], 2)} ns)"
+                             for k, a in added.items())
+            ct = h.get("ct_state_inc_pair") or {}
+            exit_ = ""
+            if h.get("idle_exit_us") and "idle" in added:
+                exit_ = (f" This machine's cpuidle driver gives its shallowest halting state "
+                         f"(`{h['idle_state']}`) an exit latency of {h['idle_exit_us']} µs, of "
+                         f"which idle deferral's hooks are "
+                         f"{added['idle']['ns'] / (h['idle_exit_us'] * 10):.2f}%.")
+            lines += [f"What deferral on adds over off, cheapest samples: {text}; context "
+                      f"tracking's own pair of `ct_state_inc()` costs {fmt(ct.get('ticks'), 2)} "
+                      f"ticks.{exit_} Idle deferral is on by default: its hooks run while "
+                      f"either switch is on (`text_poke_defer=`, `tlb_defer=`), and it stays on "
+                      f"by default while what it adds is under 1% of an idle exit.", ""]
     if "scale" in doc:
         rows = [[r["cpus"], r["mode"], r["flips"], fmt(r["ipi_rounds_per_flip"], 1),
                  fmt(r["ipis_per_flip"], 1), fmt(r["cal_per_flip"], 1)]
@@ -1082,7 +1167,7 @@ def plots(doc, out):
 
 # The sections of demo.json, in order.
 SECTIONS = ("flip", "upstream_key", "lookup", "txn", "ftrace", "irqsoff", "scale", "isolation",
-            "entry", "noise", "qpw", "branch", "pipe")
+            "entry", "hooks", "noise", "qpw", "branch", "pipe")
 
 
 README_BEGIN = "<!-- results: generated by scripts/demo/results.py from results/demo.json -->"
@@ -1107,8 +1192,8 @@ def _ratios(doc, section, key, value, sizes):
 
 
 def headline(doc):
-    """The README's results table: at most ten rows, each figure taken from doc, each
-    row naming the revision that measured it. Missing sections are left out."""
+    """The README's results table: a row per headline figure, each figure taken from doc,
+    each row naming the revision that measured it. Missing sections are left out."""
     revs = doc.get("revisions") or {}
     out = []
 
@@ -1174,6 +1259,18 @@ def headline(doc):
         row("entry", "kernel entry on an isolated CPU (`getpid()`, guest instructions)",
             f"{fmt(on['instr_per_call'])} with deferral against {fmt(off['instr_per_call'])} "
             f"without ({on['instr_per_call'] / off['instr_per_call'] - 1:+.1%})")
+    hooks = doc.get("hooks") or {}
+    added, ct = hooks.get("deferral_adds") or {}, hooks.get("ct_state_inc_pair")
+    if "idle" in added and "irq" in added and ct:
+        share = ""
+        if hooks.get("idle_exit_us"):
+            share = (f", {added['idle']['ns'] / (hooks['idle_exit_us'] * 10):.1f}% of the "
+                     f"{hooks['idle_exit_us']} µs exit of the host's `{hooks['idle_state']}` state")
+        row("hooks", "idle deferral on every idle entry and exit (host CPU, TSC ticks, cheapest "
+            "of the samples)",
+            f"+{fmt(added['idle']['ticks'])} ticks ({fmt(added['idle']['ns'], 1)} ns) per idle "
+            f"round trip, +{fmt(added['irq']['ticks'])} per interrupt in idle, beside context "
+            f"tracking's own {fmt(ct['ticks'])}{share}: on by default")
     q0, q1 = _one(doc, "qpw", kernel="demo", qpw="off"), _one(doc, "qpw", kernel="demo", qpw="on")
     if q0 and q1 and q0.get("drains") is not None:
         row("qpw", f"remote LRU drains, per drain, on an isolated CPU ({q0['drains']} drains)",
@@ -1305,6 +1402,10 @@ def main():
                             "rows": rows, "user_share_per_cpu": user,
                             "tlb": tlb_rows(results)}
         doc["entry"] = entry_rows(results)
+    if "hooks" in args.scenario:
+        doc["hooks"] = hooks_section(results)
+        if doc["hooks"] is None:
+            del doc["hooks"]
     expected = {s for s in args.scenario if s != "scale"}
     if "scale" in args.scenario:
         expected |= {f"scale cpus={c}" for c in SCALE_CPUS}

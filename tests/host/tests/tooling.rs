@@ -115,9 +115,15 @@ fn base_pin_is_exact() {
             .to_owned()
     };
     let version = value("BASE_DEB_VERSION=");
-    assert!(version.starts_with("7.2.") && version.contains('-'), "{version}");
+    assert!(
+        version.starts_with("7.2.") && version.contains('-'),
+        "{version}"
+    );
     let sha = value("BASE_DEB_SHA256=");
-    assert!(sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit()), "{sha}");
+    assert!(
+        sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{sha}"
+    );
 }
 
 /// A second run on a cache another run holds waits for it, saying so, and goes on once the
@@ -140,7 +146,10 @@ fn second_run_waits_for_the_cache() {
         .unwrap()
         .success()
     {
-        assert!(start.elapsed() < Duration::from_secs(10), "flock never took the lock");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "flock never took the lock"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let start = Instant::now();
@@ -157,7 +166,10 @@ fn second_run_waits_for_the_cache() {
         err.contains("waiting for another run using"),
         "no word of the wait:\n{err}"
     );
-    assert!(start.elapsed() >= Duration::from_secs(1), "did not wait:\n{err}");
+    assert!(
+        start.elapsed() >= Duration::from_secs(1),
+        "did not wait:\n{err}"
+    );
     assert!(err.contains("not the pinned"), "did not go on:\n{err}");
 }
 
@@ -191,7 +203,9 @@ fn readme_figures_are_demo_json_s() {
     let report = cache.dir.join("REPORT.md");
     fs::copy(top.join("results/REPORT.md"), &report).unwrap();
     let text = fs::read_to_string(top.join("README.md")).unwrap();
-    let begin = text.find("<!-- results: generated").expect("a generated table");
+    let begin = text
+        .find("<!-- results: generated")
+        .expect("a generated table");
     let row = begin + text[begin..].find("\n| ").unwrap() + 1;
     let row = row + text[row..].find('\n').unwrap() + 1;
     let row = row + text[row..].find('\n').unwrap() + 1;
@@ -205,14 +219,58 @@ fn readme_figures_are_demo_json_s() {
     fs::write(&readme, &bad).unwrap();
     let out = results_py("check", &json, &readme, &report);
     assert!(!out.status.success(), "a changed figure passed the check");
-    assert!(
-        stderr(&out).contains("quotes figures"),
-        "{}",
-        stderr(&out)
-    );
+    assert!(stderr(&out).contains("quotes figures"), "{}", stderr(&out));
     let out = results_py("write", &json, &readme, &report);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(fs::read_to_string(&readme).unwrap(), text);
+}
+
+/// `make demo`'s hooks scenario: the host benchmark of the idle hooks reports every variant in
+/// lines `results.py` reads, and the section it makes says what deferral adds to an idle round
+/// trip and to an interrupt in idle: a locked compare-and-exchange and an exchange, which cost
+/// cycles on every x86 CPU, over context tracking's own pair of locked adds.
+#[test]
+fn hook_cycles_feed_the_hooks_section() {
+    let cache = Cache::new("hooks");
+    let out = Command::new(env!("CARGO_BIN_EXE_hook_cycles"))
+        .args(["31", "2000"])
+        .output()
+        .expect("hook_cycles runs");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let log = cache.dir.join("host-hooks.log");
+    fs::write(&log, &out.stdout).unwrap();
+    let res = Command::new("python3")
+        .arg(top().join("scripts/demo/results.py"))
+        .args(["--log".as_ref(), log.as_os_str()])
+        .args(["--out".as_ref(), cache.dir.join("results").as_os_str()])
+        .args([
+            "--kernel",
+            "7.2.0",
+            "--cpus",
+            "4",
+            "--revision",
+            "test",
+            "--icount",
+        ])
+        .args(["--scenario", "hooks"])
+        .output()
+        .expect("results.py runs");
+    assert!(res.status.success(), "{}", stderr(&res));
+    let doc = fs::read_to_string(cache.dir.join("results/demo.json")).unwrap();
+    for v in ["loop", "ct", "idle_off", "idle_on", "irq_off", "irq_on"] {
+        assert!(
+            doc.contains(&format!("\"variant\": \"{v}\"")),
+            "no {v} row:\n{doc}"
+        );
+    }
+    let report = fs::read_to_string(cache.dir.join("results/REPORT.md")).unwrap();
+    let adds = report
+        .lines()
+        .find(|l| l.starts_with("What deferral on adds over off"))
+        .unwrap_or_else(|| panic!("no line of what deferral adds:\n{report}"));
+    for kind in ["idle: +", "irq: +", "ct_state_inc()` costs "] {
+        assert!(adds.contains(kind), "{kind} missing: {adds}");
+    }
 }
 
 /// `make series` walks the prefixes in a copy of the tested tree, mounted over it for the walk
@@ -242,7 +300,11 @@ fn walk_writes_only_its_copy_of_the_tree() {
         .output()
         .expect("bash runs");
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "prefix\n", "the walk did not see its write");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "prefix\n",
+        "the walk did not see its write"
+    );
     assert_eq!(fs::read_to_string(copy.join("file")).unwrap(), "prefix\n");
     assert_eq!(
         fs::read_to_string(tree.join("file")).unwrap(),
