@@ -217,7 +217,7 @@ boot() {
 		$boot_clock -nographic -no-reboot -bios qboot.rom \
 		-kernel "${boot_kernel:-$kernel}" -initrd "$work/initramfs.cpio" \
 		-append "console=ttyS0 kunit.enable=0 panic=-1 oops=panic loglevel=4 log_buf_len=8M demo=$list $boot_args" \
-		2>&1 | tr -d '\r' | tee "$log" |
+		2>&1 | jlrs_console | tee "$log" |
 		sed -un -e 's/^@@ progress /[demo] /p' -e 's/^@@ error /[demo] error: /p'
 	rc=${PIPESTATUS[0]}
 	set -e

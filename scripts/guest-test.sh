@@ -125,7 +125,7 @@ guest() {
 		-nographic -no-reboot -bios qboot.rom \
 		-kernel "$kernel" -initrd "$work/initramfs.cpio" \
 		-append "console=ttyS0 kunit.enable=0 ftrace=nop panic=-1 oops=panic loglevel=4 log_buf_len=8M tsc=reliable ${JLRS_GUEST_ARGS:-} $3" \
-		2>&1 | tr -d '\r' > "$2"
+		2>&1 | jlrs_console > "$2"
 	rc=${PIPESTATUS[0]}
 	set -e
 	return "$rc"

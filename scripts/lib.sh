@@ -146,6 +146,14 @@ jlrs_in_copy() {
 		'mount --bind "$1" "$2" && shift 2 && exec "$@"' jlrs_in_copy "$@"
 }
 
+# jlrs_console: a guest's serial console, read from standard input,
+# without its carriage returns, line by line: a log shows each line as the
+# guest prints it, and keeps all of them if the guest or the run is
+# killed (tr would hold the last 4 KB, minutes of a quiet guest's output).
+jlrs_console() {
+	sed -u 's/\r//g'
+}
+
 # make(1) options every kernel build here needs.
 jlrs_make_opts() {
 	printf '%s\n' "LLVM=$JLRS_LLVM" RUSTC=/usr/bin/rustc \

@@ -273,6 +273,40 @@ fn hook_cycles_feed_the_hooks_section() {
     }
 }
 
+/// A guest's console reaches its log line by line (`jlrs_console`, `scripts/lib.sh`), as the
+/// guest prints it: a run that is stopped, or a guest that goes quiet for minutes, leaves a log
+/// that ends where the guest is, not 4 KB of output earlier.
+#[test]
+fn console_lines_reach_the_log_at_once() {
+    let cache = Cache::new("console");
+    let log = cache.dir.join("console.log");
+    let script = format!(
+        ". {}/scripts/lib.sh && {{ printf '@@ progress one\\r\\n'; sleep 4; echo end; }} | \
+         jlrs_console > {}",
+        top().display(),
+        log.display(),
+    );
+    let mut guest = Command::new("bash")
+        .args(["-c", &script])
+        .env("JLRS_CACHE", &cache.dir)
+        .env_remove("JLRS_LOCKED")
+        .spawn()
+        .expect("bash runs");
+    let start = Instant::now();
+    let mut seen = String::new();
+    while start.elapsed() < Duration::from_secs(3) && seen.is_empty() {
+        std::thread::sleep(Duration::from_millis(100));
+        seen = fs::read_to_string(&log).unwrap_or_default();
+    }
+    let status = guest.wait().unwrap();
+    assert!(status.success(), "the pipeline failed");
+    assert_eq!(
+        seen, "@@ progress one\n",
+        "the line was not in the log while the guest ran"
+    );
+    assert_eq!(fs::read_to_string(&log).unwrap(), "@@ progress one\nend\n");
+}
+
 /// `make series` walks the prefixes in a copy of the tested tree, mounted over it for the walk
 /// alone (`jlrs_in_copy`, `scripts/lib.sh`): the walk reads and writes the copy under the tree's
 /// path, and the tree, which other builds read meanwhile, never changes. (The runs are root's,
