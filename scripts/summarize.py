@@ -22,8 +22,9 @@ A --kunit-of file is a boot that ran one suite, SUITE, which it must have run
 (or several, named in SUITE with commas).
 Every --guest file is a boot's kernel log: each ftrace startup self-test
 ("Testing ...: PASSED") counts as a case; an oops, BUG (KASAN's and KCSAN's
-reports among them), panic, UBSAN report, or a warning other than the one
-the static key suite triggers on purpose fails the run; but a KCSAN report
+reports among them), panic, UBSAN report, or a warning that no line "@@
+expect-warnings TEST REGEX" of its boot declares (a user-space test's
+expect_warnings, or a KUnit case's pr_warn()) fails the run; but a KCSAN report
 of a data race between two functions outside this project (PROJECT_CODE,
 below), or against the writer of a CPU mask read without a lock by design
 (LOCKLESS_MASK_WRITERS), is upstream 7.2's own: noted, not failed.

@@ -240,6 +240,13 @@ u32 *ct_work_rs_word(int cpu);
  * all with interrupts off; returns this CPU's word in between.
  */
 u32 ct_work_rs_test_idle_enter_watched(void);
+/*
+ * For KUnit: a WARN on this CPU while its word says idle with a sync a
+ * sender added (the "leaked IRQ state" WARN_ONCE() of cpuidle_enter_state()
+ * fires there), interrupts off; returns how many times the CPU ran work
+ * during the WARN, and its word right after it in @word.
+ */
+unsigned long ct_work_rs_test_warn_in_idle(u32 *word);
 #endif
 /*
  * The text a CPU may run before it takes its work at entry or idle exit,

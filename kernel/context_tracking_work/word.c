@@ -533,6 +533,29 @@ u32 ct_work_rs_test_idle_enter_watched(void)
 	raw_local_irq_restore(flags);
 	return word;
 }
+
+unsigned long ct_work_rs_test_warn_in_idle(u32 *word)
+{
+	unsigned long flags, runs = 0;
+	int cpu;
+
+	local_irq_save(flags);
+	cpu = raw_smp_processor_id();
+	/* For scripts/summarize.py, which fails a run on any other warning. */
+	pr_warn("@@ expect-warnings ct_work_rs %s\n", __func__);
+	/* As ct_work_rs_idle_enter() leaves it, then as a sender adds to it. */
+	raw_cpu_write(ct_work_rs_words, CT_WORK_RS_IDLE);
+	if (ct_work_rs_defer(cpu, CT_WORK_RS_SYNC_CORE)) {
+		runs = ct_work_rs_runs(cpu);
+		WARN(1, "ct_work_rs: a WARN in idle with a sync pending (KUnit)\n");
+		runs = ct_work_rs_runs(cpu) - runs;
+	}
+	*word = raw_cpu_read(ct_work_rs_words);
+	/* Leave idle as ct_idle_exit() does: whatever is left runs. */
+	ct_work_rs_idle_exit();
+	local_irq_restore(flags);
+	return runs;
+}
 #endif
 
 const unsigned long ct_work_rs_danger_text[CT_WORK_RS_DANGER_RANGES][2] = {

@@ -401,6 +401,20 @@ mod tests {
         assert!(shown);
     }
 
+    /// A WARN that fires while this CPU is idle with a sync pending, as cpuidle_enter_state()'s
+    /// "leaked IRQ state" one does, runs the sync before the WARN is reported: the trap takes
+    /// the word as an interrupt in idle does, and gives it back saying idle.
+    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[test]
+    fn a_warn_in_idle_runs_the_work_first() {
+        let mut word = u32::MAX;
+        // SAFETY: `word` is valid for writes; the helper changes this CPU's word only with
+        // interrupts off, and leaves it saying kernel.
+        let ran = unsafe { bindings::ct_work_rs_test_warn_in_idle(&mut word) };
+        assert_eq!(ran, 1);
+        assert_eq!(word, Value::IDLE.raw());
+    }
+
     /// Work an idle CPU took is not lost when it goes offline: the CPU leaves idle, and runs it,
     /// first.
     #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
