@@ -169,12 +169,13 @@ static __always_inline void ct_work_rs_user_enter(void)
 
 /*
  * Idle entry, inlined into ct_kernel_exit() once RCU stopped watching
- * (ct_idle_enter()'s), last: ct_work::idle(). From
- * here to ct_work_rs_idle_exit(), or to an interrupt's
- * ct_work_rs_nmi_enter(), this CPU runs only .cpuidle.text and noinstr
- * text. The word says "kernel" and no sender writes it, as on the way to
- * user space; with the switches off it stays as it is, and senders send
- * the IPI, which wakes the CPU.
+ * (ct_idle_enter()'s), last: ct_work::idle(). From here to
+ * ct_work_rs_idle_exit(), or to an interrupt's ct_work_rs_nmi_enter(),
+ * this CPU runs only .cpuidle.text and noinstr text (a cpuidle driver's
+ * enter() by upstream's rule, which objtool does not check), and a WARN's
+ * report only once the word was taken (word.c). The word says "kernel"
+ * and no sender writes it, as on the way to user space; with the switches
+ * off it stays as it is, and senders send the IPI, which wakes the CPU.
  */
 static __always_inline void ct_work_rs_idle_enter(void)
 {

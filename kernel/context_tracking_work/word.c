@@ -24,7 +24,23 @@
  * and ct_cpuidle_exit() and the idle instruction. objtool keeps all of it
  * in .noinstr.text, .entry.text or .cpuidle.text: noinstr and cpuidle code
  * may only call noinstr or cpuidle code, and static call trampolines,
- * which live in .static_call.text. So the sender follows one rule, a
+ * which live in .static_call.text. With three exceptions, each handled:
+ * - cpuidle_enter_state() calls the state's enter() through a pointer,
+ *   inside instrumentation_begin(), where objtool does not follow it:
+ *   upstream's rule (its comment there) makes every enter() of a state
+ *   without CPUIDLE_FLAG_RCU_IDLE noinstr or __cpuidle, and every in-tree
+ *   driver keeps it, but nothing checks it at build time;
+ * - a WARN there (cpuidle_enter_state()'s "leaked IRQ state" WARN_ONCE()
+ *   when enter() returned with interrupts on) or in the entry code
+ *   before the take traps, and handle_bug() reports it (report_bug(),
+ *   printk()) before exception entry: hook patch 0005a takes the word
+ *   around handle_bug(), as an interrupt in idle does, so the work runs
+ *   before the report (KUnit ct_work_rs.a_warn_in_idle_runs_the_work_first);
+ * - every other interrupt or exception runs the entry code up to
+ *   ct_nmi_enter() (or, from user space, __ct_user_exit()) first, and
+ *   an INT3 the text-poke batch's noinstr lookup: all of it in the
+ *   sections above.
+ * So the sender follows one rule, a
  * superset of the danger zone: a batch that writes any byte in those
  * sections is never deferred (ct_work_rs_danger_text[], which the
  * text-poke batch checks), and every CPU takes its IPIs; nor one that
