@@ -1051,10 +1051,12 @@ mod defer_tests {
     #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
     struct Woken {
         runs: u64,
+        word: u32,
         branched: bool,
     }
 
-    /// An IPI's handler: records the work its CPU has run, then runs the idle test's site.
+    /// An IPI's handler: records the work its CPU has run and its word, then runs the idle
+    /// test's site.
     ///
     /// # Safety
     ///
@@ -1066,6 +1068,7 @@ mod defer_tests {
         let woken = unsafe { &mut *info.cast::<Woken>() };
         // SAFETY: Reads a per-CPU counter; any possible `cpu` is accepted.
         woken.runs = unsafe { bindings::ct_work_rs_runs(cpu) as u64 };
+        woken.word = word(cpu);
         woken.branched = super::site_idle::<0, 0>() != 0;
     }
 
@@ -1106,19 +1109,26 @@ mod defer_tests {
         ret == 0 && kernel::cpu::CpuId::current() == id
     }
 
-    /// A key flipped while another CPU is idle: the CPU takes the flip's syncs as a work bit
-    /// instead of three IPIs, and when an interrupt wakes it, it has run them before the
-    /// interrupt's handler runs the site, which takes the new direction.
+    /// A key flipped while another CPU is idle, ten times: how many times the CPU took the
+    /// flip's syncs as a work bit, checking each time that when a function call woke it, it had
+    /// run them before the call's handler ran the site, which took the new direction. With
+    /// `poll`, idle CPUs poll (`cpu_idle_poll()`, as with `idle=poll`) and the call wakes them
+    /// with no interrupt: the CPU leaves idle when it sees it must reschedule.
     #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
-    #[test]
-    fn an_idle_cpu_runs_a_flip_s_syncs_when_it_wakes() {
+    fn flips_while_idle(poll: bool) -> u32 {
+        extern "C" {
+            fn cpu_idle_poll_ctrl(enable: bool);
+        }
         const IDLE: u32 = bindings::CT_WORK_RS_IDLE;
         const SYNC: u32 =
             bindings::ct_work_rs_work_CT_WORK_RS_SYNC_CORE << bindings::CT_WORK_RS_WORK_SHIFT;
-        let rust = super::mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_RUST;
         assert!(pin(Some(0)));
         // SAFETY: Walks the online CPUs; any `cpu` is accepted.
         let target = unsafe { bindings::ct_work_rs_next_online(0) };
+        if poll {
+            // SAFETY: Counted: undone below.
+            unsafe { cpu_idle_poll_ctrl(true) };
+        }
         let mut deferred = 0;
         for _ in 0..10 {
             // Let the target go idle.
@@ -1136,6 +1146,7 @@ mod defer_tests {
             let pending = word(target) & (IDLE | SYNC) == IDLE | SYNC;
             let mut woken = Woken {
                 runs: 0,
+                word: u32::MAX,
                 branched: false,
             };
             // SAFETY: `probe_site` accesses `woken` only until the call returns, which waits.
@@ -1150,15 +1161,102 @@ mod defer_tests {
             assert_eq!(super::KEY_IDLE.disable(), Ok(()));
             assert_eq!(ret, 0);
             assert!(woken.branched);
+            // The handler runs in the kernel: the CPU's word says so, taken when it left idle
+            // or took the interrupt.
+            assert_eq!(woken.word & IDLE, 0);
             if pending {
                 assert!(woken.runs > before);
                 deferred += 1;
             }
         }
+        if poll {
+            // SAFETY: Undoes the call above.
+            unsafe { cpu_idle_poll_ctrl(false) };
+        }
         assert!(pin(None));
+        kernel::pr_info!(
+            "idle CPU {target}{}: {deferred} of 10 flips deferred to it\n",
+            if poll { ", polling" } else { "" }
+        );
+        deferred
+    }
+
+    /// A key flipped while another CPU is idle: the CPU takes the flip's syncs as a work bit
+    /// instead of three IPIs, and when an interrupt wakes it, it has run them before the
+    /// interrupt's handler runs the site, which takes the new direction.
+    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[test]
+    fn an_idle_cpu_runs_a_flip_s_syncs_when_it_wakes() {
+        let rust = super::mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_RUST;
+        let deferred = flips_while_idle(false);
         // Upstream's batch (text_poke=c) never defers; the Rust batch did, on some attempt.
         assert!(!rust || deferred > 0);
-        kernel::pr_info!("idle CPU {target}: {deferred} of 10 flips deferred to it\n");
+    }
+
+    /// The same with idle CPUs polling, as with `idle=poll`, which QEMU's default idle never
+    /// does: a polling CPU's word says idle too, and it runs its syncs when it leaves idle
+    /// because it must reschedule, no interrupt taken.
+    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[test]
+    fn a_polling_idle_cpu_runs_a_flip_s_syncs_when_it_wakes() {
+        let rust = super::mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_RUST;
+        let deferred = flips_while_idle(true);
+        assert!(!rust || deferred > 0);
+    }
+
+    /// A key flipped while another CPU is idle, then an NMI into that CPU, the path QEMU's idle
+    /// never takes otherwise: the NMI's entry takes the flip's syncs and runs them before its
+    /// handler runs (the word says kernel there), and its exit gives the word back saying idle,
+    /// nothing pending, as the CPU goes back to sleep.
+    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[test]
+    fn an_nmi_into_an_idle_cpu_runs_its_syncs_first() {
+        extern "C" {
+            // In text_poke_stress.c.
+            fn text_poke_nmi_peek(cpu: i32, runs: *mut core::ffi::c_ulong, word: *mut u32) -> i32;
+        }
+        const IDLE: u32 = bindings::CT_WORK_RS_IDLE;
+        const SYNC: u32 =
+            bindings::ct_work_rs_work_CT_WORK_RS_SYNC_CORE << bindings::CT_WORK_RS_WORK_SHIFT;
+        let rust = super::mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_RUST;
+        assert!(pin(Some(0)));
+        // SAFETY: Walks the online CPUs; any `cpu` is accepted.
+        let target = unsafe { bindings::ct_work_rs_next_online(0) };
+        let (mut taken, mut given_back) = (0, 0);
+        for _ in 0..10 {
+            for _ in 0..1000 {
+                if word(target) & IDLE != 0 {
+                    break;
+                }
+                // SAFETY: Sleeps; a KUnit test's kthread holding no lock may.
+                unsafe { bindings::msleep(1) };
+            }
+            // SAFETY: Reads a per-CPU counter; any possible `cpu` is accepted.
+            let before = unsafe { bindings::ct_work_rs_runs(target) as u64 };
+            assert_eq!(super::KEY_IDLE.enable(), Ok(()));
+            let pending = word(target) & (IDLE | SYNC) == IDLE | SYNC;
+            let (mut seen_runs, mut seen_word) = (0u64, u32::MAX);
+            // SAFETY: `target` is online and not this CPU (this task runs on CPU 0); the
+            // pointers are valid for writes; the helper may sleep, as a KUnit test may.
+            let ret = unsafe { text_poke_nmi_peek(target, &mut seen_runs, &mut seen_word) };
+            let after = word(target);
+            assert_eq!(super::KEY_IDLE.disable(), Ok(()));
+            assert_eq!(ret, 0);
+            // In the NMI's handler the word says kernel, whatever it held before.
+            assert_eq!(seen_word & (IDLE | SYNC), 0);
+            if pending {
+                assert!(seen_runs > before);
+                taken += 1;
+                given_back += usize::from(after == IDLE);
+            }
+        }
+        assert!(pin(None));
+        // Upstream's batch (text_poke=c) never defers; the Rust batch did, on some attempt,
+        // and the CPU was back in idle when the NMI's sender looked, on some attempt.
+        assert!(!rust || (taken > 0 && given_back > 0));
+        kernel::pr_info!(
+            "idle CPU {target}: {taken} of 10 NMIs took pending syncs, {given_back} left it idle\n"
+        );
     }
 
     #[test]

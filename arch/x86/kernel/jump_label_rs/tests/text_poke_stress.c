@@ -36,6 +36,9 @@
 #include <linux/workqueue.h>
 #include <linux/mm.h>
 
+#include <asm/apic.h>
+#include <asm/nmi.h>
+
 #include <asm/msr.h>
 #include <asm/text_poke_rs.h>
 #include <asm/tlbflush.h>
@@ -980,5 +983,60 @@ int text_poke_tlb_selftest(int way, u64 *stale, u64 *flushed, bool *global)
 	vfree(buf);
 	__free_page(page);
 	return way;
+}
+#endif
+
+#if defined(CONFIG_TEXT_POKE_RS_DEFER) && defined(CONFIG_TEXT_POKE_RS_MEASURE)
+/* What text_poke_nmi_probe() saw on the CPU it was sent to. */
+static struct {
+	int cpu;
+	bool seen;
+	unsigned long runs;
+	u32 word;
+} text_poke_nmi = { .cpu = -1 };
+
+static int text_poke_nmi_probe(unsigned int cmd, struct pt_regs *regs)
+{
+	int cpu = smp_processor_id();
+
+	if (READ_ONCE(text_poke_nmi.cpu) != cpu)
+		return NMI_DONE;
+	text_poke_nmi.runs = ct_work_rs_runs(cpu);
+	text_poke_nmi.word = READ_ONCE(*ct_work_rs_word(cpu));
+	WRITE_ONCE(text_poke_nmi.cpu, -1);
+	/* Pairs with the acquires of text_poke_nmi_peek(): runs and word first. */
+	smp_store_release(&text_poke_nmi.seen, true);
+	return NMI_HANDLED;
+}
+
+/*
+ * An NMI sent to @cpu, online and not the caller's: how many times @cpu
+ * had run deferred work and what its work word said, as the NMI's handler
+ * saw them, after the NMI's entry (ct_nmi_enter()) took the word. 0, or
+ * -ETIMEDOUT if the NMI did not arrive within a second. May sleep.
+ */
+int text_poke_nmi_peek(int cpu, unsigned long *runs, u32 *word)
+{
+	int i, ret;
+
+	ret = register_nmi_handler(NMI_LOCAL, text_poke_nmi_probe, 0,
+				   "text_poke_rs_kunit");
+	if (ret)
+		return ret;
+	WRITE_ONCE(text_poke_nmi.seen, false);
+	WRITE_ONCE(text_poke_nmi.cpu, cpu);
+	__apic_send_IPI(cpu, NMI_VECTOR);
+	/* Pairs with the handler's release: its runs and word are seen. */
+	for (i = 0; i < 1000 && !smp_load_acquire(&text_poke_nmi.seen); i++)
+		usleep_range(1000, 2000);
+	WRITE_ONCE(text_poke_nmi.cpu, -1);
+	/* Waits for any handler still running. */
+	unregister_nmi_handler(NMI_LOCAL, "text_poke_rs_kunit");
+	/* As above. */
+	if (!smp_load_acquire(&text_poke_nmi.seen))
+		return -ETIMEDOUT;
+	*runs = text_poke_nmi.runs;
+	*word = text_poke_nmi.word;
+	return 0;
 }
 #endif

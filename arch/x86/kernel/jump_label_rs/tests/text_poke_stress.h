@@ -252,4 +252,7 @@ extern const struct text_poke_pages_site text_poke_mod_pages_sites_end[];
 #define TEXT_POKE_VNEW	0xb2b2b2b2b2b2b2b2ULL
 int text_poke_tlb_selftest(int way, u64 *stale, u64 *flushed, bool *global);
 
+/* The KUnit test of an NMI into an idle CPU: see text_poke_stress.c. */
+int text_poke_nmi_peek(int cpu, unsigned long *runs, u32 *word);
+
 #endif /* _KERNEL_JUMP_LABEL_RS_TEXT_POKE_STRESS_H */
