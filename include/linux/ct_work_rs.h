@@ -132,6 +132,23 @@ static __always_inline bool ct_work_rs_leave(u32 from)
 #endif
 
 /*
+ * This CPU's word set to @value, ending the state it said: a store-release,
+ * so that what this CPU did before (the work it ran, the text it ran) is
+ * ordered before the compare-and-exchange of a sender that finds @value.
+ * x86 stores to the word %gs-relative after a compiler barrier, a release
+ * under x86-TSO, where the generic one computes the word's address first.
+ */
+#ifndef arch_ct_work_rs_store
+static __always_inline void ct_work_rs_store(u32 value)
+{
+	/* Pairs with the senders' compare-and-exchange (ct_work::defer()). */
+	smp_store_release(raw_cpu_ptr(&ct_work_rs_words), value);
+}
+#else
+#define ct_work_rs_store arch_ct_work_rs_store
+#endif
+
+/*
  * Entry from user space, inlined into __ct_user_exit(): a word that says
  * kernel (0, or CT_WORK_RS_OFF: this CPU left for user space while
  * deferral was off) has no work and gets none meanwhile, and stays as it
@@ -149,8 +166,8 @@ static __always_inline void ct_work_rs_user_exit(void)
  * Return to user space, inlined into ct_kernel_exit() once RCU stopped
  * watching (__ct_user_enter()'s): ct_work::exit() or
  * ct_work::exit_off(). In the kernel the word says kernel (0, or
- * CT_WORK_RS_OFF) and no sender writes it, so a plain store does, a
- * release on x86; after it, this CPU runs only noinstr text until it is in
+ * CT_WORK_RS_OFF) and no sender writes it, so a store-release does
+ * (ct_work_rs_store()); after it, this CPU runs only noinstr text until it is in
  * user space. Deferral's switches are read here and nowhere on entry:
  * with them off, words say CT_WORK_RS_OFF in user space, every sender
  * sends IPIs at once (a CPU that may stay in user space is not waited
@@ -160,11 +177,10 @@ static __always_inline void ct_work_rs_user_exit(void)
  */
 static __always_inline void ct_work_rs_user_enter(void)
 {
-	barrier();
 	if (READ_ONCE(ct_work_rs_enabled) || READ_ONCE(ct_work_rs_tlb_enabled))
-		raw_cpu_write(ct_work_rs_words, CT_WORK_RS_USER);
+		ct_work_rs_store(CT_WORK_RS_USER);
 	else
-		raw_cpu_write(ct_work_rs_words, CT_WORK_RS_OFF);
+		ct_work_rs_store(CT_WORK_RS_OFF);
 }
 
 /*
@@ -179,9 +195,8 @@ static __always_inline void ct_work_rs_user_enter(void)
  */
 static __always_inline void ct_work_rs_idle_enter(void)
 {
-	barrier();
 	if (READ_ONCE(ct_work_rs_enabled) || READ_ONCE(ct_work_rs_tlb_enabled))
-		raw_cpu_write(ct_work_rs_words, CT_WORK_RS_IDLE);
+		ct_work_rs_store(CT_WORK_RS_IDLE);
 }
 
 /* Idle exit, inlined into ct_idle_exit(), first: as entry from user space. */

@@ -364,8 +364,8 @@ static noinstr noinline unsigned int ct_work_rs_run_work(unsigned int work,
  * every one against ct_work.rs for every value a word and a CPU's levels
  * can hold.
  *
- * Stores that end a state are plain stores after a compiler barrier,
- * releases on x86; an exchange is a full barrier.
+ * Stores that end a state are store-releases (a plain store after a
+ * compiler barrier on x86); an exchange is a full barrier.
  */
 static __always_inline unsigned int ct_work_rs_work_of(u32 word)
 {
@@ -374,8 +374,8 @@ static __always_inline unsigned int ct_work_rs_work_of(u32 word)
 
 static __always_inline void ct_work_rs_set(u32 *word, u32 value)
 {
-	barrier();
-	WRITE_ONCE(*word, value);
+	/* Pairs with the senders' compare-and-exchange (ct_work::defer()). */
+	smp_store_release(word, value);
 }
 
 /* ct_work::enter_taking(), for a word that does not say kernel. */

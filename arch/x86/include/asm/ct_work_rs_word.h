@@ -30,4 +30,16 @@ static __always_inline bool arch_ct_work_rs_leave(u32 from)
 
 #define arch_ct_work_rs_leave arch_ct_work_rs_leave
 
+/*
+ * ct_work_rs_store(): a plain store, %gs-relative, after a compiler
+ * barrier: a release under x86-TSO.
+ */
+static __always_inline void arch_ct_work_rs_store(u32 value)
+{
+	barrier();
+	raw_cpu_write(ct_work_rs_words, value);
+}
+
+#define arch_ct_work_rs_store arch_ct_work_rs_store
+
 #endif /* _ASM_X86_CT_WORK_RS_WORD_H */
