@@ -179,10 +179,12 @@ rc=0
 for f in "${files[@]}"; do
 	case "$f" in
 	*.c|*.h|*.S)
-		# Patched upstream files are checked as patches below.
+		# Patched upstream files are checked as patches below. In the
+		# tree, by their path in it, as make series checks the patches
+		# that add them: the checks of includes need both.
 		[ -e "$JLRS_PRISTINE/$f" ] && continue
-		out=$("$JLRS_SRC/scripts/checkpatch.pl" --strict --no-tree --terse \
-			--show-types -f "$JLRS_SRC/$f" 2>&1) || { echo "$out"; rc=1; } ;;
+		out=$(cd "$JLRS_SRC" && ./scripts/checkpatch.pl --strict --terse \
+			--show-types -f "$f" 2>&1) || { echo "$out"; rc=1; } ;;
 	esac
 done
 result "checkpatch --strict (C files)" $rc

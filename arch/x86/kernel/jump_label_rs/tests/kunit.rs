@@ -1207,8 +1207,9 @@ mod defer_tests {
     /// A key flipped while another CPU is idle, then an NMI into that CPU, the path QEMU's idle
     /// never takes otherwise: the NMI's entry takes the flip's syncs and runs them before its
     /// handler runs (the word says kernel there), and its exit gives the word back saying idle,
-    /// nothing pending, as the CPU goes back to sleep.
-    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    /// nothing pending, as the CPU goes back to sleep. (The helper needs x86's NMI handlers,
+    /// which `<linux/nmi.h>` declares where ACPI is built.)
+    #[cfg(all(CONFIG_TEXT_POKE_RS_MEASURE, CONFIG_HAVE_ACPI_APEI_NMI))]
     #[test]
     fn an_nmi_into_an_idle_cpu_runs_its_syncs_first() {
         extern "C" {

@@ -35,9 +35,9 @@
 #include <linux/vmalloc.h>
 #include <linux/workqueue.h>
 #include <linux/mm.h>
+#include <linux/nmi.h>
 
 #include <asm/apic.h>
-#include <asm/nmi.h>
 
 #include <asm/msr.h>
 #include <asm/text_poke_rs.h>
@@ -986,7 +986,14 @@ int text_poke_tlb_selftest(int way, u64 *stale, u64 *flushed, bool *global)
 }
 #endif
 
-#if defined(CONFIG_TEXT_POKE_RS_DEFER) && defined(CONFIG_TEXT_POKE_RS_MEASURE)
+/*
+ * register_nmi_handler() is x86's (<asm/nmi.h>), which <linux/nmi.h>
+ * includes where ACPI's NMI handling is built: with ACPI, as every
+ * configuration of these tests has it (QEMU calibrates the TSC from its
+ * tables).
+ */
+#if defined(CONFIG_TEXT_POKE_RS_DEFER) && defined(CONFIG_TEXT_POKE_RS_MEASURE) && \
+	defined(CONFIG_HAVE_ACPI_APEI_NMI)
 /* What text_poke_nmi_probe() saw on the CPU it was sent to. */
 static struct {
 	int cpu;
