@@ -34,11 +34,20 @@
  *			ct_nmi_enter()), in their instrumentable sections:
  *			the work must have been taken before (with
  *			CONFIG_TEXT_POKE_RS_DEFER_DEBUG, a warning if not).
+ *
+ * And cpuidle calls, before a driver is registered:
+ *
+ * ct_work_cpuidle_driver()	its states' enter() run between idle entry
+ *			and exit, while work may be pending, which they must
+ *			not need: one outside noinstr and cpuidle text
+ *			keeps idle CPUs out of deferral from then on.
  */
 #ifndef _LINUX_CONTEXT_TRACKING_WORK_H
 #define _LINUX_CONTEXT_TRACKING_WORK_H
 
 #include <linux/compiler_types.h>
+
+struct cpuidle_driver;
 
 #ifdef CONFIG_CONTEXT_TRACKING_WORK
 #include <linux/ct_work_rs.h>
@@ -79,6 +88,11 @@ static __always_inline void ct_work_watched(void)
 	if (IS_ENABLED(CONFIG_TEXT_POKE_RS_DEFER_DEBUG))
 		ct_work_rs_watched();
 }
+
+static inline void ct_work_cpuidle_driver(struct cpuidle_driver *drv)
+{
+	ct_work_rs_cpuidle_driver(drv);
+}
 #else
 static __always_inline void ct_work_user_exit(void) { }
 static __always_inline void ct_work_user_enter(void) { }
@@ -87,6 +101,7 @@ static __always_inline void ct_work_idle_enter(void) { }
 static __always_inline void ct_work_nmi_enter(void) { }
 static __always_inline void ct_work_nmi_exit(void) { }
 static __always_inline void ct_work_watched(void) { }
+static inline void ct_work_cpuidle_driver(struct cpuidle_driver *drv) { }
 #endif
 
 /*

@@ -114,6 +114,12 @@ extern bool ct_work_rs_enabled;
 extern bool ct_work_rs_tlb_enabled;
 /* Why kernel TLB flushes may never be deferred on this machine, or NULL. */
 extern const char *ct_work_rs_tlb_refused;
+/*
+ * Why idle CPUs may never take deferred work on this machine, or NULL: a
+ * cpuidle driver's state enters idle in text outside .noinstr.text and
+ * .cpuidle.text (ct_work_rs_cpuidle_driver()). Set once, never cleared.
+ */
+extern const char *ct_work_rs_idle_refused;
 
 /*
  * ct_work::enter_from(), its first step: this CPU's word from @from, the
@@ -188,14 +194,17 @@ static __always_inline void ct_work_rs_user_enter(void)
  * (ct_idle_enter()'s), last: ct_work::idle(). From here to
  * ct_work_rs_idle_exit(), or to an interrupt's ct_work_rs_nmi_enter(),
  * this CPU runs only .cpuidle.text and noinstr text (a cpuidle driver's
- * enter() by upstream's rule, which objtool does not check), and a WARN's
- * report only once the word was taken (word.c). The word says "kernel"
- * and no sender writes it, as on the way to user space; with the switches
- * off it stays as it is, and senders send the IPI, which wakes the CPU.
+ * enter(), which objtool does not follow, checked when the driver
+ * registers: ct_work_rs_cpuidle_driver()), and a WARN's report only once
+ * the word was taken (word.c). The word says "kernel" and no sender writes
+ * it, as on the way to user space; with the switches off, or idle
+ * deferral refused, it stays as it is, and senders send the IPI, which
+ * wakes the CPU.
  */
 static __always_inline void ct_work_rs_idle_enter(void)
 {
-	if (READ_ONCE(ct_work_rs_enabled) || READ_ONCE(ct_work_rs_tlb_enabled))
+	if ((READ_ONCE(ct_work_rs_enabled) || READ_ONCE(ct_work_rs_tlb_enabled)) &&
+	    likely(!READ_ONCE(ct_work_rs_idle_refused)))
 		ct_work_rs_store(CT_WORK_RS_IDLE);
 }
 
@@ -263,6 +272,15 @@ u32 ct_work_rs_test_idle_enter_watched(void);
  * during the WARN, and its word right after it in @word.
  */
 unsigned long ct_work_rs_test_warn_in_idle(u32 *word);
+/*
+ * For KUnit: registers, then unregisters, a cpuidle driver of one state
+ * whose enter() is in .cpuidle.text (@idle_text) or in ordinary text;
+ * returns cpuidle_register_driver()'s result, and in @refused what
+ * ct_work_rs_idle_refused said right after it.
+ */
+int ct_work_rs_test_cpuidle_driver(bool idle_text, const char **refused);
+/* For KUnit: idle CPUs may take deferred work again. */
+void ct_work_rs_test_idle_refusal_clear(void);
 #endif
 /*
  * The text a CPU may run before it takes its work at entry or idle exit,
@@ -286,6 +304,16 @@ extern char __static_call_text_start[], __static_call_text_end[];
  * driver's enter callback runs in idle before the CPU takes its work).
  */
 bool ct_work_rs_module_danger_text(unsigned long addr);
+struct cpuidle_driver;
+/*
+ * A cpuidle driver registers (__cpuidle_register_driver(), hook patch
+ * 0005b): each of its states' enter() and enter_s2idle() runs between
+ * ct_idle_enter() and ct_idle_exit(), so it must be in the image's or a
+ * module's .noinstr.text or .cpuidle.text. If one is not, idle CPUs never
+ * take deferred work again (ct_work_rs_idle_refused), and a warning names
+ * the driver, the state and the function.
+ */
+void ct_work_rs_cpuidle_driver(struct cpuidle_driver *drv);
 #ifdef CONFIG_TEXT_POKE_RS_DEFER_DEBUG
 /* A sender added the kinds of work @work to @cpu's word. */
 void ct_work_rs_audit_added(int cpu, unsigned int work);

@@ -29,7 +29,12 @@
  *   inside instrumentation_begin(), where objtool does not follow it:
  *   upstream's rule (its comment there) makes every enter() of a state
  *   without CPUIDLE_FLAG_RCU_IDLE noinstr or __cpuidle, and every in-tree
- *   driver keeps it, but nothing checks it at build time;
+ *   driver keeps it, but nothing checks it at build time. So a driver is
+ *   checked when it registers (hook patch 0005b,
+ *   ct_work_rs_cpuidle_driver()): a state whose enter() or
+ *   enter_s2idle() is outside the image's and modules' .noinstr.text
+ *   (which holds .cpuidle.text) turns idle deferral off for good, with a
+ *   warning that names it;
  * - a WARN there (cpuidle_enter_state()'s "leaked IRQ state" WARN_ONCE()
  *   when enter() returned with interrupts on) or in the entry code
  *   before the take traps, and handle_bug() reports it (report_bug(),
@@ -86,6 +91,7 @@
 #include <linux/context_tracking_state.h>
 #include <linux/cpu.h>
 #include <linux/cpuhotplug.h>
+#include <linux/cpuidle.h>
 #include <linux/ct_work_rs.h>
 #include <linux/debugfs.h>
 #include <linux/init.h>
@@ -108,6 +114,7 @@
 bool ct_work_rs_enabled __read_mostly = true;
 bool ct_work_rs_tlb_enabled __read_mostly = IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS);
 const char *ct_work_rs_tlb_refused __ro_after_init;
+const char *ct_work_rs_idle_refused __read_mostly;
 /*
  * How long a sync round waits for an isolated CPU found in the kernel to
  * return to user space before it sends the IPI: about what a tick or a short
@@ -572,6 +579,49 @@ unsigned long ct_work_rs_test_warn_in_idle(u32 *word)
 	local_irq_restore(flags);
 	return runs;
 }
+
+static int __cpuidle ct_work_rs_test_enter_idle(struct cpuidle_device *dev,
+						struct cpuidle_driver *drv,
+						int index)
+{
+	return index;
+}
+
+static noinline int ct_work_rs_test_enter_plain(struct cpuidle_device *dev,
+						struct cpuidle_driver *drv,
+						int index)
+{
+	return index;
+}
+
+int ct_work_rs_test_cpuidle_driver(bool idle_text, const char **refused)
+{
+	/*
+	 * Registered with no device: no CPU enters idle through it, and if
+	 * another driver is registered, registration fails (-EBUSY) after
+	 * the check.
+	 */
+	static struct cpuidle_driver drv = {
+		.name = "ct_work_rs_test",
+		.states = { { .name = "CTWORK", .exit_latency = 1,
+			      .target_residency = 1 } },
+		.state_count = 1,
+	};
+	int ret;
+
+	drv.states[0].enter = idle_text ? ct_work_rs_test_enter_idle :
+					  ct_work_rs_test_enter_plain;
+	ret = cpuidle_register_driver(&drv);
+	*refused = READ_ONCE(ct_work_rs_idle_refused);
+	if (!ret)
+		cpuidle_unregister_driver(&drv);
+	return ret;
+}
+
+void ct_work_rs_test_idle_refusal_clear(void)
+{
+	WRITE_ONCE(ct_work_rs_idle_refused, NULL);
+}
 #endif
 
 const unsigned long ct_work_rs_danger_text[CT_WORK_RS_DANGER_RANGES][2] = {
@@ -593,6 +643,48 @@ bool ct_work_rs_module_danger_text(unsigned long addr)
 #else
 	return false;
 #endif
+}
+
+/* Whether @fn is in noinstr text, the image's or a module's. */
+static bool ct_work_rs_idle_text(const void *fn)
+{
+	unsigned long addr = (unsigned long)fn;
+
+	return (addr >= (unsigned long)__noinstr_text_start &&
+		addr < (unsigned long)__noinstr_text_end) ||
+	       ct_work_rs_module_danger_text(addr);
+}
+
+/*
+ * Called under cpuidle_driver_lock, which serializes refusals. The first
+ * one is kept: a later driver's refusal only warns.
+ */
+void ct_work_rs_cpuidle_driver(struct cpuidle_driver *drv)
+{
+	static char why[160];
+	int i;
+
+	for (i = 0; i < drv->state_count; i++) {
+		struct cpuidle_state *s = &drv->states[i];
+		const void *fn = NULL;
+
+		if (s->enter && !ct_work_rs_idle_text(s->enter))
+			fn = s->enter;
+		else if (s->enter_s2idle && !ct_work_rs_idle_text(s->enter_s2idle))
+			fn = s->enter_s2idle;
+		if (!fn)
+			continue;
+		pr_warn("ct_work: cpuidle driver %s, state %s: %ps is outside noinstr and cpuidle text: idle CPUs take their IPIs\n",
+			drv->name, s->name, fn);
+		if (!ct_work_rs_idle_refused) {
+			snprintf(why, sizeof(why),
+				 "cpuidle driver %s, state %s: %ps is outside noinstr and cpuidle text",
+				 drv->name, s->name, fn);
+			/* Before any CPU can run @fn: the driver is not set yet. */
+			smp_store_release(&ct_work_rs_idle_refused, why);
+		}
+		return;
+	}
 }
 
 #ifdef CONFIG_TEXT_POKE_RS_MEASURE

@@ -1109,6 +1109,19 @@ mod defer_tests {
         ret == 0 && kernel::cpu::CpuId::current() == id
     }
 
+    /// Waits up to a second, in steps of a millisecond, until `done()`: whether it is.
+    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    fn wait_until(done: impl Fn() -> bool) -> bool {
+        for _ in 0..1000 {
+            if done() {
+                return true;
+            }
+            // SAFETY: Sleeps; a KUnit test's kthread holding no lock may.
+            unsafe { bindings::msleep(1) };
+        }
+        done()
+    }
+
     /// A key flipped while another CPU is idle, ten times: how many times the CPU took the
     /// flip's syncs as a work bit, checking each time that when a function call woke it, it had
     /// run them before the call's handler ran the site, which took the new direction. With
@@ -1131,14 +1144,7 @@ mod defer_tests {
         }
         let mut deferred = 0;
         for _ in 0..10 {
-            // Let the target go idle.
-            for _ in 0..1000 {
-                if word(target) & IDLE != 0 {
-                    break;
-                }
-                // SAFETY: Sleeps; a KUnit test's kthread holding no lock may.
-                unsafe { bindings::msleep(1) };
-            }
+            wait_until(|| word(target) & IDLE != 0);
             // SAFETY: As in `probe_site()`.
             let before = unsafe { bindings::ct_work_rs_runs(target) as u64 };
             assert_eq!(super::KEY_IDLE.enable(), Ok(()));
@@ -1225,13 +1231,7 @@ mod defer_tests {
         let target = unsafe { bindings::ct_work_rs_next_online(0) };
         let (mut taken, mut given_back) = (0, 0);
         for _ in 0..10 {
-            for _ in 0..1000 {
-                if word(target) & IDLE != 0 {
-                    break;
-                }
-                // SAFETY: Sleeps; a KUnit test's kthread holding no lock may.
-                unsafe { bindings::msleep(1) };
-            }
+            wait_until(|| word(target) & IDLE != 0);
             // SAFETY: Reads a per-CPU counter; any possible `cpu` is accepted.
             let before = unsafe { bindings::ct_work_rs_runs(target) as u64 };
             assert_eq!(super::KEY_IDLE.enable(), Ok(()));
@@ -1258,6 +1258,59 @@ mod defer_tests {
         kernel::pr_info!(
             "idle CPU {target}: {taken} of 10 NMIs took pending syncs, {given_back} left it idle\n"
         );
+    }
+
+    /// An IPI's handler that does nothing: the IPI takes its CPU out of idle.
+    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    unsafe extern "C" fn wake(_info: *mut core::ffi::c_void) {}
+
+    /// A cpuidle driver whose state enters idle in ordinary text, which a CPU must not run with
+    /// work pending: its registration keeps idle CPUs out of deferral from then on, and the
+    /// IPIs of a flip reach an idle CPU again. One whose state enters in cpuidle text does not.
+    /// (The drivers have no device: no CPU enters idle through them.)
+    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[test]
+    fn a_cpuidle_driver_outside_idle_text_keeps_idle_cpus_out() {
+        const IDLE: u32 = bindings::CT_WORK_RS_IDLE;
+        let mut refused = core::ptr::null();
+        // SAFETY: `refused` is valid for writes; registering a driver may sleep, as a KUnit
+        // test's kthread may.
+        let ret = unsafe { bindings::ct_work_rs_test_cpuidle_driver(true, &mut refused) };
+        if ret == -(bindings::ENODEV as i32) {
+            kernel::pr_info!("cpuidle is off: no driver registers\n");
+            return;
+        }
+        let idle_text_refused = !refused.is_null();
+        // SAFETY: As above.
+        unsafe { bindings::ct_work_rs_test_cpuidle_driver(false, &mut refused) };
+        let plain_refused = !refused.is_null();
+        assert!(pin(Some(0)));
+        // SAFETY: Walks the online CPUs; any `cpu` is accepted.
+        let target = unsafe { bindings::ct_work_rs_next_online(0) };
+        // Out of idle once, then back in it, under the refusal.
+        // SAFETY: `wake` accesses nothing; `target` is online.
+        let ret = unsafe {
+            bindings::smp_call_function_single(target, Some(wake), core::ptr::null_mut(), 1)
+        };
+        // SAFETY: Reads the scheduler's state of an online CPU.
+        let idle = wait_until(|| unsafe { bindings::idle_cpu(target) } != 0);
+        let idle_word = word(target);
+        let before = super::ipis_received()[target as usize];
+        let flipped = super::KEY_IDLE.enable().is_ok() && super::KEY_IDLE.disable().is_ok();
+        let ipis = super::ipis_received()[target as usize].wrapping_sub(before);
+        // SAFETY: Only this test refuses idle deferral; the other tests need it back.
+        unsafe { bindings::ct_work_rs_test_idle_refusal_clear() };
+        assert!(pin(None));
+        assert_eq!(ret, 0);
+        assert!(flipped);
+        assert!(!idle_text_refused);
+        assert!(plain_refused);
+        // Idle, and its word does not say so: senders do not set bits for it.
+        assert!(idle);
+        assert_eq!(idle_word & IDLE, 0);
+        // Each of the flips' three rounds reached it.
+        kernel::pr_info!("idle CPU {target}, idle deferral refused: {ipis} IPIs for 2 flips\n");
+        assert!(ipis >= 6);
     }
 
     #[test]
