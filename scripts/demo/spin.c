@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * A user-space busy loop for the isolation scenario: it never enters the
- * kernel. PAUSE also lets single-threaded TCG move on to the next vCPU at
- * once, where a plain loop would hold it for a whole time slice.
+ * kernel. Its turns end in PAUSE (relax()), which lets single-threaded TCG
+ * move on to the next vCPU.
  */
+#include "nolibc.h"
+
 void _start(void)
 {
 	for (;;)
-		__asm__ volatile("pause");
+		relax();
 }

@@ -12,15 +12,16 @@
  *   syscalls vcheck FILE N
  *			the stale-mapping test of deferred kernel TLB
  *			flushes: "vread" to the bench's FILE (the kernel
- *			reads a vmalloc buffer on this CPU), N PAUSEs in user
- *			space while another CPU frees the buffer and reuses
+ *			reads a vmalloc buffer on this CPU), a busy wait of
+ *			N instructions in user space (relax()) while
+ *			another CPU frees the buffer and reuses
  *			its address, then "vcheck" (the kernel reads it
  *			again), and FILE's answer on standard output;
  *   syscalls lru N FILE
  *			the remote drain test of per-CPU folio batches:
  *			faults in N (at most 16) anonymous pages, which wait
- *			in this CPU's LRU batch, then PAUSEs in user space
- *			until FILE (mapped shared) starts with '1', and
+ *			in this CPU's LRU batch, then waits in user space
+ *			(relax()) until FILE (mapped shared) starts with '1', and
  *			prints "pages N before B after A": how many of the
  *			pages were on an LRU list before and after the
  *			wait (/proc/self/pagemap, /proc/kpageflags).
@@ -28,7 +29,7 @@
  *			the per-drain figures of the remote drain benchmark:
  *			until FILE (mapped shared) starts with '1', writes to
  *			a new anonymous page, which waits in this CPU's LRU
- *			batch, and PAUSEs 1000 times, again and again (the
+ *			batch, and waits 1000 instructions, again and again (the
  *			pages are dropped with MADV_DONTNEED every LRU_PAGES
  *			writes); prints "faults N".
  *   syscalls refill FILE timed
@@ -42,7 +43,7 @@
  *			starts with '0', writes to one new page of its own
  *			after another (up to HOTPLUG_PAGES, none dropped),
  *			each waiting in its CPU's LRU batch until a drain,
- *			and sleeps a millisecond after each; then PAUSEs until
+ *			and sleeps a millisecond after each; then waits until
  *			FILE starts with '2' and prints "faults F full U
  *			after A": A of the F pages it faulted in on an LRU
  *			list then, U 1 if it ran out of pages before FILE
@@ -128,8 +129,8 @@ static __attribute__((noreturn)) void vcheck(const char *file, unsigned long spi
 		syscall3(SYS_write, 2, (long)"vread failed\n", 13);
 		syscall3(SYS_exit, 1, 0, 0);
 	}
-	while (spins--)
-		__asm__ volatile("pause");
+	for (; spins >= RELAX_INSNS; spins -= RELAX_INSNS)
+		relax();
 	if (command(fd, "vcheck", 6)) {
 		syscall3(SYS_write, 2, (long)"vcheck failed\n", 14);
 		syscall3(SYS_exit, 1, 0, 0);
@@ -209,7 +210,7 @@ static __attribute__((noreturn)) void lru(unsigned long n, const char *file)
 		*(volatile char *)area[i] = 1;
 	before = on_lru(n);
 	while (*go != '1')
-		__asm__ volatile("pause");
+		relax();
 	after = on_lru(n);
 	p = put_string(p, "pages ");
 	p = put_number(p, n);
@@ -224,7 +225,8 @@ static __attribute__((noreturn)) void lru(unsigned long n, const char *file)
 }
 
 /*
- * Step @i of a refill: a write to a new page, and 1000 PAUSEs. Timed, it
+ * Step @i of a refill: a write to a new page, and a busy wait of 1000
+ * instructions. Timed, it
  * returns how long the write took, else 0.
  */
 static unsigned long refill_one(unsigned long i, int timed)
@@ -238,8 +240,8 @@ static unsigned long refill_one(unsigned long i, int timed)
 	*(volatile char *)area[i % LRU_PAGES] = 1;
 	if (timed)
 		t = now_ns() - t0;
-	for (j = 0; j < 1000; j++)
-		__asm__ volatile("pause");
+	for (j = 0; j < 1000; j += RELAX_INSNS)
+		relax();
 	return t;
 }
 
@@ -263,7 +265,7 @@ static __attribute__((noreturn)) void hotplug(const char *file)
 	}
 	full = *go == '0';
 	while (*go != '2')
-		__asm__ volatile("pause");
+		relax();
 	after = pages_on_lru(hotplug_area, n);
 	p = put_string(p, "faults ");
 	p = put_number(p, n);
