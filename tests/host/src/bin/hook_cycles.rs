@@ -28,7 +28,7 @@ use jump_label_rs_host::ct_work::{self, Levels, Value, Word};
 use std::arch::x86_64::{_mm_lfence, _rdtsc};
 use std::hint::black_box;
 use std::sync::atomic::{
-    AtomicBool, AtomicI32, AtomicU32,
+    AtomicBool, AtomicI32, AtomicPtr, AtomicU32,
     Ordering::{Relaxed, Release, SeqCst},
 };
 use std::time::{Duration, Instant};
@@ -81,9 +81,11 @@ static WORD: HostWord = HostWord(AtomicU32::new(0));
 static LEVELS: HostLevels = HostLevels(AtomicU32::new(0));
 /// Context tracking's per-CPU state, which `ct_state_inc()` adds to.
 static CT_STATE: AtomicI32 = AtomicI32::new(0);
-/// `ct_work_rs_enabled` and `ct_work_rs_tlb_enabled`, which idle entry reads.
+/// `ct_work_rs_enabled` and `ct_work_rs_tlb_enabled`, which idle entry reads, and
+/// `ct_work_rs_idle_refused`, which it reads when one of them is on.
 static SYNC_ON: AtomicBool = AtomicBool::new(false);
 static TLB_ON: AtomicBool = AtomicBool::new(false);
+static IDLE_REFUSED: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
 
 /// `ct_state_inc()`: context tracking's own locked add, twice per round trip.
 #[inline(always)]
@@ -91,10 +93,11 @@ fn ct_state_inc() {
     black_box(CT_STATE.fetch_add(black_box(4), SeqCst));
 }
 
-/// Idle entry (`ct_work_rs_idle_enter()`): with a switch on, the word says "idle".
+/// Idle entry (`ct_work_rs_idle_enter()`): with a switch on, and idle deferral not refused, the
+/// word says "idle".
 #[inline(always)]
 fn idle_enter() {
-    if SYNC_ON.load(Relaxed) || TLB_ON.load(Relaxed) {
+    if (SYNC_ON.load(Relaxed) || TLB_ON.load(Relaxed)) && IDLE_REFUSED.load(Relaxed).is_null() {
         ct_work::idle(&WORD);
     }
 }
