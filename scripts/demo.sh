@@ -47,8 +47,7 @@
 # others from its last run (each section records the revision that measured
 # it).
 #
-# JLRS_DEMO_TIMEOUT: seconds a guest may run (default 1200; twice that for
-# the isolation and noise boot).
+# JLRS_DEMO_TIMEOUT: seconds a guest may run (default 1200).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 step demo
@@ -94,21 +93,20 @@ rm -f "$demo_build/.jlrs-built"
 build_kernel "$demo_build" "$no_debug"
 date > "$demo_build/.jlrs-built"
 
-# Whether anything failed, and the logs results.py reads.
+# Whether anything failed.
 problems=0
-logs=()
+hooks_log=
 # hooks: idle deferral's hooks in real cycles, on the host CPU, before
 # anything else runs beside them (tests/host/src/bin/hook_cycles.rs).
 if [[ " ${scenarios[*]} " == *" hooks "* ]]; then
 	hooks_log=$JLRS_CACHE/$JLRS_BASE_VERSION/demo/host-hooks.log
 	mkdir -p "$(dirname "$hooks_log")"
 	msg "measuring the idle hooks on the host CPU (log: $hooks_log)"
-	if CARGO_TARGET_DIR=$JLRS_CACHE/host-target/release CARGO_HTTP_TIMEOUT=30 \
+	if ! CARGO_TARGET_DIR=$JLRS_CACHE/host-target/release CARGO_HTTP_TIMEOUT=30 \
 		cargo run --quiet --release --locked --manifest-path "$JLRS_TOP/tests/host/Cargo.toml" \
 		--bin hook_cycles > "$hooks_log"; then
-		logs+=(--log "$hooks_log")
-	else
 		msg "error: the host benchmark of the idle hooks failed (log: $hooks_log)"
+		hooks_log=
 		problems=1
 	fi
 fi
@@ -146,6 +144,12 @@ work=$JLRS_CACHE/$JLRS_BASE_VERSION/demo
 status=$work/built
 rm -rf "$status"
 mkdir -p "$status"
+# What runs in the background: the variants' builds, and the second lane
+# of boots (below). A run stopped by a signal stops them too.
+background=()
+trap 'for pid in "${background[@]}"; do jlrs_kill_tree "$pid"; done' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 builder=
 if [ ${#variants[@]} -gt 0 ]; then
 	(
@@ -157,10 +161,7 @@ if [ ${#variants[@]} -gt 0 ]; then
 		done
 	) &
 	builder=$!
-	trap 'jlrs_kill_tree $builder' EXIT
-	# A run stopped by a signal stops its builds too.
-	trap 'exit 130' INT
-	trap 'exit 143' TERM
+	background+=("$builder")
 fi
 # built NAME: wait for the background build of NAME; false, saying why,
 # if it failed.
@@ -195,25 +196,29 @@ LIST
 	die "gen_init_cpio failed"
 
 # boot CPUS SCENARIO...: one guest run; its log is
-# $work/guest-<cpus><boot_tag>.log. $boot_args: more kernel arguments;
-# $boot_clock: QEMU's clock options.
+# $work/guest-<cpus><boot_tag>.log, added to $loglist, and a failure is a
+# line of $work/failed (a boot may run in the background lane, below).
+# $boot_args: more kernel arguments; $boot_clock: QEMU's clock options.
 boot_args=
 boot_tag=
 boot_clock="-icount shift=0,sleep=off"
 limit=${JLRS_DEMO_TIMEOUT:-1200}
 [[ "$limit" =~ ^[1-9][0-9]*$ ]] || die "JLRS_DEMO_TIMEOUT=$limit: expected a number of seconds"
+loglist=$work/logs.list
+rm -f "$work/failed" "$work/logs.list" "$work/logs-lane.list"
 boot() {
 	local cpus=$1 list log rc
 	shift
 	list=$(IFS=,; echo "$*")
 	log=$work/guest-$cpus$boot_tag.log
-	logs+=(--log "$log")
+	echo "$log" >> "$loglist"
 	msg "booting Linux $JLRS_BASE_VERSION in QEMU (TCG, $cpus vCPUs${boot_clock:+, $boot_clock}): $list"
 	# -icount shift=0: the guest clock counts instructions (1 ns each)
-	# and jumps over idle time, so costs are repeatable.
+	# and jumps over idle time, so costs are repeatable, and independent
+	# of what else the host runs.
 	set +e
 	# shellcheck disable=SC2086 # $boot_clock is several arguments.
-	timeout "${boot_limit:-$limit}" qemu-system-x86_64 -accel tcg,thread=single -smp "$cpus" -m 1024 \
+	timeout "$limit" qemu-system-x86_64 -accel tcg,thread=single -smp "$cpus" -m 1024 \
 		$boot_clock -nographic -no-reboot -bios qboot.rom \
 		-kernel "${boot_kernel:-$kernel}" -initrd "$work/initramfs.cpio" \
 		-append "console=ttyS0 kunit.enable=0 panic=-1 oops=panic loglevel=4 log_buf_len=8M demo=$list $boot_args" \
@@ -222,16 +227,18 @@ boot() {
 	rc=${PIPESTATUS[0]}
 	set -e
 	if [ "$rc" = 124 ]; then
-		msg "error: the guest ($cpus vCPUs: $list) timed out after ${boot_limit:-$limit} s (log: $log)"
-		problems=1
+		msg "error: the guest ($cpus vCPUs: $list) timed out after $limit s (log: $log)"
+		echo "$log" >> "$work/failed"
 	fi
 	if grep -qE 'Oops|BUG:|WARNING:|Kernel panic' "$log"; then
 		grep -E 'Oops|BUG:|WARNING:|Kernel panic' "$log" >&2
 		msg "error: the guest kernel reported a problem ($cpus vCPUs: $list, log: $log)"
-		problems=1
+		echo "$log" >> "$work/failed"
 	fi
-	grep -q '^@@ end 0' "$log" ||
-		{ msg "error: the demo did not complete in the guest ($cpus vCPUs: $list, log: $log)"; problems=1; }
+	grep -q '^@@ end 0' "$log" || {
+		msg "error: the demo did not complete in the guest ($cpus vCPUs: $list, log: $log)"
+		echo "$log" >> "$work/failed"
+	}
 	if [[ " $* " == *" sample "* ]]; then
 		sed -n '/^@@ progress sample/,/^@@ done sample/s/^@@ \{0,1\}//p' "$log"
 	fi
@@ -240,7 +247,9 @@ boot() {
 # Every scenario but isolation, noise, qpw and irqsoff on 4 vCPUs; scale
 # also boots 2, 8 and 16, isolation and noise boot 4 vCPUs with CPUs 2 and
 # 3 isolated, qpw boots them twice, with qpw=0 and qpw=1, and irqsoff boots
-# its own kernel on one.
+# its own kernel on one. Two lanes of boots, each a QEMU on one core:
+# those with CPUs isolated in the background, the others here; and the
+# variants' builds at a lower priority beside them.
 main=()
 isolated=()
 for s in "${scenarios[@]}"; do
@@ -250,32 +259,42 @@ for s in "${scenarios[@]}"; do
 	*) main+=("$s") ;;
 	esac
 done
+lane=
+if [ ${#isolated[@]} -gt 0 ] || [[ " ${scenarios[*]} " == *" qpw "* ]]; then
+	(
+		loglist=$work/logs-lane.list
+		if [ ${#isolated[@]} -gt 0 ]; then
+			# ftrace=nop: no ftrace startup self-tests, which the main
+			# boot runs. tsc=reliable: no clocksource watchdog skew
+			# check, which IPIs every online CPU in turn (see
+			# scripts/guest-test.sh).
+			boot_args="nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3 tsc=reliable ftrace=nop"
+			boot_tag=-isolated
+			boot 4 "${isolated[@]}"
+		fi
+		if [[ " ${scenarios[*]} " == *" qpw "* ]]; then
+			for q in 0 1; do
+				boot_args="nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3 tsc=reliable ftrace=nop qpw=$q"
+				boot_tag=-qpw$q
+				boot 4 qpw
+			done
+		fi
+	) &
+	lane=$!
+	background+=("$lane")
+fi
 [ ${#main[@]} -eq 0 ] || boot 4 "${main[@]}"
 if [[ " ${scenarios[*]} " == *" scale "* ]]; then
 	for cpus in 2 8 16; do
 		boot "$cpus" scale
 	done
 fi
-if [ ${#isolated[@]} -gt 0 ]; then
-	# ftrace=nop: no ftrace startup self-tests, which the main boot runs.
-	# tsc=reliable: no clocksource watchdog skew check, which IPIs every
-	# online CPU in turn (see scripts/guest-test.sh).
-	boot_args="nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3 tsc=reliable ftrace=nop"
-	boot_tag=-isolated
-	# The longest boot: about 15 minutes with both cores free, past 20 with
-	# the irqsoff and pvspin kernels building beside it. Twice the limit.
-	boot_limit=$((limit * 2))
-	boot 4 "${isolated[@]}"
-	boot_limit=
-	boot_args=
-	boot_tag=
+if [ -n "$lane" ]; then
+	wait "$lane" || { msg "error: the lane of boots with isolated CPUs failed"; problems=1; }
+	# Their logs in the order of the boots: after the main lane's.
+	[ ! -f "$work/logs-lane.list" ] || cat "$work/logs-lane.list" >> "$loglist"
 fi
 if [[ " ${scenarios[*]} " == *" qpw "* ]]; then
-	for q in 0 1; do
-		boot_args="nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3 tsc=reliable ftrace=nop qpw=$q"
-		boot_tag=-qpw$q
-		boot 4 qpw
-	done
 	for q in 0 1; do
 		built pvspin || break
 		boot_args="nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3 tsc=reliable ftrace=nop qpw=$q demo_kernel=pvspin"
@@ -299,6 +318,12 @@ if [[ " ${scenarios[*]} " == *" irqsoff "* ]] && built irqsoff; then
 	boot_kernel=
 fi
 
+[ ! -s "$work/failed" ] || problems=1
+logs=()
+if [ -f "$loglist" ]; then
+	while read -r log; do logs+=(--log "$log"); done < "$loglist"
+fi
+[ -z "$hooks_log" ] || logs+=(--log "$hooks_log")
 out=$JLRS_TOP/results
 sargs=()
 for s in "${scenarios[@]}"; do
