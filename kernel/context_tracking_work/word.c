@@ -76,7 +76,7 @@
  * a bit instead of waking it (three IPIs per flip, each taking the CPU out
  * of its C-state), and the CPU runs sync_core() when it leaves idle or
  * takes its next interrupt. Kernel TLB flushes still wake it
- * (arch/x86/mm/tlb_defer_rs.c says why). Idle entry costs a load and a
+ * (arch/x86/mm/tlb_defer_rs.c says why). Idle entry costs two loads and a
  * store, idle exit a compare-and-exchange when no work is pending, an
  * interrupt in idle an exchange and a store.
  *
