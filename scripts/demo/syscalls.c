@@ -12,9 +12,10 @@
  *   syscalls vcheck FILE N
  *			the stale-mapping test of deferred kernel TLB
  *			flushes: "vread" to the bench's FILE (the kernel
- *			reads a vmalloc buffer on this CPU), a busy wait of
- *			N instructions in user space (relax()) while
- *			another CPU frees the buffer and reuses
+ *			reads a vmalloc buffer on this CPU), N turns of a
+ *			busy wait in user space (relax(), each a chance for
+ *			the other vCPUs to run) while another CPU frees the
+ *			buffer and reuses
  *			its address, then "vcheck" (the kernel reads it
  *			again), and FILE's answer on standard output;
  *   syscalls lru N FILE
@@ -129,7 +130,7 @@ static __attribute__((noreturn)) void vcheck(const char *file, unsigned long spi
 		syscall3(SYS_write, 2, (long)"vread failed\n", 13);
 		syscall3(SYS_exit, 1, 0, 0);
 	}
-	for (; spins >= RELAX_INSNS; spins -= RELAX_INSNS)
+	while (spins--)
 		relax();
 	if (command(fd, "vcheck", 6)) {
 		syscall3(SYS_write, 2, (long)"vcheck failed\n", 14);
