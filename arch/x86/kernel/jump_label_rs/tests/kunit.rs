@@ -1262,7 +1262,7 @@ mod defer_tests {
 
     /// An IPI's handler that does nothing: the IPI takes its CPU out of idle.
     #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
-    unsafe extern "C" fn wake(_info: *mut core::ffi::c_void) {}
+    extern "C" fn wake(_info: *mut core::ffi::c_void) {}
 
     /// A cpuidle driver whose state enters idle in ordinary text, which a CPU must not run with
     /// work pending: its registration keeps idle CPUs out of deferral from then on, and the
