@@ -26,6 +26,13 @@
  *			prints "pages N before B after A": how many of the
  *			pages were on an LRU list before and after the
  *			wait (/proc/self/pagemap, /proc/kpageflags).
+ *   syscalls lru N FILE mlock
+ *			the same with the task's memory locked first, as a
+ *			real-time task locks it (mlockall(MCL_CURRENT |
+ *			MCL_FUTURE), and MCL_ONFAULT, so that the pages it
+ *			faults in are those it counts): the pages wait in
+ *			this CPU's mlock batch, and B and A count those on
+ *			the unevictable LRU list.
  *   syscalls refill FILE
  *			the per-drain figures of the remote drain benchmark:
  *			until FILE (mapped shared) starts with '1', writes to
@@ -75,6 +82,7 @@
 #define SYS_fork		57
 #define SYS_exit		60
 #define SYS_wait4		61
+#define SYS_mlockall		151
 #define SYS_clock_gettime	228
 #define SYS_finit_module	313
 #define CLOCK_MONOTONIC		1
@@ -84,6 +92,10 @@
 #define MAP_SHARED		1
 #define MADV_DONTNEED		4
 #define KPF_LRU			5
+#define KPF_UNEVICTABLE		18
+#define MCL_CURRENT		1
+#define MCL_FUTURE		2
+#define MCL_ONFAULT		4
 #define LRU_PAGES		16
 
 #include "nolibc.h"
@@ -158,8 +170,11 @@ static long entry_at(long fd, unsigned long index, unsigned long *e)
 	return syscall3(SYS_read, fd, (long)e, 8) == 8 ? 0 : -1;
 }
 
-/* How many of the first @n pages at @base are on an LRU list, or -1. */
-static long pages_on_lru(char (*base)[4096], unsigned long n)
+/*
+ * How many of the first @n pages at @base are on an LRU list (with
+ * @unevictable, on the unevictable one), or -1.
+ */
+static long pages_on_lists(char (*base)[4096], unsigned long n, int unevictable)
 {
 	long map, flags, count = 0;
 	unsigned long i, e, f;
@@ -178,20 +193,21 @@ static long pages_on_lru(char (*base)[4096], unsigned long n)
 		if (entry_at(flags, e & ((1UL << 55) - 1), &f))
 			count = -1;
 		else
-			count += (f >> KPF_LRU) & 1;
+			count += (f >> KPF_LRU) & 1 &
+				 (!unevictable || (f >> KPF_UNEVICTABLE) & 1);
 	}
 	syscall3(SYS_close, map, 0, 0);
 	syscall3(SYS_close, flags, 0, 0);
 	return count;
 }
 
-/* How many of the first @n pages of area are on an LRU list, or -1. */
-static long on_lru(unsigned long n)
+static long pages_on_lru(char (*base)[4096], unsigned long n)
 {
-	return pages_on_lru(area, n);
+	return pages_on_lists(base, n, 0);
 }
 
-static __attribute__((noreturn)) void lru(unsigned long n, const char *file)
+static __attribute__((noreturn)) void lru(unsigned long n, const char *file,
+					  int mlocked)
 {
 	volatile char *go;
 	long fd, before, after;
@@ -200,6 +216,11 @@ static __attribute__((noreturn)) void lru(unsigned long n, const char *file)
 
 	if (n > LRU_PAGES)
 		n = LRU_PAGES;
+	if (mlocked &&
+	    syscall3(SYS_mlockall, MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT, 0, 0)) {
+		syscall3(SYS_write, 2, (long)"mlockall failed\n", 16);
+		syscall3(SYS_exit, 1, 0, 0);
+	}
 	fd = syscall3(SYS_open, (long)file, O_RDONLY, 0);
 	go = (volatile char *)syscall6(SYS_mmap, 0, 4096, PROT_READ, MAP_SHARED, fd, 0);
 	if (fd < 0 || (unsigned long)go > -4096UL) {
@@ -209,10 +230,10 @@ static __attribute__((noreturn)) void lru(unsigned long n, const char *file)
 	(void)*go;
 	for (i = 0; i < n; i++)
 		*(volatile char *)area[i] = 1;
-	before = on_lru(n);
+	before = pages_on_lists(area, n, mlocked);
 	while (*go != '1')
 		relax();
-	after = on_lru(n);
+	after = pages_on_lists(area, n, mlocked);
 	p = put_string(p, "pages ");
 	p = put_number(p, n);
 	p = put_string(p, " before ");
@@ -417,8 +438,8 @@ __attribute__((used, noreturn)) static void start(long *sp)
 	s = argv[1];
 	if (sp[0] == 4 && s[0] == 'v')
 		vcheck(argv[2], number(argv[3]));
-	if (sp[0] == 4 && s[0] == 'l')
-		lru(number(argv[2]), argv[3]);
+	if ((sp[0] == 4 || sp[0] == 5) && s[0] == 'l')
+		lru(number(argv[2]), argv[3], sp[0] == 5 && argv[4][0] == 'm');
 	if ((sp[0] == 3 || sp[0] == 4) && s[0] == 'r')
 		refill(argv[2], sp[0] == 4);
 	if (sp[0] == 3 && s[0] == 'h')

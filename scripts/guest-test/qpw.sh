@@ -7,7 +7,9 @@
 # housekeeping CPU calls lru_add_drain_all() 100 times. With qpw=1 the
 # isolated CPUs receive no interrupt (RES, CAL) and their kworkers do not
 # run; with qpw=0 the drain is queued on them. Either way the tasks' pages
-# end on the LRU lists, and were not there before the drains.
+# end on the LRU lists, and were not there before the drains. The same
+# with the tasks' memory locked (mlockall()), their pages in their CPUs'
+# mlock batches, which end on the unevictable LRU.
 # Then the hotplug torture: tasks on CPUs 1-3 fault in page after page,
 # each waiting in their CPU's LRU batch, while CPU 0 drains every CPU
 # again and again and CPUs 1-3 go offline and online (each task pinned to
@@ -21,7 +23,7 @@ iso="2 3"
 go=/tmp/qpw.go
 
 . /tests/cases.inc
-plan 4
+plan 5
 counts() { for c in $iso; do printf '%s/%s/%s ' "$(irq RES $c)" "$(irq CAL $c)" "$(kworkers $c)"; done; }
 
 rc=0
@@ -36,6 +38,7 @@ mode=$(dmesg | sed -n 's/.*qpw: remote per-CPU work .*(qpw=\([01]\)).*/\1/p' | t
 if [ -z "$mode" ]; then
 	fail $t "no 'qpw: remote per-CPU work' line in the kernel log (CONFIG_QPW off?)"
 	skip qpw${want}_drain_isolated_cpus "the qpw mode is not known"
+	skip qpw${want}_drain_mlocked "the qpw mode is not known"
 	skip qpw${want}_drain_hotplug "the qpw mode is not known"
 	no_warning qpw${want}_no_warning
 	exit $rc
@@ -52,53 +55,58 @@ else
 	ok $t
 fi
 
-t=qpw${mode}_drain_isolated_cpus
-drains=100
-why=
-printf 0 > $go
-# Empty batches first: pages earlier tests' tasks left in an isolated CPU's
-# batch could fill it as the task faults its pages in, which moves them all
-# to the LRU before the drains.
-echo "lrudrain 1" > $b || why="$why; lrudrain 1 failed"
-outs=
-for c in $iso; do
-	out=/tmp/qpw.$c
-	taskset -c $c /demo/syscalls lru 4 $go > $out &
-	outs="$outs $out"
-done
-sleep 1
-before=$(counts)
-echo "lrudrain $drains" > $b || why="$why; lrudrain $drains failed"
-after=$(counts)
-# Lets the tasks go: they read the new byte through their shared mapping.
-printf 1 1<>$go
-wait
-set -- $before
-for x in $after; do
-	b0=$1
-	shift
-	res=$((${x%%/*} - ${b0%%/*}))
-	rest=${x#*/}
-	rest0=${b0#*/}
-	cal=$((${rest%/*} - ${rest0%/*}))
-	kw=$((${x##*/} - ${b0##*/}))
-	if [ "$mode" = 1 ]; then
-		[ $((res + cal + kw)) = 0 ] ||
-			why="$why; an isolated CPU took $res RES, $cal CAL and $kw kworker switches"
-	else
-		[ $((res + cal + kw)) -gt 0 ] ||
-			why="$why; an isolated CPU took no interrupt and ran no kworker with qpw=0"
-	fi
-done
-for out in $outs; do
-	read -r _ n _ pre _ post < $out 2>/dev/null
-	[ -n "$post" ] || { why="$why; $out: no answer from the task"; continue; }
-	[ "$pre" -lt "$n" ] || why="$why; $out: all $n pages were on the LRU before the drains"
-	[ "$post" = "$n" ] || why="$why; $out: $post of $n pages on the LRU after the drains"
-done
-echo "@@ info $t drains=$drains res/cal/kworker_before=$before res/cal/kworker_after=$after pages=$(cat $outs | tr '\n' ' ')"
-rm -f $go $outs
-if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
+# drain_isolated NAME [mlock]: test NAME, the tasks' pages waiting in their
+# CPUs' LRU batches, or with "mlock" in their mlock batches (the tasks
+# lock their memory first, as real-time tasks do), and counted on the
+# unevictable LRU afterwards.
+drain_isolated() {
+	local t=$1 how=$2 drains=100 why= outs= out c x b0 res rest rest0 cal kw
+	printf 0 > $go
+	# Empty batches first: pages earlier tests' tasks left in an isolated
+	# CPU's batch could fill it as the task faults its pages in, which
+	# moves them all to the LRU before the drains.
+	echo "lrudrain 1" > $b || why="$why; lrudrain 1 failed"
+	for c in $iso; do
+		out=/tmp/qpw.$c
+		taskset -c $c /demo/syscalls lru 4 $go $how > $out &
+		outs="$outs $out"
+	done
+	sleep 1
+	before=$(counts)
+	echo "lrudrain $drains" > $b || why="$why; lrudrain $drains failed"
+	after=$(counts)
+	# Lets the tasks go: they read the new byte through their shared mapping.
+	printf 1 1<>$go
+	wait
+	set -- $before
+	for x in $after; do
+		b0=$1
+		shift
+		res=$((${x%%/*} - ${b0%%/*}))
+		rest=${x#*/}
+		rest0=${b0#*/}
+		cal=$((${rest%/*} - ${rest0%/*}))
+		kw=$((${x##*/} - ${b0##*/}))
+		if [ "$mode" = 1 ]; then
+			[ $((res + cal + kw)) = 0 ] ||
+				why="$why; an isolated CPU took $res RES, $cal CAL and $kw kworker switches"
+		else
+			[ $((res + cal + kw)) -gt 0 ] ||
+				why="$why; an isolated CPU took no interrupt and ran no kworker with qpw=0"
+		fi
+	done
+	for out in $outs; do
+		read -r _ n _ pre _ post < $out 2>/dev/null
+		[ -n "$post" ] || { why="$why; $out: no answer from the task"; continue; }
+		[ "$pre" -lt "$n" ] || why="$why; $out: all $n pages were on the ${how:+unevictable }LRU before the drains"
+		[ "$post" = "$n" ] || why="$why; $out: $post of $n pages on the ${how:+unevictable }LRU after the drains"
+	done
+	echo "@@ info $t drains=$drains res/cal/kworker_before=$before res/cal/kworker_after=$after pages=$(cat $outs | tr '\n' ' ')"
+	rm -f $go $outs
+	if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
+}
+drain_isolated qpw${mode}_drain_isolated_cpus
+drain_isolated qpw${mode}_drain_mlocked mlock
 
 t=qpw${mode}_drain_hotplug
 why=
