@@ -138,8 +138,9 @@ variant_build() {
 	esac
 }
 variants=()
-[[ " ${scenarios[*]} " != *" qpw "* ]] || variants+=(pvspin)
+# irqsoff first: its boot is the longer, and runs while pvspin builds.
 [[ " ${scenarios[*]} " != *" irqsoff "* ]] || variants+=(irqsoff)
+[[ " ${scenarios[*]} " != *" qpw "* ]] || variants+=(pvspin)
 work=$JLRS_CACHE/$JLRS_BASE_VERSION/demo
 status=$work/built
 rm -rf "$status"
@@ -294,6 +295,17 @@ if [ -n "$lane" ]; then
 	# Their logs in the order of the boots: after the main lane's.
 	[ ! -f "$work/logs-lane.list" ] || cat "$work/logs-lane.list" >> "$loglist"
 fi
+if [[ " ${scenarios[*]} " == *" irqsoff "* ]] && built irqsoff; then
+	# ftrace=nop: no ftrace startup self-tests, which the main boot runs.
+	boot_args="ftrace=nop"
+	boot_tag=-irqsoff
+	boot_kernel=$(variant_dir irqsoff)/arch/x86/boot/bzImage
+	boot 1 irqsoff
+	boot_args=
+	boot_tag=
+	boot_kernel=
+fi
+
 if [[ " ${scenarios[*]} " == *" qpw "* ]]; then
 	for q in 0 1; do
 		built pvspin || break
@@ -302,17 +314,6 @@ if [[ " ${scenarios[*]} " == *" qpw "* ]]; then
 		boot_kernel=$(variant_dir pvspin)/arch/x86/boot/bzImage
 		boot 4 qpw
 	done
-	boot_args=
-	boot_tag=
-	boot_kernel=
-fi
-
-if [[ " ${scenarios[*]} " == *" irqsoff "* ]] && built irqsoff; then
-	# ftrace=nop: no ftrace startup self-tests, which the main boot runs.
-	boot_args="ftrace=nop"
-	boot_tag=-irqsoff
-	boot_kernel=$(variant_dir irqsoff)/arch/x86/boot/bzImage
-	boot 1 irqsoff
 	boot_args=
 	boot_tag=
 	boot_kernel=
