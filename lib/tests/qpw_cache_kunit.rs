@@ -340,6 +340,28 @@ mod tests {
         Ok(())
     }
 
+    /// A guard keeps its task on its CPU for its whole life, as `PREEMPT_RT`'s `local_lock()`
+    /// does: a task that slept under it (a bug, but one safe code can write) would otherwise
+    /// wake on another CPU and release that CPU's lock, leaving its own held.
+    #[test]
+    fn a_local_guard_keeps_its_task_on_its_cpu() -> Result {
+        // How many times this task disabled its migration.
+        fn migration_disabled() -> u16 {
+            // SAFETY: Reads a field of the current task, which only the task itself writes.
+            unsafe { (*kernel::current!().as_ptr()).migration_disabled }
+        }
+        let percpu = kernel::new_qpw_percpu!(|_| 0u32)?;
+        let before = migration_disabled();
+        let during = {
+            let mut v = percpu.local()?;
+            *v += 1;
+            migration_disabled()
+        };
+        assert!(during > before);
+        assert_eq!(migration_disabled(), before);
+        Ok(())
+    }
+
     /// A [`qpw::PerCpu`] whose locks are taken while this CPU's task holds another's: each has
     /// a lock class of its own, or lockdep would see one lock taken twice.
     #[test]

@@ -213,31 +213,29 @@ impl<T> PerCpu<T> {
         if !in_task() {
             return Err(edeadlk());
         }
-        // SAFETY: Paired with the `migrate_enable()` below: `cpu` stays this CPU meanwhile, and
-        // afterwards while the lock is held.
+        // SAFETY: Paired with the `migrate_enable()` below on failure, else with the guard's
+        // drop: the task stays on this CPU for the guard's life, as under `PREEMPT_RT`'s
+        // `local_lock()`, even if it sleeps under the guard (a bug, which the lock's own checks
+        // report), so that the drop releases the lock it took.
         unsafe { bindings::migrate_disable() };
+        if self.held_by_me() {
+            // SAFETY: Disabled above.
+            unsafe { bindings::migrate_enable() };
+            return Err(edeadlk());
+        }
         // SAFETY: Migration is off.
         let cpu = unsafe { bindings::raw_smp_processor_id() } as i32;
-        let ret = if self.held_by_me() {
-            Err(edeadlk())
-        } else {
-            let me = Task::current_raw();
-            let owner = self.owner(cpu);
-            // SAFETY: By the type invariant, `self.lock()` is the per-CPU pointer of initialised
-            // qpw locks; this task holds none of them (it is no CPU's owner).
-            unsafe { bindings::local_qpw_lock(self.lock()) };
-            owner.store(me, Relaxed);
-            // INVARIANT: This CPU's lock was taken above and this task recorded as its owner;
-            // `cpu` is this CPU, which the lock keeps the task on.
-            Ok(LocalGuard {
-                owner: self,
-                cpu,
-                _not_send: NotThreadSafe,
-            })
-        };
-        // SAFETY: Disabled above.
-        unsafe { bindings::migrate_enable() };
-        ret
+        // SAFETY: By the type invariant, `self.lock()` is the per-CPU pointer of initialised qpw
+        // locks; this task holds none of them (it is no CPU's owner).
+        unsafe { bindings::local_qpw_lock(self.lock()) };
+        self.owner(cpu).store(Task::current_raw(), Relaxed);
+        // INVARIANT: This CPU's lock was taken above and this task recorded as its owner; `cpu`
+        // is this CPU, and migration stays off until the guard is dropped.
+        Ok(LocalGuard {
+            owner: self,
+            cpu,
+            _not_send: NotThreadSafe,
+        })
     }
 
     /// Runs `f` on the `T` of `cpu`, under that CPU's lock, and returns its result. With qpw on,
@@ -386,7 +384,7 @@ impl<T> Drop for PerCpu<T> {
 /// # Invariants
 ///
 /// The lock of CPU `cpu` in `owner` is held by this task, recorded as its owner, and `cpu` is the
-/// CPU this task runs on until the guard is dropped.
+/// CPU this task runs on until the guard is dropped: the task's migration is disabled until then.
 #[must_use = "the lock is released at once if the guard is not kept"]
 pub struct LocalGuard<'a, T> {
     owner: &'a PerCpu<T>,
@@ -427,5 +425,7 @@ impl<T> Drop for LocalGuard<'_, T> {
         // SAFETY: Taken in `PerCpu::local()` on this CPU, which the task has not left (type
         // invariant).
         unsafe { bindings::local_qpw_unlock(self.owner.lock()) };
+        // SAFETY: Disabled in `PerCpu::local()` for the guard's life (type invariant).
+        unsafe { bindings::migrate_enable() };
     }
 }
