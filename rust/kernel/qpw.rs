@@ -86,6 +86,10 @@ struct Slot<T> {
     /// the `T` of an offline CPU, which this field locks on its own), cleared before it lets go.
     /// Only the holder writes it; a task finds its own pointer here only while it holds the `T`.
     owner: Atomic<*mut bindings::task_struct>,
+    /// The task running on this CPU that holds another CPU's `T` in [`PerCpu::with_cpu`], or
+    /// null: set and cleared by that task, with its migration off in between, so that a task
+    /// finds its own pointer here only while it holds a `T` and runs here.
+    holder: Atomic<*mut bindings::task_struct>,
     data: UnsafeCell<T>,
 }
 
@@ -100,10 +104,6 @@ struct Slot<T> {
 /// holds it through the owner field alone).
 pub struct PerCpu<T> {
     ptr: NonNull<c_void>,
-    /// How many [`PerCpu::with_cpu`] calls hold a `T` from a CPU that is not its own, or
-    /// without a lock (an offline CPU's, qpw off): while any does, a task looks for itself
-    /// among every CPU's owners before it takes a lock.
-    remote: Atomic<u32>,
     _p: PhantomData<T>,
 }
 
@@ -151,13 +151,13 @@ impl<T> PerCpu<T> {
                     key.as_ptr(),
                 );
                 (&raw mut (*slot).owner).write(Atomic::new(null_mut()));
+                (&raw mut (*slot).holder).write(Atomic::new(null_mut()));
                 (&raw mut (*slot).data).cast::<T>().write(init(id));
             }
         }
         // INVARIANT: Every possible CPU's slot was initialised above.
         Ok(Self {
             ptr,
-            remote: Atomic::new(0),
             _p: PhantomData,
         })
     }
@@ -182,22 +182,25 @@ impl<T> PerCpu<T> {
         unsafe { &(*slot).owner }
     }
 
+    /// The task on `cpu` that holds another CPU's `T`, or null.
+    fn holder(&self, cpu: i32) -> &Atomic<*mut bindings::task_struct> {
+        let slot = self.slot(cpu);
+        // SAFETY: As in `owner`.
+        unsafe { &(*slot).holder }
+    }
+
     /// Whether this task holds the `T` of any CPU: a [`LocalGuard`], or the closure of a
     /// [`PerCpu::with_cpu`] is running. Taking any lock of `self` again could deadlock then.
     ///
-    /// A task that holds its own CPU's `T` (a guard, or the work of `with_cpu` with qpw off)
-    /// cannot leave that CPU, and is found there. One that holds another CPU's counted itself in
-    /// `remote` first, and is found among all owners. A task that holds none never finds itself
-    /// as an owner, wherever it runs.
+    /// A task that holds a `T` cannot leave its CPU until it lets go (a guard, and every path
+    /// of `with_cpu`, keep its migration off), and recorded itself there: as the owner of that
+    /// CPU's `T`, or as the holder of another's. A task that holds none never finds itself,
+    /// wherever it runs. Two loads of this CPU's slot, however many CPUs there are.
     fn held_by_me(&self) -> bool {
         let me = Task::current_raw();
         // SAFETY: Reads this CPU's number.
         let cpu = unsafe { bindings::raw_smp_processor_id() } as i32;
-        self.owner(cpu).load(Relaxed) == me
-            || (self.remote.load(Relaxed) != 0
-                && (0..crate::cpu::nr_cpu_ids())
-                    .filter(|&c| possible(c))
-                    .any(|c| self.owner(c as i32).load(Relaxed) == me))
+        self.owner(cpu).load(Relaxed) == me || self.holder(cpu).load(Relaxed) == me
     }
 
     /// Locks this CPU's `T`: the task stays on this CPU until the guard is dropped, as under
@@ -321,6 +324,22 @@ impl<T, F: FnOnce(&mut T) -> R, R> Call<'_, T, F, R> {
         self.ret = Some(f(data));
     }
 
+    /// Runs `f` as the holder recorded on this CPU, with migration off: the task cannot leave
+    /// the slot it recorded itself in.
+    fn call_held(&mut self) {
+        let me = Task::current_raw();
+        // SAFETY: Paired with the `migrate_enable()` below.
+        unsafe { bindings::migrate_disable() };
+        // SAFETY: Migration is off.
+        let here = unsafe { bindings::raw_smp_processor_id() } as i32;
+        let holder = self.owner.holder(here);
+        holder.store(me, Relaxed);
+        self.call();
+        holder.store(null_mut(), Relaxed);
+        // SAFETY: Disabled above.
+        unsafe { bindings::migrate_enable() };
+    }
+
     /// Runs `f` under the lock of `cpu`: with qpw on from any CPU, with it off on `cpu`.
     fn run(&mut self) {
         let lock = self.owner.lock();
@@ -328,12 +347,10 @@ impl<T, F: FnOnce(&mut T) -> R, R> Call<'_, T, F, R> {
         // this CPU, or qpw is on (see `with_cpu`). This task holds no lock of `self`
         // (`held_by_me()` was false; a kworker holds none).
         unsafe { bindings::qpw_lock(lock, self.cpu) };
-        self.owner.remote.fetch_add(1, Relaxed);
         let owner = self.owner.owner(self.cpu);
         owner.store(Task::current_raw(), Relaxed);
-        self.call();
+        self.call_held();
         owner.store(null_mut(), Relaxed);
-        self.owner.remote.fetch_sub(1, Relaxed);
         // SAFETY: Taken above.
         unsafe { bindings::qpw_unlock(lock, self.cpu) };
     }
@@ -344,13 +361,11 @@ impl<T, F: FnOnce(&mut T) -> R, R> Call<'_, T, F, R> {
     fn run_offline(&mut self) {
         let owner = self.owner.owner(self.cpu);
         let me = Task::current_raw();
-        self.owner.remote.fetch_add(1, Relaxed);
         while owner.cmpxchg(null_mut(), me, Acquire).is_err() {
             crate::time::delay::fsleep(crate::time::Delta::from_micros(50));
         }
-        self.call();
+        self.call_held();
         owner.store(null_mut(), Release);
-        self.owner.remote.fetch_sub(1, Relaxed);
     }
 
     /// The work of [`PerCpu::with_cpu`] on the target CPU.
