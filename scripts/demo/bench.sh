@@ -155,23 +155,25 @@ kworkers() {
 		/proc/[0-9]*/status 2>/dev/null
 }
 
-# drains: lru_add_drain_all() 100 times, a millisecond apart, from this
-# (housekeeping) CPU while a task on each isolated CPU writes to new pages,
-# which wait in its CPU's LRU batch, between user-space spins: the
-# interrupts and kworker runs the isolated CPUs take, in whichever qpw mode
-# this boot runs.
+# drains [mlock]: lru_add_drain_all() 100 times, a millisecond apart, from
+# this (housekeeping) CPU while a task on each isolated CPU writes to new
+# pages, which wait in its CPU's LRU batch (with mlock, the task's memory
+# locked as a real-time task locks it, in its mlock batch), between
+# user-space spins: the interrupts and kworker runs the isolated CPUs
+# take, in whichever qpw mode this boot runs.
 drains() {
-	local go=/tmp/qpw.go q o r0 c0 k0 f i
+	local go=/tmp/qpw.go how=$1 m=0 batch=LRU q o r0 c0 k0 f i
+	[ -z "$how" ] || { m=1; batch=mlock; }
 	q=$(dmesg | sed -n 's/.*qpw: remote per-CPU work .*(qpw=\([01]\)).*/\1/p' | tail -n 1)
 	if [ "$(cat /sys/devices/system/cpu/nohz_full 2>/dev/null)" != 2-3 ] || [ -z "$q" ]; then
 		echo "@@ error qpw: drains need CPUs 2-3 isolated (nohz_full=2-3) and CONFIG_QPW"
 		return 1
 	fi
-	echo "@@ progress qpw: lru_add_drain_all() 100 times while tasks on isolated CPUs 2 and 3 refill their LRU batches, qpw=$q"
+	echo "@@ progress qpw: lru_add_drain_all() 100 times while tasks on isolated CPUs 2 and 3 refill their $batch batches, qpw=$q"
 	mkdir -p /tmp
 	printf 0 > $go
 	for c in 2 3; do
-		taskset -c $c /demo/syscalls refill $go > /tmp/qpw.$c &
+		taskset -c $c /demo/syscalls refill $go $how > /tmp/qpw.$c &
 	done
 	usleep 100000
 	r0=$(irqline RES)
@@ -200,20 +202,21 @@ drains() {
 		return 1
 		;;
 	esac
-	echo "@@ result scenario=qpw kind=drain cpus=$ncpu qpw=$q drains=100 $o faults=$f"
+	echo "@@ result scenario=qpw kind=drain cpus=$ncpu qpw=$q drains=100 mlock=$m $o faults=$f"
 	rm -f $go /tmp/qpw.2 /tmp/qpw.3
 }
 
-# storm TAG: lru_add_drain_all() 100 times, a millisecond apart, from this
-# CPU while a task on each of CPUs 2-3 refills its LRU batch, each of its
-# writes timed (syscalls refill FILE timed); $t/trace cleared just before
-# the drains and tracing stopped just after them. Prints "stall_ns=A,B
-# mean_ns=A,B": each task's longest write and the mean of its writes.
+# storm TAG [mlock]: lru_add_drain_all() 100 times, a millisecond apart,
+# from this CPU while a task on each of CPUs 2-3 refills its LRU batch (its
+# mlock batch, with mlock), each of its writes timed (syscalls refill FILE
+# timed); $t/trace cleared just before the drains and tracing stopped just
+# after them. Prints "stall_ns=A,B mean_ns=A,B": each task's longest write
+# and the mean of its writes.
 storm() {
 	local go=/tmp/qpw.go c i f
 	printf 0 > $go
 	for c in 2 3; do
-		taskset -c $c /demo/syscalls refill $go timed > /tmp/$1.$c &
+		taskset -c $c /demo/syscalls refill $go timed $2 > /tmp/$1.$c &
 	done
 	usleep 100000
 	echo > $t/trace
@@ -295,10 +298,14 @@ noise() {
 		echo "@@ error qpw: no osnoise or timerlat tracer (CONFIG_OSNOISE_TRACER, CONFIG_TIMERLAT_TRACER off?)"
 		return 1
 	fi
-	echo "@@ progress qpw: the drains again under the osnoise and timerlat tracers, CPUs 2-3, qpw=$q"
+	echo "@@ progress qpw: the drains again under the osnoise tracer (the tasks' memory unlocked, then locked) and the timerlat tracer, CPUs 2-3, qpw=$q"
 	osnoise_on
 	f=$(storm noise) || return 1
 	echo "@@ result scenario=qpw kind=osnoise cpus=$ncpu qpw=$q drains=100 $f $(osnoise_figures syscalls)"
+	# Again with the tasks' memory locked: their pages wait in the mlock
+	# batch.
+	f=$(storm noise mlock) || return 1
+	echo "@@ result scenario=qpw kind=osnoise cpus=$ncpu qpw=$q drains=100 mlock=1 $f $(osnoise_figures syscalls)"
 	osnoise_off
 	echo 0 > $t/tracing_on
 	echo 1000 > $t/osnoise/timerlat_period_us
@@ -748,6 +755,7 @@ for scenario in "$@"; do
 		if [ $kernel = demo ]; then
 			settle
 			drains || rc=1
+			drains mlock || rc=1
 			noise || rc=1
 		fi
 		echo "@@ done qpw"

@@ -339,7 +339,7 @@ def noise_figures(r):
     bookkeeping, as numbers, per-task lists as lists."""
     out = {}
     for k, v in r.items():
-        if k in ("scenario", "kind", "cpus", "qpw", "drains"):
+        if k in ("scenario", "kind", "cpus", "qpw", "drains", "mlock"):
             continue
         out[k] = [int(x) for x in v.split(",")] if "," in v else int(v)
     return out
@@ -348,15 +348,23 @@ def noise_figures(r):
 def qpw_rows(results):
     """Per kernel and boot (qpw off, on): the local fast path of a local_lock and of a qpw lock,
     the interrupts the isolated CPUs take per remote drain, and what the osnoise and timerlat
-    tracers see on them during the drains."""
-    drains, noise = {}, {}
+    tracers see on them during the drains; and under "mlocked" the drains and osnoise figures
+    again with the tasks' memory locked."""
+    drains, noise, mlocked = {}, {}, {}
     for r in results:
         if r.get("scenario") != "qpw":
             continue
+        locked = r.get("mlock") == "1"
         if r.get("kind") == "drain":
-            drains[r["qpw"]] = drain_figures(r)
+            if locked:
+                mlocked.setdefault(r["qpw"], {}).update(drain_figures(r))
+            else:
+                drains[r["qpw"]] = drain_figures(r)
         elif r.get("kind") in ("osnoise", "timerlat"):
-            noise.setdefault(r["qpw"], {})[r["kind"]] = noise_figures(r)
+            if locked:
+                mlocked.setdefault(r["qpw"], {})[r["kind"]] = noise_figures(r)
+            else:
+                noise.setdefault(r["qpw"], {})[r["kind"]] = noise_figures(r)
     rows = []
     for r in results:
         if r.get("scenario") != "qpw" or r.get("kind") != "lockcost":
@@ -377,6 +385,8 @@ def qpw_rows(results):
         if kernel == "demo":
             row.update(drains.get(r["qpw"], {}))
             row.update(noise.get(r["qpw"], {}))
+            if r["qpw"] in mlocked:
+                row["mlocked"] = mlocked[r["qpw"]]
         rows.append(row)
     return rows
 
@@ -417,6 +427,9 @@ def noise_table(doc):
     for r in doc.get("qpw", []):
         if r.get("kernel", "demo") == "demo" and r.get("osnoise"):
             rows.append(("drains", f"qpw {r['qpw']}", r["osnoise"]))
+    for r in doc.get("qpw", []):
+        if r.get("kernel", "demo") == "demo" and r.get("mlocked", {}).get("osnoise"):
+            rows.append(("drains", f"qpw {r['qpw']}, memory locked", r["mlocked"]["osnoise"]))
     storms = ["flip", "ftrace", "vmalloc", "drains"]
     return sorted(rows, key=lambda row: storms.index(row[0]) if row[0] in storms else len(storms))
 
@@ -944,6 +957,27 @@ def report(doc):
                              "NMI", "longest write, CPU 2 / 3 (µs)", "mean write (µs)",
                              "timerlat samples", "timerlat max thread (µs)",
                              "longest write under timerlat (µs)"], nrows), ""]
+        mrows = []
+        for r in doc["qpw"]:
+            m = r.get("mlocked") or {}
+            o = m.get("osnoise")
+            if "drains" not in m or not o:
+                continue
+            mrows.append([r["qpw"], m["drains"], fmt(m["irq_per_drain"], 2),
+                          fmt(m["kworker_per_drain"], 2), fmt(o["noise_ns"] / 1000, 1),
+                          fmt(o["max_noise_ns"] / 1000, 1), o["irq_n"], o["thread_n"],
+                          " / ".join(fmt(x / 1000, 1) for x in o["stall_ns"])])
+        if mrows:
+            lines += ["The same drains with the tasks' memory locked, as a real-time task locks "
+                      "it (`mlockall(MCL_CURRENT | MCL_FUTURE)`, with `MCL_ONFAULT`): their new "
+                      "pages wait in their CPUs' mlock batches, which `lru_add_drain_all()` "
+                      "drains from the calling CPU with `qpw=1` (hook patch 0008a); locked pages "
+                      "cannot be dropped, so a task writes to a new mapping every 16 pages. "
+                      "Interrupts and kworker runs per drain per isolated CPU, then what the "
+                      "`osnoise` tracer sees during the drains run again.", "",
+                      table(["qpw", "drains", "interrupts per drain", "kworker runs per drain",
+                             "noise (µs)", "max noise (µs)", "IRQ", "thread",
+                             "longest write, CPU 2 / 3 (µs)"], mrows), ""]
     nrows = noise_table(doc)
     if nrows:
         rows = [[storm, config, fmt(r["window_ns"] / 1e6, 2) if r.get("window_ns") else "-",
@@ -1273,10 +1307,15 @@ def headline(doc):
             f"tracking's own {fmt(ct['ticks'])}{share}: on by default")
     q0, q1 = _one(doc, "qpw", kernel="demo", qpw="off"), _one(doc, "qpw", kernel="demo", qpw="on")
     if q0 and q1 and q0.get("drains") is not None:
+        m0, m1 = q0.get("mlocked") or {}, q1.get("mlocked") or {}
+        locked = ""
+        if "cal_per_drain" in m0 and "cal_per_drain" in m1:
+            locked = (f"; with the tasks' memory locked {fmt(m0['cal_per_drain'], 2)} and "
+                      f"{fmt(m1['cal_per_drain'], 2)} IPIs")
         row("qpw", f"remote LRU drains, per drain, on an isolated CPU ({q0['drains']} drains)",
             f"`qpw=0`: {fmt(q0['cal_per_drain'], 2)} IPIs, {fmt(q0['kworker_per_drain'], 2)} "
             f"kworker runs; `qpw=1`: {fmt(q1['cal_per_drain'], 2)} and "
-            f"{fmt(q1['kworker_per_drain'], 2)}; its lock's fast path "
+            f"{fmt(q1['kworker_per_drain'], 2)}{locked}; its lock's fast path "
             f"+{fmt(q1['extra_instr'], 0)} instructions over `local_lock`")
     none = _one(doc, "branch", variant="no check")
     rs = [r for r in _rows(doc, "branch") if r["variant"].startswith("Rust static_branch")]

@@ -46,6 +46,12 @@
  *			M the longest write, A their mean: how long the task
  *			stalls on a fault whose CPU's LRU batch another CPU
  *			is draining, or whose CPU an interrupt takes.
+ *   syscalls refill FILE [timed] mlock
+ *			the same with the task's memory locked first, as for
+ *			lru: its pages wait in this CPU's mlock batch, and as
+ *			locked pages cannot be dropped, it writes to a new
+ *			mapping every LRU_PAGES writes (the old one's unmap
+ *			munlocks its pages, through the same batch).
  *   syscalls hotplug FILE
  *			the CPU-hotplug torture of remote drains: while FILE
  *			starts with '0', writes to one new page of its own
@@ -75,6 +81,7 @@
 #define SYS_close		3
 #define SYS_lseek		8
 #define SYS_mmap		9
+#define SYS_munmap		11
 #define SYS_pipe		22
 #define SYS_madvise		28
 #define SYS_nanosleep		35
@@ -89,7 +96,10 @@
 #define O_RDONLY		0
 #define O_RDWR			2
 #define PROT_READ		1
+#define PROT_WRITE		2
 #define MAP_SHARED		1
+#define MAP_PRIVATE		2
+#define MAP_ANONYMOUS		0x20
 #define MADV_DONTNEED		4
 #define KPF_LRU			5
 #define KPF_UNEVICTABLE		18
@@ -247,6 +257,37 @@ static __attribute__((noreturn)) void lru(unsigned long n, const char *file,
 }
 
 /*
+ * The pages a refill writes to: area, or, with its memory locked, a
+ * mapping of the same size that refill_drop() replaces.
+ */
+static char (*refill_pages)[4096] = area;
+static int refill_mlocked;
+
+/* A mapping of LRU_PAGES pages for a locked refill, or exits. */
+static char (*refill_map(void))[4096]
+{
+	long p = syscall6(SYS_mmap, 0, sizeof(area), PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if ((unsigned long)p > -4096UL) {
+		syscall3(SYS_write, 2, (long)"cannot map pages\n", 17);
+		syscall3(SYS_exit, 1, 0, 0);
+	}
+	return (char (*)[4096])p;
+}
+
+/* Every LRU_PAGES writes: pages to write to anew. */
+static void refill_drop(void)
+{
+	if (!refill_mlocked) {
+		syscall3(SYS_madvise, (long)area, sizeof(area), MADV_DONTNEED);
+		return;
+	}
+	syscall3(SYS_munmap, (long)refill_pages, sizeof(area), 0);
+	refill_pages = refill_map();
+}
+
+/*
  * Step @i of a refill: a write to a new page, and a busy wait of 1000
  * instructions. Timed, it
  * returns how long the write took, else 0.
@@ -256,10 +297,10 @@ static unsigned long refill_one(unsigned long i, int timed)
 	unsigned long j, t0 = 0, t = 0;
 
 	if (i && i % LRU_PAGES == 0)
-		syscall3(SYS_madvise, (long)area, sizeof(area), MADV_DONTNEED);
+		refill_drop();
 	if (timed)
 		t0 = now_ns();
-	*(volatile char *)area[i % LRU_PAGES] = 1;
+	*(volatile char *)refill_pages[i % LRU_PAGES] = 1;
 	if (timed)
 		t = now_ns() - t0;
 	for (j = 0; j < 1000; j += RELAX_INSNS)
@@ -301,13 +342,21 @@ static __attribute__((noreturn)) void hotplug(const char *file)
 		syscall3(SYS_exit, after < 0, 0, 0);
 }
 
-static __attribute__((noreturn)) void refill(const char *file, int timed)
+static __attribute__((noreturn)) void refill(const char *file, int timed, int mlocked)
 {
 	unsigned long i, t, max = 0, sum = 0;
 	volatile char *go;
 	char buf[96], *p = buf;
 	long fd;
 
+	if (mlocked) {
+		if (syscall3(SYS_mlockall, MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT, 0, 0)) {
+			syscall3(SYS_write, 2, (long)"mlockall failed\n", 16);
+			syscall3(SYS_exit, 1, 0, 0);
+		}
+		refill_mlocked = 1;
+		refill_pages = refill_map();
+	}
 	fd = syscall3(SYS_open, (long)file, O_RDONLY, 0);
 	go = (volatile char *)syscall6(SYS_mmap, 0, 4096, PROT_READ, MAP_SHARED, fd, 0);
 	if (fd < 0 || (unsigned long)go > -4096UL) {
@@ -440,8 +489,9 @@ __attribute__((used, noreturn)) static void start(long *sp)
 		vcheck(argv[2], number(argv[3]));
 	if ((sp[0] == 4 || sp[0] == 5) && s[0] == 'l')
 		lru(number(argv[2]), argv[3], sp[0] == 5 && argv[4][0] == 'm');
-	if ((sp[0] == 3 || sp[0] == 4) && s[0] == 'r')
-		refill(argv[2], sp[0] == 4);
+	if (sp[0] >= 3 && sp[0] <= 5 && s[0] == 'r')
+		refill(argv[2], sp[0] >= 4 && argv[3][0] == 't',
+		       sp[0] >= 4 && argv[sp[0] - 1][0] == 'm');
 	if (sp[0] == 3 && s[0] == 'h')
 		hotplug(argv[2]);
 	if (sp[0] == 3 && s[0] == 'p')
