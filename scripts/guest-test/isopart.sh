@@ -174,12 +174,8 @@ for c in 2 3; do after="$after $(irq RES $c)/$(irq CAL $c)/$(kworkers $c)"; done
 printf 1 1<>$go
 wait
 [ "$queued" = 0 ] || why="$why; $queued drain works queued on CPUs 2-3"
-for out in $outs; do
-	read -r _ n _ pre _ post < $out 2>/dev/null
-	[ -n "$post" ] || { why="$why; $out: no answer from the task"; continue; }
-	[ "$pre" -lt "$n" ] || why="$why; $out: all $n pages were on the LRU before the drains"
-	[ "$post" = "$n" ] || why="$why; $out: $post of $n pages on the LRU after the drains"
-done
+# shellcheck disable=SC2086 # one word a file
+why="$why$(lru_pages_wrong "" $outs)"
 # Interrupts and kworker runs, for the log: without nohz_full= the tick
 # and the kernel's other per-CPU work still reach CPUs isolated this way.
 echo "@@ info $t queued=$queued res/cal/kworker_before=$before res/cal/kworker_after=$after pages=$(cat $outs | tr '\n' ' ')"

@@ -95,12 +95,8 @@ drain_isolated() {
 				why="$why; an isolated CPU took no interrupt and ran no kworker with qpw=0"
 		fi
 	done
-	for out in $outs; do
-		read -r _ n _ pre _ post < $out 2>/dev/null
-		[ -n "$post" ] || { why="$why; $out: no answer from the task"; continue; }
-		[ "$pre" -lt "$n" ] || why="$why; $out: all $n pages were on the ${how:+unevictable }LRU before the drains"
-		[ "$post" = "$n" ] || why="$why; $out: $post of $n pages on the ${how:+unevictable }LRU after the drains"
-	done
+	# shellcheck disable=SC2086 # one word a file
+	why="$why$(lru_pages_wrong "${how:+unevictable}" $outs)"
 	echo "@@ info $t drains=$drains res/cal/kworker_before=$before res/cal/kworker_after=$after pages=$(cat $outs | tr '\n' ' ')"
 	rm -f $go $outs
 	if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
