@@ -796,7 +796,7 @@ for scenario in "$@"; do
 			# The modes in turn, so that what builds up in the boot
 			# (RCU callbacks of the tracer's switches, say) falls on
 			# both.
-			for rep in 1 2 3; do
+			for rep in 1 2 3 4 5; do
 				for mode in c rust; do
 					irqsoff_rep $rep $mode || rc=1
 				done
