@@ -760,68 +760,6 @@ mod tests {
         Ok(())
     }
 
-    /// qpw turned on at run time (as when a cpuset partition isolates CPUs) while executors
-    /// allocate and free on three CPUs, each under its CPU's lock, and this task drains them
-    /// all: the locks turn from local_locks into spinlocks, and the drains from work queued on
-    /// each CPU into the caller's, with sections held across the switch. No object is lost or
-    /// freed twice, and qpw stays on for the rest of the boot (with `qpw=1` and on `PREEMPT_RT`
-    /// it is on already, and the switch does nothing).
-    #[test]
-    fn switched_on_during_remote_drains() -> Result {
-        let shared = Shared::new()?;
-        let was_on = qpw::enabled();
-        SHARED.store((&raw const *shared).cast_mut(), Ordering::Release);
-        // SAFETY: `pass` may run on any CPU; nothing else runs executors.
-        let started = unsafe { qpw_cache_exec_start(pass, 3) };
-        let (mut drained, mut drains, mut failed) = (0, 0, 0);
-        let (mut switched, mut switch_at) = (false, None);
-        while drains < MAX_DRAINS
-            && (drains < MIN_DRAINS || shared.passes.load(Ordering::Relaxed) < MIN_PASSES)
-        {
-            if drains == MIN_DRAINS / 2 {
-                switch_at = Some(shared.passes.load(Ordering::Relaxed));
-                // SAFETY: Might sleep: this task holds no lock.
-                switched = unsafe { bindings::qpw_switch_on() };
-            }
-            match shared.cache.drain_all() {
-                Ok(n) => drained += n,
-                Err(_) => failed += 1,
-            }
-            drains += 1;
-            fsleep(Delta::from_micros(50));
-        }
-        let (mut passes, mut wrong) = (0, 0);
-        // SAFETY: Both pointers are valid for writes.
-        unsafe { qpw_cache_exec_stop(&mut passes, &mut wrong) };
-        SHARED.store(core::ptr::null_mut(), Ordering::Release);
-        drained += shared.cache.drain_all()?;
-        let ledger = &shared.ledger;
-        pr_info!(
-            "qpw {} after {} of {} passes ({} drains, {} objects drained)\n",
-            if switched {
-                "switched on"
-            } else {
-                "left as it was"
-            },
-            switch_at.unwrap_or(0),
-            passes,
-            drains,
-            drained
-        );
-        assert!(started >= 1);
-        assert!(passes >= MIN_PASSES as c_ulong);
-        assert!(switch_at.is_some_and(|p| p > 0 && (p as c_ulong) < passes));
-        assert_eq!(switched, cfg!(CONFIG_QPW) && !was_on);
-        assert_eq!(qpw::enabled(), was_on || switched);
-        assert_eq!(wrong, 0);
-        assert_eq!(failed, 0);
-        assert_eq!(ledger.wrong.load(Ordering::Relaxed), 0);
-        assert_eq!(shared.cache.cached(), 0);
-        assert_eq!(ledger.count(OUT) + ledger.count(CACHED), 0);
-        assert_eq!(ledger.count(FREED), ledger.next.load(Ordering::Relaxed));
-        Ok(())
-    }
-
     /// What [`allocation_failures_reach_the_caller`] does with a cache: makes one, takes eight
     /// objects, frees half on this CPU and half on another, and drains every CPU, each
     /// allocation made with `GFP_NOWAIT`, which the fault attributes do not leave alone as they
@@ -889,10 +827,11 @@ mod tests {
             injected += 1;
         }
         pr_info!(
-            "{} runs with a fault injected, {} refused, {} wrong\n",
+            "{} runs with a fault injected, {} refused, {} wrong, qpw {}\n",
             injected,
             refused,
-            bad
+            bad,
+            if qpw::enabled() { "on" } else { "off" }
         );
         assert_eq!(bad, 0);
         assert_eq!(ledger.wrong.load(Ordering::Relaxed), 0);
@@ -904,6 +843,69 @@ mod tests {
             assert!(injected >= 9);
             assert!(refused > 0);
         }
+        Ok(())
+    }
+
+    /// qpw turned on at run time (as when a cpuset partition isolates CPUs) while executors
+    /// allocate and free on three CPUs, each under its CPU's lock, and this task drains them
+    /// all: the locks turn from local_locks into spinlocks, and the drains from work queued on
+    /// each CPU into the caller's, with sections held across the switch. No object is lost or
+    /// freed twice, and qpw stays on for the rest of the boot (with `qpw=1` and on `PREEMPT_RT`
+    /// it is on already, and the switch does nothing). Last in the suite: the cases before it
+    /// run with qpw off in a `qpw=0` boot.
+    #[test]
+    fn switched_on_during_remote_drains() -> Result {
+        let shared = Shared::new()?;
+        let was_on = qpw::enabled();
+        SHARED.store((&raw const *shared).cast_mut(), Ordering::Release);
+        // SAFETY: `pass` may run on any CPU; nothing else runs executors.
+        let started = unsafe { qpw_cache_exec_start(pass, 3) };
+        let (mut drained, mut drains, mut failed) = (0, 0, 0);
+        let (mut switched, mut switch_at) = (false, None);
+        while drains < MAX_DRAINS
+            && (drains < MIN_DRAINS || shared.passes.load(Ordering::Relaxed) < MIN_PASSES)
+        {
+            if drains == MIN_DRAINS / 2 {
+                switch_at = Some(shared.passes.load(Ordering::Relaxed));
+                // SAFETY: Might sleep: this task holds no lock.
+                switched = unsafe { bindings::qpw_switch_on() };
+            }
+            match shared.cache.drain_all() {
+                Ok(n) => drained += n,
+                Err(_) => failed += 1,
+            }
+            drains += 1;
+            fsleep(Delta::from_micros(50));
+        }
+        let (mut passes, mut wrong) = (0, 0);
+        // SAFETY: Both pointers are valid for writes.
+        unsafe { qpw_cache_exec_stop(&mut passes, &mut wrong) };
+        SHARED.store(core::ptr::null_mut(), Ordering::Release);
+        drained += shared.cache.drain_all()?;
+        let ledger = &shared.ledger;
+        pr_info!(
+            "qpw {} after {} of {} passes ({} drains, {} objects drained)\n",
+            if switched {
+                "switched on"
+            } else {
+                "left as it was"
+            },
+            switch_at.unwrap_or(0),
+            passes,
+            drains,
+            drained
+        );
+        assert!(started >= 1);
+        assert!(passes >= MIN_PASSES as c_ulong);
+        assert!(switch_at.is_some_and(|p| p > 0 && (p as c_ulong) < passes));
+        assert_eq!(switched, cfg!(CONFIG_QPW) && !was_on);
+        assert_eq!(qpw::enabled(), was_on || switched);
+        assert_eq!(wrong, 0);
+        assert_eq!(failed, 0);
+        assert_eq!(ledger.wrong.load(Ordering::Relaxed), 0);
+        assert_eq!(shared.cache.cached(), 0);
+        assert_eq!(ledger.count(OUT) + ledger.count(CACHED), 0);
+        assert_eq!(ledger.count(FREED), ledger.next.load(Ordering::Relaxed));
         Ok(())
     }
 
