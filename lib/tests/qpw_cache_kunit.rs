@@ -615,17 +615,29 @@ mod tests {
         0
     }
 
-    #[test]
-    fn alloc_and_free_on_every_cpu_with_remote_drains() -> Result {
-        let shared = Shared::new()?;
+    /// What [`drains_during_passes`] saw.
+    struct Drains {
+        started: i32,
+        drained: usize,
+        drains: usize,
+        failed: usize,
+        passes: c_ulong,
+        wrong: c_ulong,
+    }
+
+    /// Drains every CPU of `shared`'s cache while executors run [`pass`] on three other CPUs,
+    /// until they made `MIN_PASSES` passes and `MIN_DRAINS` drains ran (at most `MAX_DRAINS`);
+    /// `before(n)` runs before the drain that follows `n` others. Then stops the executors and
+    /// drains once more.
+    fn drains_during_passes(shared: &Shared, mut before: impl FnMut(usize)) -> Result<Drains> {
         SHARED.store((&raw const *shared).cast_mut(), Ordering::Release);
         // SAFETY: `pass` may run on any CPU; nothing else runs executors.
         let started = unsafe { qpw_cache_exec_start(pass, 3) };
-        // Drains while the executors allocate and free, until they have made enough passes.
         let (mut drained, mut drains, mut failed) = (0, 0, 0);
         while drains < MAX_DRAINS
             && (drains < MIN_DRAINS || shared.passes.load(Ordering::Relaxed) < MIN_PASSES)
         {
+            before(drains);
             match shared.cache.drain_all() {
                 Ok(n) => drained += n,
                 Err(_) => failed += 1,
@@ -640,6 +652,28 @@ mod tests {
         unsafe { qpw_cache_exec_stop(&mut passes, &mut wrong) };
         SHARED.store(core::ptr::null_mut(), Ordering::Release);
         drained += shared.cache.drain_all()?;
+        Ok(Drains {
+            started,
+            drained,
+            drains,
+            failed,
+            passes,
+            wrong,
+        })
+    }
+
+    #[test]
+    fn alloc_and_free_on_every_cpu_with_remote_drains() -> Result {
+        let shared = Shared::new()?;
+        // Drains while the executors allocate and free, until they have made enough passes.
+        let Drains {
+            started,
+            drained,
+            drains,
+            failed,
+            passes,
+            wrong,
+        } = drains_during_passes(&shared, |_| ())?;
         let ledger = &shared.ledger;
         pr_info!(
             "{} passes on {} CPUs, {} drains, {} objects made, {} drained, qpw {}\n",
@@ -857,31 +891,21 @@ mod tests {
     fn switched_on_during_remote_drains() -> Result {
         let shared = Shared::new()?;
         let was_on = qpw::enabled();
-        SHARED.store((&raw const *shared).cast_mut(), Ordering::Release);
-        // SAFETY: `pass` may run on any CPU; nothing else runs executors.
-        let started = unsafe { qpw_cache_exec_start(pass, 3) };
-        let (mut drained, mut drains, mut failed) = (0, 0, 0);
         let (mut switched, mut switch_at) = (false, None);
-        while drains < MAX_DRAINS
-            && (drains < MIN_DRAINS || shared.passes.load(Ordering::Relaxed) < MIN_PASSES)
-        {
+        let Drains {
+            started,
+            drained,
+            drains,
+            failed,
+            passes,
+            wrong,
+        } = drains_during_passes(&shared, |drains| {
             if drains == MIN_DRAINS / 2 {
                 switch_at = Some(shared.passes.load(Ordering::Relaxed));
                 // SAFETY: Might sleep: this task holds no lock.
                 switched = unsafe { bindings::qpw_switch_on() };
             }
-            match shared.cache.drain_all() {
-                Ok(n) => drained += n,
-                Err(_) => failed += 1,
-            }
-            drains += 1;
-            fsleep(Delta::from_micros(50));
-        }
-        let (mut passes, mut wrong) = (0, 0);
-        // SAFETY: Both pointers are valid for writes.
-        unsafe { qpw_cache_exec_stop(&mut passes, &mut wrong) };
-        SHARED.store(core::ptr::null_mut(), Ordering::Release);
-        drained += shared.cache.drain_all()?;
+        })?;
         let ledger = &shared.ledger;
         pr_info!(
             "qpw {} after {} of {} passes ({} drains, {} objects drained)\n",
