@@ -64,15 +64,15 @@ jlrs_base_env
 
 mkopts=()
 while read -r o; do mkopts+=("--make_options=$o"); done < <(jlrs_make_opts)
-# build_kernel DIR [KUNIT.PY OPTION...]: the overlay kernel in build
-# directory DIR, incremental.
+# build_kernel DIR KUNITCONFIG [KUNIT.PY OPTION...]: the overlay kernel in
+# build directory DIR, configured by KUNITCONFIG, incremental.
 build_kernel() {
-	local dir=$1 log
-	shift
+	local dir=$1 kunitconfig=$2 log
+	shift 2
 	log=$JLRS_CACHE/demo-build-$(basename "$dir").log
 	msg "building the kernel in $dir (incremental)"
 	(cd "$JLRS_SRC" && python3 tools/testing/kunit/kunit.py build --arch=x86_64 \
-		--kunitconfig="$JLRS_SRC/arch/x86/kernel/jump_label_rs/.kunitconfig" \
+		--kunitconfig="$kunitconfig" \
 		--build_dir="$dir" --jobs="$(nproc)" "$@" "${mkopts[@]}") > "$log" 2>&1 ||
 		{ tail -n 30 "$log" >&2; die "kernel build failed (log: $log)"; }
 	[ -f "$dir/arch/x86/boot/bzImage" ] || die "no kernel image in $dir after the build"
@@ -90,7 +90,7 @@ kernel=$demo_build/arch/x86/boot/bzImage
 # .jlrs-built: the demo's kernel is built (.ci/run starts make
 # test-matrix's builds, some of them copies of this one, after it).
 rm -f "$demo_build/.jlrs-built"
-build_kernel "$demo_build" "$no_debug"
+build_kernel "$demo_build" "$JLRS_SRC/arch/x86/kernel/jump_label_rs/.kunitconfig" "$no_debug"
 date > "$demo_build/.jlrs-built"
 
 # Whether anything failed.
@@ -122,17 +122,19 @@ fi
 # store). build-irqsoff: the irqsoff and preemptoff tracers, whose hooks
 # in every interrupt and preemption toggle would shift the other figures,
 # and the benchmark's key of 4096 sites, which would move the others' text.
+# build-pvspin boots the benchmark alone, and has only what it needs
+# (scripts/kunitconfig/pvspin); build-irqsoff is the demo kernel's
+# configuration and its own options.
 variant_dir() { echo "$JLRS_CACHE/$JLRS_BASE_VERSION/build-$1"; }
 variant_build() {
 	case $1 in
 	pvspin)
-		build_kernel "$(variant_dir pvspin)" --kconfig_add=CONFIG_HYPERVISOR_GUEST=y \
-			--kconfig_add=CONFIG_PARAVIRT=y --kconfig_add=CONFIG_PARAVIRT_SPINLOCKS=y \
-			"$no_debug"
+		build_kernel "$(variant_dir pvspin)" "$JLRS_TOP/scripts/kunitconfig/pvspin"
 		;;
 	irqsoff)
-		build_kernel "$(variant_dir irqsoff)" --kconfig_add=CONFIG_IRQSOFF_TRACER=y \
-			--kconfig_add=CONFIG_PREEMPT_TRACER=y \
+		build_kernel "$(variant_dir irqsoff)" \
+			"$JLRS_SRC/arch/x86/kernel/jump_label_rs/.kunitconfig" \
+			--kconfig_add=CONFIG_IRQSOFF_TRACER=y --kconfig_add=CONFIG_PREEMPT_TRACER=y \
 			--kconfig_add=CONFIG_TEXT_POKE_RS_BENCH_LARGE=y "$no_debug"
 		;;
 	esac
