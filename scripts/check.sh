@@ -64,7 +64,7 @@ else
 	# A warning names a project file on its own line or on a following
 	# "--> file:line" line; objtool names the object.
 	warn=$(grep -E -A4 '^(warning|error)' "$logs/clippy.log" | grep -E "($ours_re)" ; \
-	       grep -E 'objtool.*(static_key|jump_label_rs|text_poke_rs|ct_work_rs|context_tracking_work|tlb_defer_rs|qpw)|(static_key|jump_label_rs|text_poke_rs|ct_work_rs|context_tracking_work|tlb_defer_rs|qpw)[^ ]*\.o: warning' "$logs/clippy.log")
+	       grep -E 'objtool.*(static_key|jump_label_rs|text_poke_rs|ct_work|context_tracking_work|tlb_defer|qpw)|(static_key|jump_label_rs|text_poke_rs|ct_work|context_tracking_work|tlb_defer|qpw)[^ ]*\.o: warning' "$logs/clippy.log")
 	rc=0
 	if [ -n "$warn" ]; then
 		grep -E -B2 -A12 '^(warning|error)' "$logs/clippy.log" | head -n 200
@@ -77,7 +77,7 @@ fi
 # file in the current directory: run it from the logs directory.
 # The danger zone of deferred work: every site there, and every static call
 # trampoline called from there, is in the ranges the sender refuses to
-# defer (ct_work_rs_danger_text[], read from the image), and so is the idle
+# defer (ct_work_danger_text[], read from the image), and so is the idle
 # code. The check's own test: with the noinstr range left out of the rule
 # it must fail on the bench's key whose site is in noinstr text
 # (CONFIG_TEXT_POKE_RS_BENCH) and on the idle code, and with the

@@ -4,7 +4,7 @@
 
 A CPU in user space may have a kernel TLB flush deferred to it
 (kernel/context_tracking_work/word.c): until its next kernel entry takes the work
-word (ct_work_rs_words), its TLB may still map a vmalloc or vmap range that
+word (ct_work_words), its TLB may still map a vmalloc or vmap range that
 was freed and reused since. Entry code before that point, the data side of
 the danger zone, must touch no memory such a range can hold. It may touch:
 
@@ -59,7 +59,7 @@ PERCPU_VALUE = {"this_cpu_off": "percpu", "current_task": "current",
 # Per-CPU fields whose value is known, by (variable, offset): the TSS's
 # sp0, the top of the task's stack.
 PERCPU_FIELD = {("cpu_tss_rw", 4): "stack"}
-WORD = "ct_work_rs_words"
+WORD = "ct_work_words"
 # Static keys that are on wherever work is deferred: context tracking's,
 # which CPU isolation (nohz_full=) turns on. Their sites are followed the
 # way they take then; those of other keys, both ways.
@@ -184,7 +184,7 @@ def main():
     if missing:
         die(f"{args.vmlinux} has no {', '.join(missing)}: not an x86-64 vmlinux with "
             "CONFIG_TEXT_POKE_RS_DEFER?")
-    if "ct_work_rs_tlb_needs_ipi" not in syms:
+    if "ct_work_tlb_needs_ipi" not in syms:
         print("danger-data: this kernel does not defer kernel TLB flushes: nothing to check")
         return 0
 

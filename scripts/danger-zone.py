@@ -9,7 +9,7 @@ entry code and the idle code, lives in .entry.text, .noinstr.text and
 or cpuidle code and static call trampolines). A site there, or a
 trampoline called from there, must not change under a CPU that deferred its
 sync: the sender never defers a batch that writes any byte of the ranges in
-the image's ct_work_rs_danger_text[], the very table it reads. This check
+the image's ct_work_danger_text[], the very table it reads. This check
 reads that table from the image and fails if any site in the danger zone, or
 any trampoline called from it, is outside it: a flip of that key could be
 deferred. It also notes every such key that can be flipped after boot (a
@@ -31,7 +31,7 @@ import subprocess
 import sys
 
 
-# CT_WORK_RS_DANGER_RANGES (include/linux/ct_work_rs.h).
+# CT_WORK_DANGER_RANGES (include/linux/context_tracking_work.h).
 RANGES = 3
 
 
@@ -107,7 +107,7 @@ def main():
     need = ["__noinstr_text_start", "__noinstr_text_end", "__entry_text_start",
             "__entry_text_end", "__cpuidle_text_start", "__cpuidle_text_end",
             "__start_ro_after_init", "__end_ro_after_init",
-            "__start___jump_table", "__stop___jump_table", "ct_work_rs_danger_text"]
+            "__start___jump_table", "__stop___jump_table", "ct_work_danger_text"]
     missing = [n for n in need if n not in syms]
     if missing:
         die(f"{args.vmlinux} has no {', '.join(missing)}: not an x86-64 vmlinux with jump labels?")
@@ -115,9 +115,9 @@ def main():
              (syms["__entry_text_start"], syms["__entry_text_end"]),
              (syms["__cpuidle_text_start"], syms["__cpuidle_text_end"])]
     ro = (syms["__start_ro_after_init"], syms["__end_ro_after_init"])
-    # The sender's rule: CT_WORK_RS_DANGER_RANGES (3) [start, end) pairs of
+    # The sender's rule: CT_WORK_DANGER_RANGES (3) [start, end) pairs of
     # unsigned long.
-    raw = elf.read(syms["ct_work_rs_danger_text"], RANGES * 16)
+    raw = elf.read(syms["ct_work_danger_text"], RANGES * 16)
     rule = [struct.unpack_from("<QQ", raw, 16 * i) for i in range(RANGES)]
     for i in args.drop_range:
         if not 0 <= i < len(rule):
@@ -125,7 +125,7 @@ def main():
     rule = [r for i, r in enumerate(rule) if i not in args.drop_range]
     for a, b in rule:
         if not a < b:
-            die(f"ct_work_rs_danger_text holds an empty or reversed range {a:#x}-{b:#x}")
+            die(f"ct_work_danger_text holds an empty or reversed range {a:#x}-{b:#x}")
 
     def refused(a, b):
         """Whether the rule refuses to defer a batch writing [a, b)."""
@@ -207,7 +207,7 @@ def main():
         if bad:
             errors.add(name)
             print(f"  error: {name} ({kind}, {n} sites: {where}): {bad} of them outside "
-                  f"ct_work_rs_danger_text[]: a flip of it may be deferred to a CPU that "
+                  f"ct_work_danger_text[]: a flip of it may be deferred to a CPU that "
                   f"runs them before it takes its sync")
         elif ro[0] <= key < ro[1]:
             print(f"  ok: {name} ({kind}, {n} sites: {where}): never deferred, and "

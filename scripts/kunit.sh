@@ -5,7 +5,7 @@
 # kunit.py in QEMU (single-threaded TCG, 4 vCPUs). An oops reboots the
 # guest at once (oops=panic panic=-1): a test that crashes while holding a
 # lock would otherwise leave the run hanging until the timeout. CPU 3 is
-# isolated (nohz_full=3) for the deferral suites, ct_work_rs and
+# isolated (nohz_full=3) for the deferral suites, ct_work and
 # text_poke_rs_defer.
 # tsc=reliable: no clocksource watchdog. The switch to the TSC still comes
 # a second or so into the boot and sends every CPU function calls: the IPI

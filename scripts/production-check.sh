@@ -50,8 +50,8 @@ has() { grep -qx -- "$1" <<< "$syms"; }
 missing=()
 for s in text_poke_rs_publish text_poke_rs_retire text_poke_rs_emulate \
 	text_poke_rs_run_write smp_text_poke_int3_handler jump_label_rs_update \
-	ct_work_rs_words __ct_work_rs_take __ct_work_rs_nmi_enter \
-	ct_work_rs_ask ct_work_rs_tlb_flush_at_entry; do
+	ct_work_words __ct_work_take __ct_work_nmi_enter \
+	ct_work_ask ct_work_tlb_flush_at_entry; do
 	has "$s" || missing+=("$s")
 done
 result "production image: the Rust batch and deferral" "${#missing[@]}" \
@@ -67,8 +67,8 @@ for s in text_poke_rs_mode text_poke_rs_set_mode text_poke_rs_int3_hits \
 	text_poke_rs_note_sync text_poke_rs_note_batch text_poke_rs_note_batch_done \
 	text_poke_rs_note_mm_switch text_poke_rs_counts text_poke_rs_track \
 	text_poke_rs_read_stats text_poke_rs_ipis_received text_poke_rs_stats_fops \
-	ct_work_rs_run ct_work_rs_stats_show ct_work_rs_bench_entry \
-	text_poke_rs_deferred text_poke_rs_sent ct_work_rs_tlb_deferred \
+	ct_work_run ct_work_stats_show ct_work_bench_entry \
+	text_poke_rs_deferred text_poke_rs_sent ct_work_tlb_deferred \
 	text_poke_rs_note_deferral text_poke_rs_note_tlb \
 	__tracepoint_text_poke_rs_batch text_poke_array; do
 	has "$s" && found+=("$s")

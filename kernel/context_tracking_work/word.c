@@ -4,22 +4,22 @@
  * their next kernel entry or idle exit: the per-CPU work word, the
  * context-tracking hooks that take the work at kernel entry and idle exit
  * and run it (sync_core(), and the kernel TLB flush
- * the architecture defers, arch/x86/mm/tlb_defer_rs.c), and the switches.
+ * the architecture defers, arch/x86/mm/tlb_defer.c), and the switches.
  * The protocol's rules are Rust: ct_work.rs (checked by every interleaving
- * on the host), and ct_work_rs.rs for the senders; its entry side, which
- * runs before instrumentation is allowed, is the noinstr C below, one
- * function for each of ct_work.rs's.
+ * on the host), and context_tracking_work.rs for the senders; its entry
+ * side, which runs before instrumentation is allowed, is the noinstr C
+ * below, one function for each of ct_work.rs's.
  *
  * The danger zone: a CPU coming from user space takes its work in
- * ct_work_rs_user_exit(), the first thing __ct_user_exit() does on a CPU
- * where context tracking is active, or in ct_work_rs_nmi_enter() for an NMI.
+ * ct_work_user_exit(), the first thing __ct_user_exit() does on a CPU
+ * where context tracking is active, or in ct_work_nmi_enter() for an NMI.
  * Everything it runs before that, and everything it runs after
- * ct_work_rs_user_enter() on the way out, may run text that a deferred sync
+ * ct_work_user_enter() on the way out, may run text that a deferred sync
  * has not yet made safe: the entry asm (.entry.text) and the C entry up to
  * context tracking (do_syscall_64(), irqentry_enter(), exc_nmi() and their
- * inlined helpers). An idle CPU takes its work in ct_work_rs_idle_exit(),
+ * inlined helpers). An idle CPU takes its work in ct_work_idle_exit(),
  * the first thing ct_idle_exit() does, or at an interrupt's
- * ct_work_rs_nmi_enter(); from ct_work_rs_idle_enter(), the last thing
+ * ct_work_nmi_enter(); from ct_work_idle_enter(), the last thing
  * ct_idle_enter() does, it runs the idle code between ct_cpuidle_enter()
  * and ct_cpuidle_exit() and the idle instruction. objtool keeps all of it
  * in .noinstr.text, .entry.text or .cpuidle.text: noinstr and cpuidle code
@@ -31,7 +31,7 @@
  *   without CPUIDLE_FLAG_RCU_IDLE noinstr or __cpuidle, and every in-tree
  *   driver keeps it, but nothing checks it at build time. So a driver is
  *   checked when it registers (hook patch 0005b,
- *   ct_work_rs_cpuidle_driver()): a state whose enter() or
+ *   ct_work_cpuidle_driver()): a state whose enter() or
  *   enter_s2idle() is outside the image's and modules' .noinstr.text
  *   (which holds .cpuidle.text) turns idle deferral off for good, with a
  *   warning that names it;
@@ -40,18 +40,18 @@
  *   before the take traps, and handle_bug() reports it (report_bug(),
  *   printk()) before exception entry: hook patch 0005a takes the word
  *   around handle_bug(), as an interrupt in idle does, so the work runs
- *   before the report (KUnit ct_work_rs.a_warn_in_idle_runs_the_work_first);
+ *   before the report (KUnit ct_work.a_warn_in_idle_runs_the_work_first);
  * - every other interrupt or exception runs the entry code up to
  *   ct_nmi_enter() (or, from user space, __ct_user_exit()) first, and
  *   an INT3 the text-poke batch's noinstr lookup: all of it in the
  *   sections above.
  * So the sender follows one rule, a
  * superset of the danger zone: a batch that writes any byte in those
- * sections is never deferred (ct_work_rs_danger_text[], which the
+ * sections is never deferred (ct_work_danger_text[], which the
  * text-poke batch checks), and every CPU takes its IPIs; nor one that
  * writes a module's noinstr text, which holds its .cpuidle.text too
  * (scripts/module.lds.S), as a cpuidle driver's module has it
- * (ct_work_rs_module_danger_text()).
+ * (ct_work_module_danger_text()).
  * scripts/danger-zone.py lists the static branch and static call sites in
  * those sections at build time, and warns about every one whose key can
  * be flipped after boot: flipping it costs isolated and idle CPUs their
@@ -76,7 +76,7 @@
  * a bit instead of waking it (three IPIs per flip, each taking the CPU out
  * of its C-state), and the CPU runs sync_core() when it leaves idle or
  * takes its next interrupt. Kernel TLB flushes still wake it
- * (arch/x86/mm/tlb_defer_rs.c says why). Idle entry costs two loads and a
+ * (arch/x86/mm/tlb_defer.c says why). Idle entry costs two loads and a
  * store, idle exit a compare-and-exchange when no work is pending, an
  * interrupt in idle an exchange and a store.
  *
@@ -84,7 +84,7 @@
  * kernel, where its word says "kernel" and no sender sets bits (the dying
  * CPU leaves idle before it reports itself dead, and does not enter it
  * again), and a CPU coming online starts with its word taken and
- * sync_core() run (ct_work_rs_cpu_online()).
+ * sync_core() run (ct_work_cpu_online()).
  */
 
 #include <linux/context_tracking.h>
@@ -92,7 +92,7 @@
 #include <linux/cpu.h>
 #include <linux/cpuhotplug.h>
 #include <linux/cpuidle.h>
-#include <linux/ct_work_rs.h>
+#include <linux/context_tracking_work.h>
 #include <linux/debugfs.h>
 #include <linux/init.h>
 #include <linux/kstrtox.h>
@@ -111,39 +111,42 @@
 
 #include <asm/sections.h>
 
-bool ct_work_rs_enabled __read_mostly = true;
-bool ct_work_rs_tlb_enabled __read_mostly = IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS);
-const char *ct_work_rs_tlb_refused __ro_after_init;
-const char *ct_work_rs_idle_refused __read_mostly;
+bool ct_work_enabled __read_mostly = true;
+bool ct_work_tlb_enabled __read_mostly = IS_ENABLED(CONFIG_TLB_FLUSH_DEFER);
+const char *ct_work_tlb_refused __ro_after_init;
+const char *ct_work_idle_refused __read_mostly;
 /*
  * How long a sync round waits for an isolated CPU found in the kernel to
  * return to user space before it sends the IPI: about what a tick or a short
  * system call takes. Only the sender waits.
  */
-unsigned long ct_work_rs_wait_ns __read_mostly = 50 * NSEC_PER_USEC;
+unsigned long ct_work_wait_ns __read_mostly = 50 * NSEC_PER_USEC;
 
-DEFINE_PER_CPU_ALIGNED(u32, ct_work_rs_words);
-/* The nesting levels of entries while RCU was not watching (ct_work_rs.h). */
-DEFINE_PER_CPU(u32, ct_work_rs_nmi_levels);
+DEFINE_PER_CPU_ALIGNED(u32, ct_work_words);
+/*
+ * The nesting levels of entries while RCU was not watching
+ * (<linux/context_tracking_work.h>).
+ */
+DEFINE_PER_CPU(u32, ct_work_nmi_levels);
 #ifdef CONFIG_TEXT_POKE_RS_MEASURE
 /* Entries that ran work instead of taking an IPI. */
-static DEFINE_PER_CPU(unsigned long, ct_work_rs_run);
+static DEFINE_PER_CPU(unsigned long, ct_work_run);
 
-static __always_inline void ct_work_rs_count_run(void)
+static __always_inline void ct_work_count_run(void)
 {
-	raw_cpu_inc(ct_work_rs_run);
+	raw_cpu_inc(ct_work_run);
 }
 
-unsigned long ct_work_rs_runs(int cpu)
+unsigned long ct_work_runs(int cpu)
 {
-	return READ_ONCE(per_cpu(ct_work_rs_run, cpu));
+	return READ_ONCE(per_cpu(ct_work_run, cpu));
 }
 #else
-static __always_inline void ct_work_rs_count_run(void) { }
+static __always_inline void ct_work_count_run(void) { }
 #endif
 
 #ifdef CONFIG_TEXT_POKE_RS_DEFER_DEBUG
-#define CT_WORK_RS_KINDS	2
+#define CT_WORK_KINDS	2
 /*
  * The audit of the work deferred to a CPU, per kind: @added, the kinds
  * senders added to its word (from clear to set: a request that coalesces
@@ -157,36 +160,36 @@ static __always_inline void ct_work_rs_count_run(void) { }
  * anything else lost is a bug, which every boot of make test's user-space
  * tests checks for at its end (scripts/guest-test/audit.inc).
  */
-struct ct_work_rs_audit {
-	atomic_t added[CT_WORK_RS_KINDS];
-	unsigned int ran[CT_WORK_RS_KINDS];
-	unsigned int lost[CT_WORK_RS_KINDS];
-	unsigned int skipped[CT_WORK_RS_KINDS];
-	/* The entry's TLB flushes, each way (enum ct_work_rs_flush). */
-	unsigned int flushes[CT_WORK_RS_FLUSH_WAYS];
+struct ct_work_audit {
+	atomic_t added[CT_WORK_KINDS];
+	unsigned int ran[CT_WORK_KINDS];
+	unsigned int lost[CT_WORK_KINDS];
+	unsigned int skipped[CT_WORK_KINDS];
+	/* The entry's TLB flushes, each way (enum ct_work_flush). */
+	unsigned int flushes[CT_WORK_FLUSH_WAYS];
 };
 
-static DEFINE_PER_CPU(struct ct_work_rs_audit, ct_work_rs_audit);
+static DEFINE_PER_CPU(struct ct_work_audit, ct_work_audit);
 /* The next entries that take work drop it (text_poke/defer_skip_work). */
-static atomic_t ct_work_rs_skip = ATOMIC_INIT(0);
+static atomic_t ct_work_skip = ATOMIC_INIT(0);
 
-void ct_work_rs_audit_added(int cpu, unsigned int work)
+void ct_work_audit_added(int cpu, unsigned int work)
 {
-	struct ct_work_rs_audit *a = per_cpu_ptr(&ct_work_rs_audit, cpu);
+	struct ct_work_audit *a = per_cpu_ptr(&ct_work_audit, cpu);
 	int k;
 
-	for (k = 0; k < CT_WORK_RS_KINDS; k++)
+	for (k = 0; k < CT_WORK_KINDS; k++)
 		if (work & BIT(k))
 			atomic_inc(&a->added[k]);
 }
 
 /* This CPU's entry ran @ran of the work it took; now check the rest. */
-static __always_inline void ct_work_rs_audit_ran(unsigned int ran)
+static __always_inline void ct_work_audit_ran(unsigned int ran)
 {
-	struct ct_work_rs_audit *a = raw_cpu_ptr(&ct_work_rs_audit);
+	struct ct_work_audit *a = raw_cpu_ptr(&ct_work_audit);
 	int k;
 
-	for (k = 0; k < CT_WORK_RS_KINDS; k++) {
+	for (k = 0; k < CT_WORK_KINDS; k++) {
 		unsigned int added, done;
 
 		done = READ_ONCE(a->ran[k]) + !!(ran & BIT(k));
@@ -197,47 +200,47 @@ static __always_inline void ct_work_rs_audit_ran(unsigned int ran)
 	}
 }
 
-static __always_inline void ct_work_rs_audit_flush(enum ct_work_rs_flush way)
+static __always_inline void ct_work_audit_flush(enum ct_work_flush way)
 {
-	struct ct_work_rs_audit *a = raw_cpu_ptr(&ct_work_rs_audit);
+	struct ct_work_audit *a = raw_cpu_ptr(&ct_work_audit);
 
 	WRITE_ONCE(a->flushes[way], a->flushes[way] + 1);
 }
 
 /* Whether this entry drops the @work it took, on purpose (counted). */
-static __always_inline bool ct_work_rs_skip_work(unsigned int work)
+static __always_inline bool ct_work_skip_work(unsigned int work)
 {
-	struct ct_work_rs_audit *a;
+	struct ct_work_audit *a;
 	int k;
 
-	if (likely(!raw_atomic_read(&ct_work_rs_skip)) ||
-	    raw_atomic_dec_if_positive(&ct_work_rs_skip) < 0)
+	if (likely(!raw_atomic_read(&ct_work_skip)) ||
+	    raw_atomic_dec_if_positive(&ct_work_skip) < 0)
 		return false;
-	a = raw_cpu_ptr(&ct_work_rs_audit);
-	for (k = 0; k < CT_WORK_RS_KINDS; k++)
+	a = raw_cpu_ptr(&ct_work_audit);
+	for (k = 0; k < CT_WORK_KINDS; k++)
 		if (work & BIT(k))
 			WRITE_ONCE(a->skipped[k], a->skipped[k] + 1);
 	return true;
 }
 
 /* The entry benchmark's @n runs of @work, which no sender added. */
-static void ct_work_rs_audit_forget(unsigned int work, unsigned int n)
+static void ct_work_audit_forget(unsigned int work, unsigned int n)
 {
-	struct ct_work_rs_audit *a = this_cpu_ptr(&ct_work_rs_audit);
+	struct ct_work_audit *a = this_cpu_ptr(&ct_work_audit);
 	int k;
 
-	for (k = 0; k < CT_WORK_RS_KINDS; k++)
+	for (k = 0; k < CT_WORK_KINDS; k++)
 		if (work & BIT(k))
 			WRITE_ONCE(a->ran[k], a->ran[k] - n);
 }
 
-static void ct_work_rs_audit_show(struct seq_file *m, int cpu)
+static void ct_work_audit_show(struct seq_file *m, int cpu)
 {
-	struct ct_work_rs_audit *a = per_cpu_ptr(&ct_work_rs_audit, cpu);
+	struct ct_work_audit *a = per_cpu_ptr(&ct_work_audit, cpu);
 	static const char * const kinds[] = { "sync", "tlb" };
 	int k;
 
-	for (k = 0; k < CT_WORK_RS_KINDS; k++)
+	for (k = 0; k < CT_WORK_KINDS; k++)
 		seq_printf(m, " %s_added %d %s_ran %u %s_lost %u", kinds[k],
 			   atomic_read(&a->added[k]), kinds[k],
 			   READ_ONCE(a->ran[k]), kinds[k], READ_ONCE(a->lost[k]));
@@ -247,53 +250,53 @@ static void ct_work_rs_audit_show(struct seq_file *m, int cpu)
  * Work lost at entry and dropped there on purpose, and the entry's TLB
  * flushes by each way, all told.
  */
-static void ct_work_rs_audit_stats(struct seq_file *m)
+static void ct_work_audit_stats(struct seq_file *m)
 {
-	static const char * const ways[CT_WORK_RS_FLUSH_WAYS] = {
-		[CT_WORK_RS_FLUSH_CR3] = "cr3",
-		[CT_WORK_RS_FLUSH_INVPCID] = "invpcid",
-		[CT_WORK_RS_FLUSH_CR4] = "cr4",
+	static const char * const ways[CT_WORK_FLUSH_WAYS] = {
+		[CT_WORK_FLUSH_CR3] = "cr3",
+		[CT_WORK_FLUSH_INVPCID] = "invpcid",
+		[CT_WORK_FLUSH_CR4] = "cr4",
 	};
-	u64 lost = 0, skipped = 0, flushes[CT_WORK_RS_FLUSH_WAYS] = { };
+	u64 lost = 0, skipped = 0, flushes[CT_WORK_FLUSH_WAYS] = { };
 	int cpu, k;
 
 	for_each_possible_cpu(cpu) {
-		struct ct_work_rs_audit *a = per_cpu_ptr(&ct_work_rs_audit, cpu);
+		struct ct_work_audit *a = per_cpu_ptr(&ct_work_audit, cpu);
 
-		for (k = 0; k < CT_WORK_RS_KINDS; k++) {
+		for (k = 0; k < CT_WORK_KINDS; k++) {
 			lost += READ_ONCE(a->lost[k]);
 			skipped += READ_ONCE(a->skipped[k]);
 		}
-		for (k = 0; k < CT_WORK_RS_FLUSH_WAYS; k++)
+		for (k = 0; k < CT_WORK_FLUSH_WAYS; k++)
 			flushes[k] += READ_ONCE(a->flushes[k]);
 	}
 	seq_printf(m, "lost_at_entry %llu\n", lost);
 	seq_printf(m, "skipped_at_entry %llu\n", skipped);
-	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS))
-		for (k = 0; k < CT_WORK_RS_FLUSH_WAYS; k++)
+	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER))
+		for (k = 0; k < CT_WORK_FLUSH_WAYS; k++)
 			seq_printf(m, "tlb_flush_%s %llu\n", ways[k], flushes[k]);
 }
 
-static int ct_work_rs_skip_get(void *data, u64 *val)
+static int ct_work_skip_get(void *data, u64 *val)
 {
-	*val = atomic_read(&ct_work_rs_skip);
+	*val = atomic_read(&ct_work_skip);
 	return 0;
 }
 
-static int ct_work_rs_skip_set(void *data, u64 val)
+static int ct_work_skip_set(void *data, u64 val)
 {
 	if (val > INT_MAX)
 		return -EINVAL;
-	atomic_set(&ct_work_rs_skip, val);
+	atomic_set(&ct_work_skip, val);
 	return 0;
 }
-DEFINE_DEBUGFS_ATTRIBUTE(ct_work_rs_skip_fops, ct_work_rs_skip_get,
-			 ct_work_rs_skip_set, "%llu\n");
+DEFINE_DEBUGFS_ATTRIBUTE(ct_work_skip_fops, ct_work_skip_get,
+			 ct_work_skip_set, "%llu\n");
 
-static void ct_work_rs_audit_debugfs_init(struct dentry *dir)
+static void ct_work_audit_debugfs_init(struct dentry *dir)
 {
 	debugfs_create_file_unsafe("defer_skip_work", 0600, dir, NULL,
-				   &ct_work_rs_skip_fops);
+				   &ct_work_skip_fops);
 }
 
 /*
@@ -302,23 +305,23 @@ static void ct_work_rs_audit_debugfs_init(struct dentry *dir)
  * that still says user or idle here would let senders set bits that no
  * interrupt takes, and work they asked for runs after the text that needed it.
  */
-void ct_work_rs_watched(void)
+void __ct_work_watched(void)
 {
-	u32 word = raw_cpu_read(ct_work_rs_words);
+	u32 word = raw_cpu_read(ct_work_words);
 
-	WARN_ONCE(word & (CT_WORK_RS_USER | CT_WORK_RS_IDLE),
+	WARN_ONCE(word & (CT_WORK_USER | CT_WORK_IDLE),
 		  "ct_work: RCU watches CPU %d, whose word %#x still says %s\n",
 		  raw_smp_processor_id(), word,
-		  word & CT_WORK_RS_USER ? "user" : "idle");
+		  word & CT_WORK_USER ? "user" : "idle");
 }
 #else /* !CONFIG_TEXT_POKE_RS_DEFER_DEBUG */
-static __always_inline void ct_work_rs_audit_ran(unsigned int ran) { }
-static __always_inline void ct_work_rs_audit_flush(enum ct_work_rs_flush way) { }
-static __always_inline bool ct_work_rs_skip_work(unsigned int work) { return false; }
-static inline void ct_work_rs_audit_forget(unsigned int work, unsigned int n) { }
-static inline void ct_work_rs_audit_show(struct seq_file *m, int cpu) { }
-static inline void ct_work_rs_audit_debugfs_init(struct dentry *dir) { }
-static inline void ct_work_rs_audit_stats(struct seq_file *m) { }
+static __always_inline void ct_work_audit_ran(unsigned int ran) { }
+static __always_inline void ct_work_audit_flush(enum ct_work_flush way) { }
+static __always_inline bool ct_work_skip_work(unsigned int work) { return false; }
+static inline void ct_work_audit_forget(unsigned int work, unsigned int n) { }
+static inline void ct_work_audit_show(struct seq_file *m, int cpu) { }
+static inline void ct_work_audit_debugfs_init(struct dentry *dir) { }
+static inline void ct_work_audit_stats(struct seq_file *m) { }
 #endif /* CONFIG_TEXT_POKE_RS_DEFER_DEBUG */
 
 /*
@@ -328,10 +331,10 @@ static inline void ct_work_rs_audit_stats(struct seq_file *m) { }
  * (scripts/serialize-check.py): no test that runs it can see a
  * sync_core() go missing under single-threaded TCG.
  */
-static noinstr noinline unsigned int ct_work_rs_sync_core(void)
+static noinstr noinline unsigned int ct_work_sync_core(void)
 {
 	sync_core();
-	return CT_WORK_RS_SYNC_CORE;
+	return CT_WORK_SYNC_CORE;
 }
 
 /*
@@ -339,25 +342,25 @@ static noinstr noinline unsigned int ct_work_rs_sync_core(void)
  * Returns the kinds of work it ran. Only an entry whose work the audit
  * checks (@audited) may drop it on purpose (text_poke/defer_skip_work).
  */
-static noinstr noinline unsigned int ct_work_rs_run_work(unsigned int work,
-							 bool audited)
+static noinstr noinline unsigned int ct_work_run_work(unsigned int work,
+						      bool audited)
 {
 	unsigned int ran = 0;
 
-	if (audited && ct_work_rs_skip_work(work))
+	if (audited && ct_work_skip_work(work))
 		return 0;
-	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS) && (work & CT_WORK_RS_TLB_FLUSH)) {
+	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER) && (work & CT_WORK_TLB_FLUSH)) {
 		/*
 		 * The flush first: sync_core() may IRET, on this task's
 		 * stack. Only where flushes are deferred: an entry nesting in
 		 * one that took work it has not run asks for every kind.
 		 */
-		ct_work_rs_audit_flush(ct_work_rs_tlb_flush_at_entry());
-		ran |= CT_WORK_RS_TLB_FLUSH;
+		ct_work_audit_flush(ct_work_tlb_flush_at_entry());
+		ran |= CT_WORK_TLB_FLUSH;
 	}
-	if (work & CT_WORK_RS_SYNC_CORE)
-		ran |= ct_work_rs_sync_core();
-	ct_work_rs_count_run();
+	if (work & CT_WORK_SYNC_CORE)
+		ran |= ct_work_sync_core();
+	ct_work_count_run();
 	return ran;
 }
 
@@ -374,83 +377,83 @@ static noinstr noinline unsigned int ct_work_rs_run_work(unsigned int work,
  * Stores that end a state are store-releases (a plain store after a
  * compiler barrier on x86); an exchange is a full barrier.
  */
-static __always_inline unsigned int ct_work_rs_work_of(u32 word)
+static __always_inline unsigned int ct_work_work_of(u32 word)
 {
-	return word >> CT_WORK_RS_WORK_SHIFT & CT_WORK_RS_ALL;
+	return word >> CT_WORK_WORK_SHIFT & CT_WORK_ALL;
 }
 
-static __always_inline void ct_work_rs_set(u32 *word, u32 value)
+static __always_inline void ct_work_set(u32 *word, u32 value)
 {
 	/* Pairs with the senders' compare-and-exchange (ct_work::defer()). */
 	smp_store_release(word, value);
 }
 
 /* ct_work::enter_taking(), for a word that does not say kernel. */
-noinstr unsigned int ct_work_rs_enter(u32 *word)
+noinstr unsigned int ct_work_enter(u32 *word)
 {
-	unsigned int work = ct_work_rs_work_of(raw_xchg(word, CT_WORK_RS_TAKING));
+	unsigned int work = ct_work_work_of(raw_xchg(word, CT_WORK_TAKING));
 
 	if (!work)
-		ct_work_rs_set(word, 0);
+		ct_work_set(word, 0);
 	return work;
 }
 
 /* ct_work::ran() */
-noinstr void ct_work_rs_ran(u32 *word)
+noinstr void ct_work_ran(u32 *word)
 {
-	ct_work_rs_set(word, 0);
+	ct_work_set(word, 0);
 }
 
 /* ct_work::nmi_enter() */
-noinstr unsigned int ct_work_rs_nmi_take(u32 *word, u32 *levels)
+noinstr unsigned int ct_work_nmi_take(u32 *word, u32 *levels)
 {
 	u32 now = READ_ONCE(*word), level = 0, old;
 	unsigned int work;
 
-	if (now == CT_WORK_RS_TAKING || !now || now == CT_WORK_RS_OFF) {
-		WRITE_ONCE(*levels, READ_ONCE(*levels) << CT_WORK_RS_LEVEL_BITS);
-		return now == CT_WORK_RS_TAKING ? CT_WORK_RS_ALL : 0;
+	if (now == CT_WORK_TAKING || !now || now == CT_WORK_OFF) {
+		WRITE_ONCE(*levels, READ_ONCE(*levels) << CT_WORK_LEVEL_BITS);
+		return now == CT_WORK_TAKING ? CT_WORK_ALL : 0;
 	}
 	/*
 	 * An entry nesting from here to the exchange finds the word as it
 	 * was and leaves it so; from the exchange on, it finds it taking,
 	 * and pushes and pops its own level.
 	 */
-	old = raw_xchg(word, CT_WORK_RS_TAKING);
-	work = ct_work_rs_work_of(old);
-	if (old & CT_WORK_RS_USER)
-		level |= CT_WORK_RS_LEVEL_USER;
-	else if (old & CT_WORK_RS_IDLE)
-		level |= CT_WORK_RS_LEVEL_IDLE;
+	old = raw_xchg(word, CT_WORK_TAKING);
+	work = ct_work_work_of(old);
+	if (old & CT_WORK_USER)
+		level |= CT_WORK_LEVEL_USER;
+	else if (old & CT_WORK_IDLE)
+		level |= CT_WORK_LEVEL_IDLE;
 	if (work)
-		level |= CT_WORK_RS_LEVEL_TOOK;
-	WRITE_ONCE(*levels, READ_ONCE(*levels) << CT_WORK_RS_LEVEL_BITS | level);
+		level |= CT_WORK_LEVEL_TOOK;
+	WRITE_ONCE(*levels, READ_ONCE(*levels) << CT_WORK_LEVEL_BITS | level);
 	if (!work)
-		ct_work_rs_set(word, 0);
+		ct_work_set(word, 0);
 	return work;
 }
 
 /* ct_work::nmi_ran() */
-noinstr void ct_work_rs_nmi_ran(u32 *word, u32 *levels)
+noinstr void ct_work_nmi_ran(u32 *word, u32 *levels)
 {
 	u32 all = READ_ONCE(*levels);
 
-	if (all & CT_WORK_RS_LEVEL_TOOK) {
-		ct_work_rs_set(word, 0);
-		WRITE_ONCE(*levels, all & ~CT_WORK_RS_LEVEL_TOOK);
+	if (all & CT_WORK_LEVEL_TOOK) {
+		ct_work_set(word, 0);
+		WRITE_ONCE(*levels, all & ~CT_WORK_LEVEL_TOOK);
 	}
 }
 
 /* ct_work::nmi_exit() */
-noinstr void ct_work_rs_nmi_give(u32 *word, u32 *levels)
+noinstr void ct_work_nmi_give(u32 *word, u32 *levels)
 {
 	u32 all = READ_ONCE(*levels);
 
-	WRITE_ONCE(*levels, all >> CT_WORK_RS_LEVEL_BITS);
-	if (all & CT_WORK_RS_LEVEL_USER)
-		ct_work_rs_set(word, CT_WORK_RS_USER);
-	else if (all & CT_WORK_RS_LEVEL_IDLE)
-		ct_work_rs_set(word, CT_WORK_RS_IDLE);
+	WRITE_ONCE(*levels, all >> CT_WORK_LEVEL_BITS);
+	if (all & CT_WORK_LEVEL_USER)
+		ct_work_set(word, CT_WORK_USER);
+	else if (all & CT_WORK_LEVEL_IDLE)
+		ct_work_set(word, CT_WORK_IDLE);
 }
 
 /*
@@ -458,55 +461,55 @@ noinstr void ct_work_rs_nmi_give(u32 *word, u32 *levels)
  * word says so, and an NMI or machine check nesting here runs every kind
  * of work itself (ct_work::enter_taking()).
  */
-noinstr void __ct_work_rs_take(void)
+noinstr void __ct_work_take(void)
 {
-	u32 *word = raw_cpu_ptr(&ct_work_rs_words);
+	u32 *word = raw_cpu_ptr(&ct_work_words);
 	unsigned int work;
 
-	work = ct_work_rs_enter(word);
+	work = ct_work_enter(word);
 	if (unlikely(work)) {
-		work = ct_work_rs_run_work(work, true);
-		ct_work_rs_ran(word);
-		ct_work_rs_audit_ran(work);
+		work = ct_work_run_work(work, true);
+		ct_work_ran(word);
+		ct_work_audit_ran(work);
 	}
 }
 
-noinstr void __ct_work_rs_nmi_enter(void)
+noinstr void __ct_work_nmi_enter(void)
 {
 	unsigned int work;
 
-	work = ct_work_rs_nmi_take(raw_cpu_ptr(&ct_work_rs_words),
-				   raw_cpu_ptr(&ct_work_rs_nmi_levels));
+	work = ct_work_nmi_take(raw_cpu_ptr(&ct_work_words),
+				raw_cpu_ptr(&ct_work_nmi_levels));
 	if (unlikely(work)) {
 		/* Or it nests in an entry that took work it has not run. */
-		bool took = raw_cpu_read(ct_work_rs_nmi_levels) &
-			    CT_WORK_RS_LEVEL_TOOK;
+		bool took = raw_cpu_read(ct_work_nmi_levels) &
+			    CT_WORK_LEVEL_TOOK;
 
-		work = ct_work_rs_run_work(work, took);
-		ct_work_rs_nmi_ran(raw_cpu_ptr(&ct_work_rs_words),
-				   raw_cpu_ptr(&ct_work_rs_nmi_levels));
+		work = ct_work_run_work(work, took);
+		ct_work_nmi_ran(raw_cpu_ptr(&ct_work_words),
+				raw_cpu_ptr(&ct_work_nmi_levels));
 		if (took)
-			ct_work_rs_audit_ran(work);
+			ct_work_audit_ran(work);
 	}
 }
 
-noinstr void __ct_work_rs_nmi_exit(void)
+noinstr void __ct_work_nmi_exit(void)
 {
-	ct_work_rs_nmi_give(raw_cpu_ptr(&ct_work_rs_words),
-			    raw_cpu_ptr(&ct_work_rs_nmi_levels));
+	ct_work_nmi_give(raw_cpu_ptr(&ct_work_words),
+			 raw_cpu_ptr(&ct_work_nmi_levels));
 }
 
-bool ct_work_rs_cpu_isolated(int cpu)
+bool ct_work_cpu_isolated(int cpu)
 {
 	return tick_nohz_full_cpu(cpu);
 }
 
-int ct_work_rs_next_online(int cpu)
+int ct_work_next_online(int cpu)
 {
 	return cpumask_next(cpu, cpu_online_mask);
 }
 
-int ct_work_rs_next_isolated(int cpu)
+int ct_work_next_isolated(int cpu)
 {
 	if (!tick_nohz_full_enabled())
 		return nr_cpu_ids;
@@ -515,12 +518,12 @@ int ct_work_rs_next_isolated(int cpu)
 
 /*
  * Context tracking says "user" a little before the word does on the way out
- * (ct_work_rs_user_enter() comes last) and a little after on the way in
- * (ct_work_rs_user_exit() comes first): a CPU whose word refused work and
+ * (ct_work_user_enter() comes last) and a little after on the way in
+ * (ct_work_user_exit() comes first): a CPU whose word refused work and
  * whose context is "kernel" or "user" is about to be in user space again,
  * or in the kernel running a task.
  */
-bool ct_work_rs_cpu_running(int cpu)
+bool ct_work_cpu_running(int cpu)
 {
 	int state = atomic_read(&per_cpu(context_tracking.state, cpu));
 
@@ -528,15 +531,15 @@ bool ct_work_rs_cpu_running(int cpu)
 	return state == CT_STATE_KERNEL || state == CT_STATE_USER;
 }
 
-u32 *ct_work_rs_word(int cpu)
+u32 *ct_work_word(int cpu)
 {
 	if (cpu < 0 || cpu >= nr_cpu_ids || !cpu_online(cpu))
 		return NULL;
-	return per_cpu_ptr(&ct_work_rs_words, cpu);
+	return per_cpu_ptr(&ct_work_words, cpu);
 }
 
 #ifdef CONFIG_TEXT_POKE_RS_KUNIT_TEST
-u32 ct_work_rs_test_idle_enter_watched(void)
+u32 ct_work_test_idle_enter_watched(void)
 {
 	struct context_tracking *ct;
 	unsigned long flags;
@@ -549,7 +552,7 @@ u32 ct_work_rs_test_idle_enter_watched(void)
 	nmi_nesting = READ_ONCE(ct->nmi_nesting);
 	WRITE_ONCE(ct->nesting, ct->nesting + 1);
 	ct_idle_enter();
-	word = raw_cpu_read(ct_work_rs_words);
+	word = raw_cpu_read(ct_work_words);
 	ct_idle_exit();
 	WRITE_ONCE(ct->nesting, ct->nesting - 1);
 	WRITE_ONCE(ct->nmi_nesting, nmi_nesting);
@@ -557,7 +560,7 @@ u32 ct_work_rs_test_idle_enter_watched(void)
 	return word;
 }
 
-unsigned long ct_work_rs_test_warn_in_idle(u32 *word)
+unsigned long ct_work_test_warn_in_idle(u32 *word)
 {
 	unsigned long flags, runs = 0;
 	int cpu;
@@ -565,36 +568,36 @@ unsigned long ct_work_rs_test_warn_in_idle(u32 *word)
 	local_irq_save(flags);
 	cpu = raw_smp_processor_id();
 	/* For scripts/summarize.py, which fails a run on any other warning. */
-	pr_warn("@@ expect-warnings ct_work_rs %s\n", __func__);
-	/* As ct_work_rs_idle_enter() leaves it, then as a sender adds to it. */
-	raw_cpu_write(ct_work_rs_words, CT_WORK_RS_IDLE);
-	if (ct_work_rs_defer(cpu, CT_WORK_RS_SYNC_CORE)) {
-		runs = ct_work_rs_runs(cpu);
-		WARN(1, "ct_work_rs: a WARN in idle with a sync pending (KUnit)\n");
-		runs = ct_work_rs_runs(cpu) - runs;
+	pr_warn("@@ expect-warnings ct_work %s\n", __func__);
+	/* As ct_work_idle_enter() leaves it, then as a sender adds to it. */
+	raw_cpu_write(ct_work_words, CT_WORK_IDLE);
+	if (ct_work_defer(cpu, CT_WORK_SYNC_CORE)) {
+		runs = ct_work_runs(cpu);
+		WARN(1, "ct_work: a WARN in idle with a sync pending (KUnit)\n");
+		runs = ct_work_runs(cpu) - runs;
 	}
-	*word = raw_cpu_read(ct_work_rs_words);
+	*word = raw_cpu_read(ct_work_words);
 	/* Leave idle as ct_idle_exit() does: whatever is left runs. */
-	ct_work_rs_idle_exit();
+	ct_work_idle_exit();
 	local_irq_restore(flags);
 	return runs;
 }
 
-static int __cpuidle ct_work_rs_test_enter_idle(struct cpuidle_device *dev,
-						struct cpuidle_driver *drv,
-						int index)
+static int __cpuidle ct_work_test_enter_idle(struct cpuidle_device *dev,
+					     struct cpuidle_driver *drv,
+					     int index)
 {
 	return index;
 }
 
-static noinline int ct_work_rs_test_enter_plain(struct cpuidle_device *dev,
-						struct cpuidle_driver *drv,
-						int index)
+static noinline int ct_work_test_enter_plain(struct cpuidle_device *dev,
+					     struct cpuidle_driver *drv,
+					     int index)
 {
 	return index;
 }
 
-int ct_work_rs_test_cpuidle_driver(bool idle_text, const char **refused)
+int ct_work_test_cpuidle_driver(bool idle_text, const char **refused)
 {
 	/*
 	 * Registered with no device: no CPU enters idle through it, and if
@@ -602,36 +605,36 @@ int ct_work_rs_test_cpuidle_driver(bool idle_text, const char **refused)
 	 * the check.
 	 */
 	static struct cpuidle_driver drv = {
-		.name = "ct_work_rs_test",
+		.name = "ct_work_test",
 		.states = { { .name = "CTWORK", .exit_latency = 1,
 			      .target_residency = 1 } },
 		.state_count = 1,
 	};
 	int ret;
 
-	drv.states[0].enter = idle_text ? ct_work_rs_test_enter_idle :
-					  ct_work_rs_test_enter_plain;
+	drv.states[0].enter = idle_text ? ct_work_test_enter_idle :
+					  ct_work_test_enter_plain;
 	ret = cpuidle_register_driver(&drv);
-	*refused = READ_ONCE(ct_work_rs_idle_refused);
+	*refused = READ_ONCE(ct_work_idle_refused);
 	if (!ret)
 		cpuidle_unregister_driver(&drv);
 	return ret;
 }
 
-void ct_work_rs_test_idle_refusal_clear(void)
+void ct_work_test_idle_refusal_clear(void)
 {
-	WRITE_ONCE(ct_work_rs_idle_refused, NULL);
+	WRITE_ONCE(ct_work_idle_refused, NULL);
 }
 #endif
 
-const unsigned long ct_work_rs_danger_text[CT_WORK_RS_DANGER_RANGES][2] = {
+const unsigned long ct_work_danger_text[CT_WORK_DANGER_RANGES][2] = {
 	{ (unsigned long)__noinstr_text_start, (unsigned long)__noinstr_text_end },
 	{ (unsigned long)__entry_text_start, (unsigned long)__entry_text_end },
 	{ (unsigned long)__static_call_text_start,
 	  (unsigned long)__static_call_text_end },
 };
 
-bool ct_work_rs_module_danger_text(unsigned long addr)
+bool ct_work_module_danger_text(unsigned long addr)
 {
 #ifdef CONFIG_MODULES
 	struct module *mod;
@@ -646,20 +649,20 @@ bool ct_work_rs_module_danger_text(unsigned long addr)
 }
 
 /* Whether @fn is in noinstr text, the image's or a module's. */
-static bool ct_work_rs_idle_text(const void *fn)
+static bool ct_work_idle_text(const void *fn)
 {
 	unsigned long addr = (unsigned long)fn;
 
 	return (addr >= (unsigned long)__noinstr_text_start &&
 		addr < (unsigned long)__noinstr_text_end) ||
-	       ct_work_rs_module_danger_text(addr);
+	       ct_work_module_danger_text(addr);
 }
 
 /*
  * Called under cpuidle_driver_lock, which serializes refusals. The first
  * one is kept: a later driver's refusal only warns.
  */
-void ct_work_rs_cpuidle_driver(struct cpuidle_driver *drv)
+void ct_work_cpuidle_driver(struct cpuidle_driver *drv)
 {
 	static char why[160];
 	int i;
@@ -668,20 +671,20 @@ void ct_work_rs_cpuidle_driver(struct cpuidle_driver *drv)
 		struct cpuidle_state *s = &drv->states[i];
 		const void *fn = NULL;
 
-		if (s->enter && !ct_work_rs_idle_text(s->enter))
+		if (s->enter && !ct_work_idle_text(s->enter))
 			fn = s->enter;
-		else if (s->enter_s2idle && !ct_work_rs_idle_text(s->enter_s2idle))
+		else if (s->enter_s2idle && !ct_work_idle_text(s->enter_s2idle))
 			fn = s->enter_s2idle;
 		if (!fn)
 			continue;
 		pr_warn("ct_work: cpuidle driver %s, state %s: %ps is outside noinstr and cpuidle text: idle CPUs take their IPIs\n",
 			drv->name, s->name, fn);
-		if (!ct_work_rs_idle_refused) {
+		if (!ct_work_idle_refused) {
 			snprintf(why, sizeof(why),
 				 "cpuidle driver %s, state %s: %ps is outside noinstr and cpuidle text",
 				 drv->name, s->name, fn);
 			/* Before any CPU can run @fn: the driver is not set yet. */
-			smp_store_release(&ct_work_rs_idle_refused, why);
+			smp_store_release(&ct_work_idle_refused, why);
 		}
 		return;
 	}
@@ -689,27 +692,27 @@ void ct_work_rs_cpuidle_driver(struct cpuidle_driver *drv)
 
 #ifdef CONFIG_TEXT_POKE_RS_MEASURE
 /* The work CPUs ran at entry, and the audit's counts. */
-void ct_work_rs_stats_show(struct seq_file *m)
+void ct_work_stats_show(struct seq_file *m)
 {
 	u64 runs = 0;
 	int cpu;
 
 	for_each_possible_cpu(cpu)
-		runs += ct_work_rs_runs(cpu);
+		runs += ct_work_runs(cpu);
 	seq_printf(m, "run_at_entry %llu\n", runs);
-	ct_work_rs_audit_stats(m);
+	ct_work_audit_stats(m);
 }
 
 /*
  * What the entry hook costs, for make demo: @n times, this CPU's word is set
- * to @word (CT_WORK_RS_USER with work bits, or 0 for a CPU that does not take
+ * to @word (CT_WORK_USER with work bits, or 0 for a CPU that does not take
  * part) and taken as kernel entry takes it, interrupts off; @ns is the time
  * that took (guest instructions under QEMU's -icount shift=0). Only on a
  * housekeeping CPU: context tracking never runs the entry hooks there, and
  * a sender that finds its word saying "user" meanwhile has its work run by
  * the bench's next entry.
  */
-int ct_work_rs_bench_entry(u32 word, unsigned int n, u64 *ns)
+int ct_work_bench_entry(u32 word, unsigned int n, u64 *ns)
 {
 	unsigned long flags;
 	unsigned int i;
@@ -718,20 +721,20 @@ int ct_work_rs_bench_entry(u32 word, unsigned int n, u64 *ns)
 
 	local_irq_save(flags);
 	cpu = smp_processor_id();
-	if (tick_nohz_full_cpu(cpu) || (word & ~CT_WORK_RS_USER &&
-					!(word & CT_WORK_RS_USER))) {
+	if (tick_nohz_full_cpu(cpu) || (word & ~CT_WORK_USER &&
+					!(word & CT_WORK_USER))) {
 		local_irq_restore(flags);
 		return -EINVAL;
 	}
 	t0 = local_clock();
 	for (i = 0; i < n; i++) {
-		WRITE_ONCE(*this_cpu_ptr(&ct_work_rs_words), word);
-		ct_work_rs_user_exit();
+		WRITE_ONCE(*this_cpu_ptr(&ct_work_words), word);
+		ct_work_user_exit();
 	}
 	*ns = local_clock() - t0;
-	if (word >> CT_WORK_RS_WORK_SHIFT)
-		this_cpu_sub(ct_work_rs_run, n);
-	ct_work_rs_audit_forget(word >> CT_WORK_RS_WORK_SHIFT, n);
+	if (word >> CT_WORK_WORK_SHIFT)
+		this_cpu_sub(ct_work_run, n);
+	ct_work_audit_forget(word >> CT_WORK_WORK_SHIFT, n);
 	local_irq_restore(flags);
 	return 0;
 }
@@ -741,33 +744,33 @@ int ct_work_rs_bench_entry(u32 word, unsigned int n, u64 *ns)
  * A CPU coming online runs no user space before it gets here, but its word
  * may say anything its last life left there: take it, and serialise.
  */
-static int ct_work_rs_cpu_online(unsigned int cpu)
+static int ct_work_cpu_online(unsigned int cpu)
 {
 	unsigned int work, ran;
 	unsigned long flags;
 
 	local_irq_save(flags);
-	work = ct_work_rs_enter(this_cpu_ptr(&ct_work_rs_words));
-	ran = ct_work_rs_run_work(work | CT_WORK_RS_SYNC_CORE, false);
-	ct_work_rs_ran(this_cpu_ptr(&ct_work_rs_words));
-	ct_work_rs_audit_ran(ran & work);
+	work = ct_work_enter(this_cpu_ptr(&ct_work_words));
+	ran = ct_work_run_work(work | CT_WORK_SYNC_CORE, false);
+	ct_work_ran(this_cpu_ptr(&ct_work_words));
+	ct_work_audit_ran(ran & work);
 	local_irq_restore(flags);
 	return 0;
 }
 
-static int __init ct_work_rs_setup(char *str)
+static int __init ct_work_setup(char *str)
 {
-	if (!str || kstrtobool(str, &ct_work_rs_enabled)) {
+	if (!str || kstrtobool(str, &ct_work_enabled)) {
 		pr_warn("text_poke_defer=%s: expected on or off; keeping %s\n",
-			str ?: "", str_on_off(ct_work_rs_enabled));
+			str ?: "", str_on_off(ct_work_enabled));
 		return -EINVAL;
 	}
 	return 0;
 }
-early_param("text_poke_defer", ct_work_rs_setup);
+early_param("text_poke_defer", ct_work_setup);
 
 /* A switch's file: its data is the switch. */
-static int ct_work_rs_defer_show(struct seq_file *m, void *v)
+static int ct_work_defer_show(struct seq_file *m, void *v)
 {
 	bool *on = m->private;
 
@@ -775,14 +778,14 @@ static int ct_work_rs_defer_show(struct seq_file *m, void *v)
 	return 0;
 }
 
-static int ct_work_rs_defer_open(struct inode *inode, struct file *file)
+static int ct_work_defer_open(struct inode *inode, struct file *file)
 {
-	return single_open(file, ct_work_rs_defer_show, inode->i_private);
+	return single_open(file, ct_work_defer_show, inode->i_private);
 }
 
-static ssize_t ct_work_rs_defer_write(struct file *file,
-				      const char __user *ubuf, size_t count,
-				      loff_t *ppos)
+static ssize_t ct_work_defer_write(struct file *file,
+				   const char __user *ubuf, size_t count,
+				   loff_t *ppos)
 {
 	bool *sw = ((struct seq_file *)file->private_data)->private;
 	bool on;
@@ -791,69 +794,69 @@ static ssize_t ct_work_rs_defer_write(struct file *file,
 	ret = kstrtobool_from_user(ubuf, count, &on);
 	if (ret)
 		return ret;
-	if (on && sw == &ct_work_rs_tlb_enabled && ct_work_rs_tlb_refused) {
+	if (on && sw == &ct_work_tlb_enabled && ct_work_tlb_refused) {
 		pr_warn("text_poke/defer_tlb: refused: %s: kernel TLB flushes are not deferred\n",
-			ct_work_rs_tlb_refused);
+			ct_work_tlb_refused);
 		return -EPERM;
 	}
 	WRITE_ONCE(*sw, on);
 	return count;
 }
 
-static const struct file_operations ct_work_rs_defer_fops = {
+static const struct file_operations ct_work_defer_fops = {
 	.owner		= THIS_MODULE,
-	.open		= ct_work_rs_defer_open,
+	.open		= ct_work_defer_open,
 	.read		= seq_read,
 	.llseek		= seq_lseek,
 	.release	= single_release,
-	.write		= ct_work_rs_defer_write,
+	.write		= ct_work_defer_write,
 };
 
 /*
  * One line a CPU: its word's context, its work pending, the work it ran at
  * entry (CONFIG_TEXT_POKE_RS_MEASURE).
  */
-static int ct_work_rs_cpus_show(struct seq_file *m, void *v)
+static int ct_work_cpus_show(struct seq_file *m, void *v)
 {
 	int cpu;
 
 	for_each_online_cpu(cpu) {
-		u32 word = READ_ONCE(per_cpu(ct_work_rs_words, cpu));
+		u32 word = READ_ONCE(per_cpu(ct_work_words, cpu));
 
 		seq_printf(m, "cpu%d %s work %#x", cpu,
-			   word & CT_WORK_RS_USER ? "user" :
-			   word & CT_WORK_RS_IDLE ? "idle" :
-			   word == CT_WORK_RS_OFF ? "user-off" : "kernel",
-			   word & (CT_WORK_RS_USER | CT_WORK_RS_IDLE) ?
-			   word >> CT_WORK_RS_WORK_SHIFT & CT_WORK_RS_ALL : 0);
+			   word & CT_WORK_USER ? "user" :
+			   word & CT_WORK_IDLE ? "idle" :
+			   word == CT_WORK_OFF ? "user-off" : "kernel",
+			   word & (CT_WORK_USER | CT_WORK_IDLE) ?
+			   word >> CT_WORK_WORK_SHIFT & CT_WORK_ALL : 0);
 #ifdef CONFIG_TEXT_POKE_RS_MEASURE
-		seq_printf(m, " runs %lu", ct_work_rs_runs(cpu));
+		seq_printf(m, " runs %lu", ct_work_runs(cpu));
 #endif
-		seq_printf(m, " isolated %d", ct_work_rs_cpu_isolated(cpu));
-		ct_work_rs_audit_show(m, cpu);
+		seq_printf(m, " isolated %d", ct_work_cpu_isolated(cpu));
+		ct_work_audit_show(m, cpu);
 		seq_putc(m, '\n');
 	}
 	return 0;
 }
-DEFINE_SHOW_ATTRIBUTE(ct_work_rs_cpus);
+DEFINE_SHOW_ATTRIBUTE(ct_work_cpus);
 
 /*
- * The senders' wait, read with a marked load (ct_work_rs.rs): stored with a marked store, not
- * debugfs_create_ulong()'s plain one.
+ * The senders' wait, read with a marked load (context_tracking_work.rs):
+ * stored with a marked store, not debugfs_create_ulong()'s plain one.
  */
-static int ct_work_rs_wait_ns_get(void *data, u64 *val)
+static int ct_work_wait_ns_get(void *data, u64 *val)
 {
-	*val = READ_ONCE(ct_work_rs_wait_ns);
+	*val = READ_ONCE(ct_work_wait_ns);
 	return 0;
 }
 
-static int ct_work_rs_wait_ns_set(void *data, u64 val)
+static int ct_work_wait_ns_set(void *data, u64 val)
 {
-	WRITE_ONCE(ct_work_rs_wait_ns, val);
+	WRITE_ONCE(ct_work_wait_ns, val);
 	return 0;
 }
-DEFINE_DEBUGFS_ATTRIBUTE(ct_work_rs_wait_ns_fops, ct_work_rs_wait_ns_get,
-			 ct_work_rs_wait_ns_set, "%llu\n");
+DEFINE_DEBUGFS_ATTRIBUTE(ct_work_wait_ns_fops, ct_work_wait_ns_get,
+			 ct_work_wait_ns_set, "%llu\n");
 
 /*
  * In /sys/kernel/debug/text_poke/: "defer", "on" or "off", which a write
@@ -868,26 +871,26 @@ DEFINE_DEBUGFS_ATTRIBUTE(ct_work_rs_wait_ns_fops, ct_work_rs_wait_ns_get,
  * CONFIG_TEXT_POKE_RS_DEFER_DEBUG, "defer_skip_work": the next N entries
  * that take work drop it, for the test that the audit sees it.
  */
-void ct_work_rs_debugfs_init(struct dentry *dir)
+void ct_work_debugfs_init(struct dentry *dir)
 {
-	debugfs_create_file("defer", 0644, dir, &ct_work_rs_enabled,
-			    &ct_work_rs_defer_fops);
-	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS))
+	debugfs_create_file("defer", 0644, dir, &ct_work_enabled,
+			    &ct_work_defer_fops);
+	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER))
 		debugfs_create_file("defer_tlb", 0644, dir,
-				    &ct_work_rs_tlb_enabled,
-				    &ct_work_rs_defer_fops);
-	debugfs_create_file("cpus", 0444, dir, NULL, &ct_work_rs_cpus_fops);
+				    &ct_work_tlb_enabled,
+				    &ct_work_defer_fops);
+	debugfs_create_file("cpus", 0444, dir, NULL, &ct_work_cpus_fops);
 	debugfs_create_file_unsafe("defer_wait_ns", 0644, dir, NULL,
-				   &ct_work_rs_wait_ns_fops);
-	ct_work_rs_audit_debugfs_init(dir);
+				   &ct_work_wait_ns_fops);
+	ct_work_audit_debugfs_init(dir);
 }
 
-static int __init ct_work_rs_init(void)
+static int __init ct_work_init(void)
 {
 	int ret;
 
-	ret = cpuhp_setup_state_nocalls(CPUHP_AP_ONLINE_DYN, "ct_work_rs:online",
-					ct_work_rs_cpu_online, NULL);
+	ret = cpuhp_setup_state_nocalls(CPUHP_AP_ONLINE_DYN, "ct_work:online",
+					ct_work_cpu_online, NULL);
 	return ret < 0 ? ret : 0;
 }
-early_initcall(ct_work_rs_init);
+early_initcall(ct_work_init);

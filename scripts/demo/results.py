@@ -1088,7 +1088,7 @@ def report(doc):
                   f"`-icount` counts a locked instruction as one, as it counts a `mov`; here "
                   f"the hooks run on the host ({h['cpu']}, TSC {h['tsc_mhz']} MHz), built from "
                   f"the protocol's own functions (`kernel/context_tracking_work/ct_work.rs`, "
-                  f"whose C twins in `include/linux/ct_work_rs.h` make the same loads, stores "
+                  f"whose C twins in `include/linux/context_tracking_work.h` make the same loads, stores "
                   f"and locked instructions) by `tests/host/src/bin/hook_cycles.rs`: each "
                   f"variant is a loop of one idle round trip (idle entry, then idle exit) or "
                   f"of one interrupt in idle, with context tracking's own two "

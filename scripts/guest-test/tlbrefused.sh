@@ -3,7 +3,7 @@
 # A refusal made at boot stays: booted with percpu_alloc=page, whose
 # vmapped per-CPU first chunk an entry could reach through a stale TLB
 # entry before its own flush, kernel TLB flush deferral is turned off at
-# boot with a warning naming the cause (ct_work_rs_tlb_check()). Writing
+# boot with a warning naming the cause (ct_work_tlb_check()). Writing
 # "on" to text_poke/defer_tlb is then refused (EPERM) with a message
 # naming it again, the switch still reads "off", and a vmalloc/vfree storm
 # afterwards still sends its flushes to the isolated CPUs in user space
@@ -19,7 +19,7 @@ plan 3
 rc=0
 stat() { sed -n "s/^$1 //p" $st; }
 for f in $b $dt $st /demo/spin; do
-	[ -e $f ] || error "$f missing (CONFIG_TLB_FLUSH_DEFER_RS or the bench off?)"
+	[ -e $f ] || error "$f missing (CONFIG_TLB_FLUSH_DEFER or the bench off?)"
 done
 case " $(cat /proc/cmdline) " in
 *" percpu_alloc=page "*) ;;

@@ -9,7 +9,7 @@
 #include <linux/atomic.h>
 #include <linux/cpu.h>
 #include <linux/cpumask.h>
-#include <linux/ct_work_rs.h>
+#include <linux/context_tracking_work.h>
 #include <linux/debugfs.h>
 #include <linux/fault-inject.h>
 #include <linux/init.h>
@@ -678,7 +678,7 @@ static int __init text_poke_rs_debugfs_init(void)
 {
 	struct dentry *dir = debugfs_create_dir("text_poke", NULL);
 
-	ct_work_rs_debugfs_init(dir);
+	ct_work_debugfs_init(dir);
 	text_poke_rs_measure_debugfs(dir);
 	return 0;
 }

@@ -15,7 +15,7 @@
 
 #include <linux/atomic.h>
 #include <linux/cpu.h>
-#include <linux/ct_work_rs.h>
+#include <linux/context_tracking_work.h>
 #include <linux/debugfs.h>
 #include <linux/init.h>
 #include <linux/jump_label.h>
@@ -246,10 +246,10 @@ static atomic64_t text_poke_rs_deferred_idle;
 static atomic64_t text_poke_rs_waited;
 static atomic64_t text_poke_rs_wait_expired;
 static atomic64_t text_poke_rs_sent;
-static atomic64_t ct_work_rs_tlb_deferred;
-static atomic64_t ct_work_rs_tlb_sent;
+static atomic64_t ct_work_tlb_deferred;
+static atomic64_t ct_work_tlb_sent;
 
-void text_poke_rs_note_deferral(const struct ct_work_rs_asked *asked)
+void text_poke_rs_note_deferral(const struct ct_work_asked *asked)
 {
 	atomic64_add(asked->deferred, &text_poke_rs_deferred);
 	atomic64_add(asked->idle, &text_poke_rs_deferred_idle);
@@ -260,7 +260,7 @@ void text_poke_rs_note_deferral(const struct ct_work_rs_asked *asked)
 
 void text_poke_rs_note_tlb(bool deferred)
 {
-	atomic64_inc(deferred ? &ct_work_rs_tlb_deferred : &ct_work_rs_tlb_sent);
+	atomic64_inc(deferred ? &ct_work_tlb_deferred : &ct_work_tlb_sent);
 }
 
 static int text_poke_rs_stats_show(struct seq_file *m, void *v)
@@ -291,12 +291,12 @@ static int text_poke_rs_stats_show(struct seq_file *m, void *v)
 		seq_printf(m, "wait_expired %lld\n",
 			   atomic64_read(&text_poke_rs_wait_expired));
 	}
-	ct_work_rs_stats_show(m);
-	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER_RS)) {
+	ct_work_stats_show(m);
+	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER)) {
 		seq_printf(m, "tlb_deferred %lld\n",
-			   atomic64_read(&ct_work_rs_tlb_deferred));
+			   atomic64_read(&ct_work_tlb_deferred));
 		seq_printf(m, "tlb_sent %lld\n",
-			   atomic64_read(&ct_work_rs_tlb_sent));
+			   atomic64_read(&ct_work_tlb_sent));
 	}
 	return 0;
 }

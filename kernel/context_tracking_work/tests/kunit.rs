@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! KUnit suite `ct_work_rs`: the work word's state machine on simulated CPUs, the C entry side
+//! KUnit suite `ct_work`: the work word's state machine on simulated CPUs, the C entry side
 //! against the protocol, and the real per-CPU word of this kernel, which KUnit (no user space)
 //! can only see take work in idle. `make test` boots KUnit with `nohz_full=3`; its user-space boot
 //! checks deferral itself.
 
-#[kernel::prelude::kunit_tests(ct_work_rs)]
+#[kernel::prelude::kunit_tests(ct_work)]
 mod tests {
     use crate::{
         ask,
@@ -80,29 +80,29 @@ mod tests {
     // the word and the levels it is given.
     fn c_enter(w: *mut u32, _: *mut u32) -> u32 {
         // SAFETY: `w` is valid for the call, and the function only accesses it.
-        unsafe { bindings::ct_work_rs_enter(w) }
+        unsafe { bindings::ct_work_enter(w) }
     }
 
     fn c_ran(w: *mut u32, _: *mut u32) -> u32 {
         // SAFETY: As in `c_enter()`.
-        unsafe { bindings::ct_work_rs_ran(w) };
+        unsafe { bindings::ct_work_ran(w) };
         0
     }
 
     fn c_nmi_enter(w: *mut u32, l: *mut u32) -> u32 {
         // SAFETY: `w` and `l` are valid for the call, and the function only accesses them.
-        unsafe { bindings::ct_work_rs_nmi_take(w, l) }
+        unsafe { bindings::ct_work_nmi_take(w, l) }
     }
 
     fn c_nmi_ran(w: *mut u32, l: *mut u32) -> u32 {
         // SAFETY: As in `c_nmi_enter()`.
-        unsafe { bindings::ct_work_rs_nmi_ran(w, l) };
+        unsafe { bindings::ct_work_nmi_ran(w, l) };
         0
     }
 
     fn c_nmi_exit(w: *mut u32, l: *mut u32) -> u32 {
         // SAFETY: As in `c_nmi_enter()`.
-        unsafe { bindings::ct_work_rs_nmi_give(w, l) };
+        unsafe { bindings::ct_work_nmi_give(w, l) };
         0
     }
 
@@ -304,7 +304,7 @@ mod tests {
         // its IPI, and no interrupt would run the work.
         // SAFETY: Called from a KUnit test's kthread holding no lock; it puts back what it
         // changes, with interrupts off throughout.
-        let word = unsafe { bindings::ct_work_rs_test_idle_enter_watched() };
+        let word = unsafe { bindings::ct_work_test_idle_enter_watched() };
         assert_eq!(word & (Value::IDLE.raw() | Value::USER.raw()), 0);
     }
 
@@ -325,7 +325,7 @@ mod tests {
     #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
     fn word(cpu: i32) -> u32 {
         // SAFETY: Only reads CPU masks; any `cpu` is accepted.
-        let word = unsafe { bindings::ct_work_rs_word(cpu) };
+        let word = unsafe { bindings::ct_work_word(cpu) };
         if word.is_null() {
             return u32::MAX;
         }
@@ -337,7 +337,7 @@ mod tests {
     #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
     fn runs(cpu: i32) -> u64 {
         // SAFETY: Reads a per-CPU counter; any possible `cpu` is accepted.
-        unsafe { bindings::ct_work_rs_runs(cpu) as u64 }
+        unsafe { bindings::ct_work_runs(cpu) as u64 }
     }
 
     /// What [`probe`] saw on the CPU it ran on, in an IPI's handler.
@@ -410,7 +410,7 @@ mod tests {
         let mut word = u32::MAX;
         // SAFETY: `word` is valid for writes; the helper changes this CPU's word only with
         // interrupts off, and leaves it saying kernel.
-        let ran = unsafe { bindings::ct_work_rs_test_warn_in_idle(&mut word) };
+        let ran = unsafe { bindings::ct_work_test_warn_in_idle(&mut word) };
         assert_eq!(ran, 1);
         assert_eq!(word, Value::IDLE.raw());
     }
@@ -478,7 +478,7 @@ mod tests {
         let mask = CpumaskVar::new_zero(GFP_KERNEL);
         assert!(mask.is_ok());
         let Ok(mut mask) = mask else { return };
-        let mut asked = bindings::ct_work_rs_asked {
+        let mut asked = bindings::ct_work_asked {
             deferred: 0,
             idle: 0,
             waited: 0,

@@ -80,7 +80,7 @@ fn defer(word: &LoomWord, work: Work) -> Deferral {
     ct_work::defer(word, work)
 }
 
-/// As `ct_work_rs_user_exit()` does: a word that says kernel is only read, one that says user
+/// As `ct_work_user_exit()` does: a word that says kernel is only read, one that says user
 /// with no work becomes kernel in one compare-and-exchange.
 fn enter(word: &LoomWord) -> Work {
     if ct_work::quiet(word.load()) {
@@ -95,8 +95,8 @@ fn enter_unmarked(word: &LoomWord) -> Work {
     ct_work::enter(word)
 }
 
-/// As `ct_work_rs_nmi_enter()` in `include/linux/ct_work_rs.h` does: a word that says kernel
-/// pushes an empty level there.
+/// As `ct_work_nmi_enter()` in `include/linux/context_tracking_work.h` does: a word that says
+/// kernel pushes an empty level there.
 fn nmi_enter(word: &LoomWord, levels: &LoomLevels) -> Work {
     if ct_work::quiet(word.load()) {
         levels.store(levels.load() << ct_work::LEVEL_BITS);
@@ -105,7 +105,7 @@ fn nmi_enter(word: &LoomWord, levels: &LoomLevels) -> Work {
     ct_work::nmi_enter(word, levels)
 }
 
-/// As `ct_work_rs_nmi_exit()` does.
+/// As `ct_work_nmi_exit()` does.
 fn nmi_exit(word: &LoomWord, levels: &LoomLevels) {
     let all = levels.load();
     if all & (ct_work::LEVEL_USER | ct_work::LEVEL_IDLE) == 0 {
@@ -115,7 +115,7 @@ fn nmi_exit(word: &LoomWord, levels: &LoomLevels) {
     ct_work::nmi_exit(word, levels)
 }
 
-/// As `ct_work_rs_idle_exit()` does: the same as entry from user space, from idle.
+/// As `ct_work_idle_exit()` does: the same as entry from user space, from idle.
 fn idle_exit(word: &LoomWord) -> Work {
     if ct_work::quiet(word.load()) {
         return Work::NONE;

@@ -270,7 +270,7 @@ fn missing_host_results_fail() {
 fn sanitizer_reports_fail() {
     for report in [
         "BUG: KASAN: slab-use-after-free in text_poke_rs_run_write+0x10/0x20",
-        "BUG: KCSAN: data-race in ct_work_rs_ask / ct_work_rs_enter",
+        "BUG: KCSAN: data-race in ct_work_ask / ct_work_enter",
         "UBSAN: shift-out-of-bounds in kernel/jump_label.c:100:5",
     ] {
         let run = Run::new("sanitizer");
@@ -294,7 +294,7 @@ fn upstream_data_race_is_noted() {
         // A reader of cpu_online_mask against its writer, even one the project changes: the
         // mask is read without the hotplug lock by design.
         "BUG: KCSAN: data-race in __lru_add_drain_all / set_cpu_online",
-        "BUG: KCSAN: data-race in set_cpu_online+0x10/0x20 / ct_work_rs_next_isolated+0x5/0x9",
+        "BUG: KCSAN: data-race in set_cpu_online+0x10/0x20 / ct_work_next_isolated+0x5/0x9",
     ] {
         let run = Run::new("upstream_race");
         run.write(
@@ -307,10 +307,10 @@ fn upstream_data_race_is_noted() {
     }
     // One of the project's functions on either side, C or Rust: a race of its own.
     for report in [
-        "BUG: KCSAN: data-race in d_alloc_parallel / ct_work_rs_enter",
+        "BUG: KCSAN: data-race in d_alloc_parallel / ct_work_enter",
         "BUG: KCSAN: data-race in __folio_batch_add_and_move / __lru_add_drain_all",
         "BUG: KCSAN: data-race in _RNvNtCs1_13jump_label_rs5batch3run / memcpy",
-        "BUG: KCSAN: data-race in ct_work_rs_enter+0x10/0x20",
+        "BUG: KCSAN: data-race in ct_work_enter+0x10/0x20",
         // Not the mask's writer: a name that only contains it.
         "BUG: KCSAN: data-race in __lru_add_drain_all / set_cpu_online_mask_foo",
     ] {

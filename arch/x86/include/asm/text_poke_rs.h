@@ -9,7 +9,7 @@
 
 #include <linux/atomic.h>
 #include <linux/compiler.h>
-#include <linux/ct_work_rs.h>
+#include <linux/context_tracking_work.h>
 #include <linux/percpu.h>
 #include <linux/spinlock_types.h>
 #include <linux/types.h>
@@ -17,7 +17,7 @@
 #include <asm/pgtable_types.h>
 #include <asm/ptrace.h>
 
-struct ct_work_rs_asked;
+struct ct_work_asked;
 struct dentry;
 struct jump_entry;
 struct mm_struct;
@@ -177,7 +177,7 @@ void text_poke_rs_track(bool on);
 int text_poke_rs_set_mode(int mode);
 void text_poke_rs_count_refused(void);
 void text_poke_rs_count_unmapped(void);
-void text_poke_rs_note_deferral(const struct ct_work_rs_asked *asked);
+void text_poke_rs_note_deferral(const struct ct_work_asked *asked);
 void text_poke_rs_note_tlb(bool deferred);
 void text_poke_rs_measure_debugfs(struct dentry *dir);
 
@@ -218,7 +218,7 @@ static inline void text_poke_rs_count_unmapped(void)
 }
 
 static inline void
-text_poke_rs_note_deferral(const struct ct_work_rs_asked *asked)
+text_poke_rs_note_deferral(const struct ct_work_asked *asked)
 {
 }
 
@@ -331,12 +331,12 @@ void text_poke_rs_retire(void);
  * @deferred_cpus: the CPUs that took a work bit instead of the IPI (set
  *	when any did)
  * @local: the CPU sending the round, which syncs itself
- * @asked: what asking the other CPUs did (ct_work_rs_ask())
+ * @asked: what asking the other CPUs did (ct_work_ask())
  */
 struct text_poke_rs_round {
 	struct cpumask *deferred_cpus;
 	int local;
-	struct ct_work_rs_asked asked;
+	struct ct_work_asked asked;
 };
 
 /*

@@ -5,12 +5,13 @@
 //! instead of an IPI.
 //!
 //! The work word and its senders are context tracking's (`kernel/context_tracking_work/`:
-//! `ct_work_rs_ask()` asks every other online CPU); this module decides which batches may be
+//! `ct_work_ask()` asks every other online CPU); this module decides which batches may be
 //! deferred, and makes the round. A batch that writes text a CPU can run between its entry
 //! instruction and the hook that takes the work (the danger zone of
 //! `kernel/context_tracking_work/word.c`) is never deferred.
 //!
-//! C header: [`include/linux/ct_work_rs.h`](srctree/include/linux/ct_work_rs.h).
+//! C header:
+//! [`include/linux/context_tracking_work.h`](srctree/include/linux/context_tracking_work.h).
 
 use crate::poke::PokeLoc;
 use core::ptr;
@@ -24,9 +25,9 @@ use kernel::{
 
 /// Whether deferral is switched on.
 pub fn enabled() -> bool {
-    // SAFETY: `ct_work_rs_enabled` is a `bool` that lives as long as the kernel, written with
+    // SAFETY: `ct_work_enabled` is a `bool` that lives as long as the kernel, written with
     // `WRITE_ONCE()`.
-    unsafe { Atomic::from_ptr(&raw mut bindings::ct_work_rs_enabled) }.load(Relaxed)
+    unsafe { Atomic::from_ptr(&raw mut bindings::ct_work_enabled) }.load(Relaxed)
 }
 
 /// Whether a batch of `sites` (with `base`), sorted by address, may be deferred: deferral is on,
@@ -39,7 +40,7 @@ pub fn may_defer(sites: &[PokeLoc], base: usize) -> bool {
         return false;
     }
     // SAFETY: As in `entry_text()`.
-    let ranges = unsafe { (&raw const bindings::ct_work_rs_danger_text).read() };
+    let ranges = unsafe { (&raw const bindings::ct_work_danger_text).read() };
     if ranges.iter().any(|r| {
         let first = sites.partition_point(|s| s.addr(base) < r[0]);
         sites.get(first).is_some_and(|s| s.addr(base) < r[1])
@@ -53,17 +54,17 @@ pub fn may_defer(sites: &[PokeLoc], base: usize) -> bool {
     let first = sites.partition_point(|s| s.addr(base) < image_end);
     sites[first..].iter().all(|s| {
         // SAFETY: Looks `addr` up among the modules under RCU; any address is accepted.
-        !unsafe { bindings::ct_work_rs_module_danger_text(s.addr(base)) }
+        !unsafe { bindings::ct_work_module_danger_text(s.addr(base)) }
     })
 }
 
 /// Whether a CPU may run the text at `addr` before it takes its work at entry or idle exit: the
 /// entry code, the static call trampolines it calls, and the idle code
-/// (`ct_work_rs_danger_text`).
+/// (`ct_work_danger_text`).
 pub fn entry_text(addr: usize) -> bool {
-    // SAFETY: `ct_work_rs_danger_text` is set when the kernel is linked (and relocated before it
+    // SAFETY: `ct_work_danger_text` is set when the kernel is linked (and relocated before it
     // runs) and is `const`: nothing writes it, so reading it races with nothing.
-    let ranges = unsafe { (&raw const bindings::ct_work_rs_danger_text).read() };
+    let ranges = unsafe { (&raw const bindings::ct_work_danger_text).read() };
     ranges.iter().any(|r| (r[0]..r[1]).contains(&addr))
 }
 
@@ -78,7 +79,7 @@ pub unsafe fn sync(may_defer: bool) {
     let mut round = bindings::text_poke_rs_round {
         deferred_cpus: ptr::null_mut(),
         local: -1,
-        asked: bindings::ct_work_rs_asked {
+        asked: bindings::ct_work_asked {
             deferred: 0,
             idle: 0,
             waited: 0,
@@ -97,8 +98,8 @@ pub unsafe fn sync(may_defer: bool) {
         // until this function returns, and `text_poke_rs_sync_round()` reads it through
         // `round.deferred_cpus` only after this call has returned.
         unsafe {
-            bindings::ct_work_rs_ask(
-                bindings::ct_work_rs_work_CT_WORK_RS_SYNC_CORE,
+            bindings::ct_work_ask(
+                bindings::ct_work_kind_CT_WORK_SYNC_CORE,
                 mask,
                 &mut round.asked,
             )

@@ -6,7 +6,7 @@
 //! Each variant is a loop of what one CPU does in one idle round trip (idle entry, then idle
 //! exit) or in one interrupt taken in idle (its entry, then its exit), built from the protocol's
 //! own functions (`kernel/context_tracking_work/ct_work.rs`, whose C twins in
-//! `include/linux/ct_work_rs.h` and `word.c` make the same loads, stores and locked
+//! `include/linux/context_tracking_work.h` and `word.c` make the same loads, stores and locked
 //! instructions), with context tracking's own two `ct_state_inc()` (a `lock xadd` each: one on
 //! the way into idle or out of the interrupt, one on the way back) in every loop but the empty
 //! one:
@@ -81,8 +81,8 @@ static WORD: HostWord = HostWord(AtomicU32::new(0));
 static LEVELS: HostLevels = HostLevels(AtomicU32::new(0));
 /// Context tracking's per-CPU state, which `ct_state_inc()` adds to.
 static CT_STATE: AtomicI32 = AtomicI32::new(0);
-/// `ct_work_rs_enabled` and `ct_work_rs_tlb_enabled`, which idle entry reads, and
-/// `ct_work_rs_idle_refused`, which it reads when one of them is on.
+/// `ct_work_enabled` and `ct_work_tlb_enabled`, which idle entry reads, and
+/// `ct_work_idle_refused`, which it reads when one of them is on.
 static SYNC_ON: AtomicBool = AtomicBool::new(false);
 static TLB_ON: AtomicBool = AtomicBool::new(false);
 static IDLE_REFUSED: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
@@ -93,7 +93,7 @@ fn ct_state_inc() {
     black_box(CT_STATE.fetch_add(black_box(4), SeqCst));
 }
 
-/// Idle entry (`ct_work_rs_idle_enter()`): with a switch on, and idle deferral not refused, the
+/// Idle entry (`ct_work_idle_enter()`): with a switch on, and idle deferral not refused, the
 /// word says "idle".
 #[inline(always)]
 fn idle_enter() {
@@ -102,7 +102,7 @@ fn idle_enter() {
     }
 }
 
-/// Idle exit (`ct_work_rs_idle_exit()`): a word that is not "kernel" is taken.
+/// Idle exit (`ct_work_idle_exit()`): a word that is not "kernel" is taken.
 #[inline(always)]
 fn idle_exit() {
     if WORD.load() != Value::KERNEL {
@@ -110,7 +110,7 @@ fn idle_exit() {
     }
 }
 
-/// An interrupt's entry and exit in idle (`ct_work_rs_nmi_enter()`, `ct_work_rs_nmi_exit()`),
+/// An interrupt's entry and exit in idle (`ct_work_nmi_enter()`, `ct_work_nmi_exit()`),
 /// then the word as idle entry left it.
 #[inline(always)]
 fn irq() {

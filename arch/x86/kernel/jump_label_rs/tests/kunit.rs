@@ -247,9 +247,9 @@ impl DeferralOff {
     /// Sets the switch to `on`; returns what it was.
     #[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
     fn set(on: bool) -> bool {
-        // SAFETY: `ct_work_rs_enabled` is a `bool` that lives as long as the kernel, only read
+        // SAFETY: `ct_work_enabled` is a `bool` that lives as long as the kernel, only read
         // with `READ_ONCE()` and marked loads, and written with `WRITE_ONCE()`, as here.
-        unsafe { kernel::sync::atomic::Atomic::from_ptr(&raw mut bindings::ct_work_rs_enabled) }
+        unsafe { kernel::sync::atomic::Atomic::from_ptr(&raw mut bindings::ct_work_enabled) }
             .xchg(on, kernel::sync::atomic::Relaxed)
     }
 }
@@ -977,7 +977,7 @@ fn site_noinstr(x: u32) -> u32 {
 }
 
 /// KUnit suite `text_poke_rs_defer`: what the batch's deferral adds to context tracking's work
-/// word (whose own suite is `ct_work_rs`): which text it never defers, and the entry's kernel
+/// word (whose own suite is `ct_work`): which text it never defers, and the entry's kernel
 /// TLB flush. `make test` boots KUnit with `nohz_full=3`; its user-space boot checks deferral
 /// itself.
 #[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
@@ -987,7 +987,7 @@ mod defer_tests {
     use crate::defer;
     use kernel::bindings;
 
-    #[cfg(CONFIG_TLB_FLUSH_DEFER_RS)]
+    #[cfg(CONFIG_TLB_FLUSH_DEFER)]
     extern "C" {
         // In text_poke_stress.c.
         fn text_poke_tlb_selftest(
@@ -999,21 +999,21 @@ mod defer_tests {
     }
 
     /// The page contents of `text_poke_tlb_selftest()`: before and after the PTE changed.
-    #[cfg(CONFIG_TLB_FLUSH_DEFER_RS)]
+    #[cfg(CONFIG_TLB_FLUSH_DEFER)]
     const OLD: u64 = 0xa1a1_a1a1_a1a1_a1a1;
-    #[cfg(CONFIG_TLB_FLUSH_DEFER_RS)]
+    #[cfg(CONFIG_TLB_FLUSH_DEFER)]
     const NEW: u64 = 0xb2b2_b2b2_b2b2_b2b2;
 
     /// The kernel-entry TLB flush drops a translation the TLB kept after its PTE changed, every
     /// way that is correct on this CPU: the entry's own, a CR3 reload (with page table
     /// isolation only), INVPCID (where the CPU has it) and the CR4.PGE toggle. The entry reloads
     /// CR3, which leaves global entries, exactly when vmalloc mappings are not global.
-    #[cfg(CONFIG_TLB_FLUSH_DEFER_RS)]
+    #[cfg(CONFIG_TLB_FLUSH_DEFER)]
     #[test]
     fn entry_tlb_flush_drops_stale_translations() {
-        const CR3: i32 = bindings::ct_work_rs_flush_CT_WORK_RS_FLUSH_CR3 as i32;
-        const INVPCID: i32 = bindings::ct_work_rs_flush_CT_WORK_RS_FLUSH_INVPCID as i32;
-        const CR4: i32 = bindings::ct_work_rs_flush_CT_WORK_RS_FLUSH_CR4 as i32;
+        const CR3: i32 = bindings::ct_work_flush_CT_WORK_FLUSH_CR3 as i32;
+        const INVPCID: i32 = bindings::ct_work_flush_CT_WORK_FLUSH_INVPCID as i32;
+        const CR4: i32 = bindings::ct_work_flush_CT_WORK_FLUSH_CR4 as i32;
         for way in [-1, CR3, INVPCID, CR4] {
             let (mut stale, mut flushed, mut global) = (0u64, 0u64, true);
             // SAFETY: The pointers are valid for writes; the helper may sleep.
@@ -1067,7 +1067,7 @@ mod defer_tests {
         // SAFETY: As the caller guarantees.
         let woken = unsafe { &mut *info.cast::<Woken>() };
         // SAFETY: Reads a per-CPU counter; any possible `cpu` is accepted.
-        woken.runs = unsafe { bindings::ct_work_rs_runs(cpu) as u64 };
+        woken.runs = unsafe { bindings::ct_work_runs(cpu) as u64 };
         woken.word = word(cpu);
         woken.branched = super::site_idle::<0, 0>() != 0;
     }
@@ -1076,7 +1076,7 @@ mod defer_tests {
     #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
     fn word(cpu: i32) -> u32 {
         // SAFETY: Only reads CPU masks; any `cpu` is accepted.
-        let word = unsafe { bindings::ct_work_rs_word(cpu) };
+        let word = unsafe { bindings::ct_work_word(cpu) };
         if word.is_null() {
             return 0;
         }
@@ -1132,12 +1132,11 @@ mod defer_tests {
         extern "C" {
             fn cpu_idle_poll_ctrl(enable: bool);
         }
-        const IDLE: u32 = bindings::CT_WORK_RS_IDLE;
-        const SYNC: u32 =
-            bindings::ct_work_rs_work_CT_WORK_RS_SYNC_CORE << bindings::CT_WORK_RS_WORK_SHIFT;
+        const IDLE: u32 = bindings::CT_WORK_IDLE;
+        const SYNC: u32 = bindings::ct_work_kind_CT_WORK_SYNC_CORE << bindings::CT_WORK_WORK_SHIFT;
         assert!(pin(Some(0)));
         // SAFETY: Walks the online CPUs; any `cpu` is accepted.
-        let target = unsafe { bindings::ct_work_rs_next_online(0) };
+        let target = unsafe { bindings::ct_work_next_online(0) };
         if poll {
             // SAFETY: Counted: undone below.
             unsafe { cpu_idle_poll_ctrl(true) };
@@ -1146,7 +1145,7 @@ mod defer_tests {
         for _ in 0..10 {
             wait_until(|| word(target) & IDLE != 0);
             // SAFETY: As in `probe_site()`.
-            let before = unsafe { bindings::ct_work_rs_runs(target) as u64 };
+            let before = unsafe { bindings::ct_work_runs(target) as u64 };
             assert_eq!(super::KEY_IDLE.enable(), Ok(()));
             // Still idle, with the sync pending: no IPI of the flip reached it.
             let pending = word(target) & (IDLE | SYNC) == IDLE | SYNC;
@@ -1222,18 +1221,17 @@ mod defer_tests {
             // In text_poke_stress.c.
             fn text_poke_nmi_peek(cpu: i32, runs: *mut core::ffi::c_ulong, word: *mut u32) -> i32;
         }
-        const IDLE: u32 = bindings::CT_WORK_RS_IDLE;
-        const SYNC: u32 =
-            bindings::ct_work_rs_work_CT_WORK_RS_SYNC_CORE << bindings::CT_WORK_RS_WORK_SHIFT;
+        const IDLE: u32 = bindings::CT_WORK_IDLE;
+        const SYNC: u32 = bindings::ct_work_kind_CT_WORK_SYNC_CORE << bindings::CT_WORK_WORK_SHIFT;
         let rust = super::mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_RUST;
         assert!(pin(Some(0)));
         // SAFETY: Walks the online CPUs; any `cpu` is accepted.
-        let target = unsafe { bindings::ct_work_rs_next_online(0) };
+        let target = unsafe { bindings::ct_work_next_online(0) };
         let (mut taken, mut given_back) = (0, 0);
         for _ in 0..10 {
             wait_until(|| word(target) & IDLE != 0);
             // SAFETY: Reads a per-CPU counter; any possible `cpu` is accepted.
-            let before = unsafe { bindings::ct_work_rs_runs(target) as u64 };
+            let before = unsafe { bindings::ct_work_runs(target) as u64 };
             assert_eq!(super::KEY_IDLE.enable(), Ok(()));
             let pending = word(target) & (IDLE | SYNC) == IDLE | SYNC;
             let (mut seen_runs, mut seen_word) = (0u64, u32::MAX);
@@ -1271,22 +1269,22 @@ mod defer_tests {
     #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
     #[test]
     fn a_cpuidle_driver_outside_idle_text_keeps_idle_cpus_out() {
-        const IDLE: u32 = bindings::CT_WORK_RS_IDLE;
+        const IDLE: u32 = bindings::CT_WORK_IDLE;
         let mut refused = core::ptr::null();
         // SAFETY: `refused` is valid for writes; registering a driver may sleep, as a KUnit
         // test's kthread may.
-        let ret = unsafe { bindings::ct_work_rs_test_cpuidle_driver(true, &mut refused) };
+        let ret = unsafe { bindings::ct_work_test_cpuidle_driver(true, &mut refused) };
         if ret == -(bindings::ENODEV as i32) {
             kernel::pr_info!("cpuidle is off: no driver registers\n");
             return;
         }
         let idle_text_refused = !refused.is_null();
         // SAFETY: As above.
-        unsafe { bindings::ct_work_rs_test_cpuidle_driver(false, &mut refused) };
+        unsafe { bindings::ct_work_test_cpuidle_driver(false, &mut refused) };
         let plain_refused = !refused.is_null();
         assert!(pin(Some(0)));
         // SAFETY: Walks the online CPUs; any `cpu` is accepted.
-        let target = unsafe { bindings::ct_work_rs_next_online(0) };
+        let target = unsafe { bindings::ct_work_next_online(0) };
         // Out of idle once, then back in it, under the refusal.
         // SAFETY: `wake` accesses nothing; `target` is online.
         let ret = unsafe {
@@ -1299,7 +1297,7 @@ mod defer_tests {
         let flipped = super::KEY_IDLE.enable().is_ok() && super::KEY_IDLE.disable().is_ok();
         let ipis = super::ipis_received()[target as usize].wrapping_sub(before);
         // SAFETY: Only this test refuses idle deferral; the other tests need it back.
-        unsafe { bindings::ct_work_rs_test_idle_refusal_clear() };
+        unsafe { bindings::ct_work_test_idle_refusal_clear() };
         assert!(pin(None));
         assert_eq!(ret, 0);
         assert!(flipped);

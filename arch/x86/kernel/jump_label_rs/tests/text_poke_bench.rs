@@ -1020,14 +1020,14 @@ impl Bench {
     fn entry(&self, n: u64) -> Result {
         let mut values = [0u64; FIELDS.len()];
         values[1] = n;
-        let user = bindings::CT_WORK_RS_USER;
-        let work = |w: u32| user | w << bindings::CT_WORK_RS_WORK_SHIFT;
-        let sync = work(bindings::ct_work_rs_work_CT_WORK_RS_SYNC_CORE);
-        let tlb = work(bindings::ct_work_rs_work_CT_WORK_RS_TLB_FLUSH);
+        let user = bindings::CT_WORK_USER;
+        let work = |w: u32| user | w << bindings::CT_WORK_WORK_SHIFT;
+        let sync = work(bindings::ct_work_kind_CT_WORK_SYNC_CORE);
+        let tlb = work(bindings::ct_work_kind_CT_WORK_TLB_FLUSH);
         for (slot, word) in [(18, 0), (19, user), (20, sync), (23, tlb)] {
             let mut ns = 0u64;
             // SAFETY: `ns` is valid for writes; the function checks its CPU and word.
-            let ret = unsafe { bindings::ct_work_rs_bench_entry(word, n as u32, &mut ns) };
+            let ret = unsafe { bindings::ct_work_bench_entry(word, n as u32, &mut ns) };
             if ret < 0 {
                 return Err(Error::from_errno(ret));
             }

@@ -6,7 +6,7 @@
  */
 
 #include <linux/cpumask.h>
-#include <linux/ct_work_rs.h>
+#include <linux/context_tracking_work.h>
 #include <linux/debugfs.h>
 #include <linux/delay.h>
 #include <linux/err.h>
@@ -934,13 +934,13 @@ out:
 	return ret;
 }
 
-#ifdef CONFIG_TLB_FLUSH_DEFER_RS
+#ifdef CONFIG_TLB_FLUSH_DEFER
 /*
  * The KUnit test of the entry's TLB flush: a vmalloc page read on this CPU
  * (its translation now in the TLB), its PTE pointed at another page without
  * a flush, read again (QEMU's TLB, as a CPU's, keeps the old translation),
  * then the entry's flush, its own way (@way < 0) or @way (enum
- * ct_work_rs_flush), and a third read. Returns the way that flushed, or
+ * ct_work_flush), and a third read. Returns the way that flushed, or
  * -EINVAL for a way not correct on this CPU; what the last two reads saw in
  * *@stale and *@flushed (TEXT_POKE_VOLD or TEXT_POKE_VNEW), and whether
  * the vmalloc mapping was global in *@global.
@@ -975,7 +975,7 @@ int text_poke_tlb_selftest(int way, u64 *stale, u64 *flushed, bool *global)
 	*global = pte_flags(old) & _PAGE_GLOBAL;
 	set_pte(ptep, mk_pte(page, PAGE_KERNEL));
 	*stale = READ_ONCE(*buf);
-	way = ct_work_rs_flush_tlb_local(way);
+	way = ct_work_flush_tlb_local(way);
 	*flushed = READ_ONCE(*buf);
 	set_pte(ptep, old);
 	local_irq_restore(flags);
@@ -1008,8 +1008,8 @@ static int text_poke_nmi_probe(unsigned int cmd, struct pt_regs *regs)
 
 	if (READ_ONCE(text_poke_nmi.cpu) != cpu)
 		return NMI_DONE;
-	text_poke_nmi.runs = ct_work_rs_runs(cpu);
-	text_poke_nmi.word = READ_ONCE(*ct_work_rs_word(cpu));
+	text_poke_nmi.runs = ct_work_runs(cpu);
+	text_poke_nmi.word = READ_ONCE(*ct_work_word(cpu));
 	WRITE_ONCE(text_poke_nmi.cpu, -1);
 	/* Pairs with the acquires of text_poke_nmi_peek(): runs and word first. */
 	smp_store_release(&text_poke_nmi.seen, true);

@@ -7,7 +7,7 @@
  */
 
 #include <linux/cpumask.h>
-#include <linux/ct_work_rs.h>
+#include <linux/context_tracking_work.h>
 #include <linux/init.h>
 #include <linux/irqflags.h>
 #include <linux/kstrtox.h>
@@ -41,7 +41,7 @@
  * Interrupts are off: nothing can change CR3 or CR4 between a read and a
  * write.
  */
-static __always_inline enum ct_work_rs_flush ct_work_rs_flush_way(void)
+static __always_inline enum ct_work_flush ct_work_flush_way(void)
 {
 	/*
 	 * One patched instruction picks the way, as one cpu_feature_enabled()
@@ -52,20 +52,20 @@ static __always_inline enum ct_work_rs_flush ct_work_rs_flush_way(void)
 			       "jmp %l[invpcid]", X86_FEATURE_INVPCID,
 			       "", X86_FEATURE_PTI)
 		 : : : : cr4, invpcid);
-	return CT_WORK_RS_FLUSH_CR3;
+	return CT_WORK_FLUSH_CR3;
 invpcid:
-	return CT_WORK_RS_FLUSH_INVPCID;
+	return CT_WORK_FLUSH_INVPCID;
 cr4:
-	return CT_WORK_RS_FLUSH_CR4;
+	return CT_WORK_FLUSH_CR4;
 }
 
-static __always_inline void ct_work_rs_flush_tlb(enum ct_work_rs_flush way)
+static __always_inline void ct_work_flush_tlb(enum ct_work_flush way)
 {
-	if (way == CT_WORK_RS_FLUSH_CR3) {
+	if (way == CT_WORK_FLUSH_CR3) {
 		native_write_cr3(__native_read_cr3());
 		if (cpu_feature_enabled(X86_FEATURE_PCID))
 			this_cpu_write(cpu_tlbstate.invalidate_other, true);
-	} else if (way == CT_WORK_RS_FLUSH_INVPCID) {
+	} else if (way == CT_WORK_FLUSH_INVPCID) {
 		struct { u64 pcid, addr; } desc = { 0, 0 };
 
 		asm volatile("invpcid %[desc], %[type]"
@@ -81,11 +81,11 @@ static __always_inline void ct_work_rs_flush_tlb(enum ct_work_rs_flush way)
 }
 
 /* The entry's flush (kernel/context_tracking_work/word.c): the way it took. */
-noinstr enum ct_work_rs_flush ct_work_rs_tlb_flush_at_entry(void)
+noinstr enum ct_work_flush ct_work_tlb_flush_at_entry(void)
 {
-	enum ct_work_rs_flush way = ct_work_rs_flush_way();
+	enum ct_work_flush way = ct_work_flush_way();
 
-	ct_work_rs_flush_tlb(way);
+	ct_work_flush_tlb(way);
 	return way;
 }
 
@@ -144,15 +144,15 @@ noinstr enum ct_work_rs_flush ct_work_rs_tlb_flush_at_entry(void)
  *   an entry that finds the bit set, and a storm of flushes costs a CPU in
  *   user space one flush at its next entry.
  */
-bool ct_work_rs_tlb_needs_ipi(int cpu, void *info)
+bool ct_work_tlb_needs_ipi(int cpu, void *info)
 {
-	if (cpu == smp_processor_id() || !READ_ONCE(ct_work_rs_tlb_enabled))
+	if (cpu == smp_processor_id() || !READ_ONCE(ct_work_tlb_enabled))
 		return true;
-	if (ct_work_rs_defer(cpu, CT_WORK_RS_TLB_FLUSH)) {
+	if (ct_work_defer(cpu, CT_WORK_TLB_FLUSH)) {
 		text_poke_rs_note_tlb(true);
 		return false;
 	}
-	if (ct_work_rs_cpu_isolated(cpu))
+	if (ct_work_cpu_isolated(cpu))
 		text_poke_rs_note_tlb(false);
 	return true;
 }
@@ -163,19 +163,19 @@ bool ct_work_rs_tlb_needs_ipi(int cpu, void *info)
  * way that is not correct here: a CR3 reload without page table isolation
  * (it would leave global entries), INVPCID on a CPU without it.
  */
-int ct_work_rs_flush_tlb_local(int way)
+int ct_work_flush_tlb_local(int way)
 {
 	unsigned long flags;
 
 	if (way < 0)
-		way = ct_work_rs_flush_way();
-	if (way >= CT_WORK_RS_FLUSH_WAYS ||
-	    (way == CT_WORK_RS_FLUSH_CR3 && !cpu_feature_enabled(X86_FEATURE_PTI)) ||
-	    (way == CT_WORK_RS_FLUSH_INVPCID &&
+		way = ct_work_flush_way();
+	if (way >= CT_WORK_FLUSH_WAYS ||
+	    (way == CT_WORK_FLUSH_CR3 && !cpu_feature_enabled(X86_FEATURE_PTI)) ||
+	    (way == CT_WORK_FLUSH_INVPCID &&
 	     !cpu_feature_enabled(X86_FEATURE_INVPCID)))
 		return -EINVAL;
 	local_irq_save(flags);
-	ct_work_rs_flush_tlb(way);
+	ct_work_flush_tlb(way);
 	local_irq_restore(flags);
 	return way;
 }
@@ -185,16 +185,16 @@ int ct_work_rs_flush_tlb_local(int way)
  * said: its switch is turned off for good (text_poke/defer_tlb refuses to
  * turn it on again, naming the cause).
  */
-static int __init ct_work_rs_tlb_check(void)
+static int __init ct_work_tlb_check(void)
 {
 	/*
 	 * On Xen PV, the kernel's TLB flush is a hypercall: the entry's CR3,
 	 * CR4 or INVPCID flush would not be it.
 	 */
 	if (cpu_feature_enabled(X86_FEATURE_XENPV))
-		ct_work_rs_tlb_refused = "a Xen PV guest's TLB flushes are Xen's";
-	else if (is_vmalloc_addr(per_cpu_ptr(&ct_work_rs_words, 0)))
-		ct_work_rs_tlb_refused = "the per-CPU first chunk is vmapped (percpu_alloc=page?)";
+		ct_work_tlb_refused = "a Xen PV guest's TLB flushes are Xen's";
+	else if (is_vmalloc_addr(per_cpu_ptr(&ct_work_words, 0)))
+		ct_work_tlb_refused = "the per-CPU first chunk is vmapped (percpu_alloc=page?)";
 	/*
 	 * A CPU that reads supervisor mappings speculatively from user space
 	 * (Meltdown) with the kernel mapped there (pti=off) could use a stale
@@ -203,24 +203,24 @@ static int __init ct_work_rs_tlb_check(void)
 	 */
 	else if (boot_cpu_has_bug(X86_BUG_CPU_MELTDOWN) &&
 		 !boot_cpu_has(X86_FEATURE_PTI))
-		ct_work_rs_tlb_refused = "Meltdown without page table isolation";
-	if (!ct_work_rs_tlb_refused)
+		ct_work_tlb_refused = "Meltdown without page table isolation";
+	if (!ct_work_tlb_refused)
 		return 0;
-	if (ct_work_rs_tlb_enabled)
+	if (ct_work_tlb_enabled)
 		pr_warn("tlb_defer: %s: kernel TLB flushes are not deferred\n",
-			ct_work_rs_tlb_refused);
-	WRITE_ONCE(ct_work_rs_tlb_enabled, false);
+			ct_work_tlb_refused);
+	WRITE_ONCE(ct_work_tlb_enabled, false);
 	return 0;
 }
-early_initcall(ct_work_rs_tlb_check);
+early_initcall(ct_work_tlb_check);
 
-static int __init ct_work_rs_tlb_setup(char *str)
+static int __init ct_work_tlb_setup(char *str)
 {
-	if (!str || kstrtobool(str, &ct_work_rs_tlb_enabled)) {
+	if (!str || kstrtobool(str, &ct_work_tlb_enabled)) {
 		pr_warn("tlb_defer=%s: expected on or off; keeping %s\n",
-			str ?: "", str_on_off(ct_work_rs_tlb_enabled));
+			str ?: "", str_on_off(ct_work_tlb_enabled));
 		return -EINVAL;
 	}
 	return 0;
 }
-early_param("tlb_defer", ct_work_rs_tlb_setup);
+early_param("tlb_defer", ct_work_tlb_setup);

@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! ct_work_rs: work for isolated CPUs in user space and idle CPUs that waits for their next kernel
-//! entry or idle exit.
+//! context_tracking_work: work for isolated CPUs in user space and idle CPUs that waits for their
+//! next kernel entry or idle exit.
 //!
 //! A `nohz_full` CPU running a user-space task should not be interrupted for work that only
 //! matters once it runs kernel code again: the `sync_core()` of a text-poke sync round, the
 //! kernel TLB flush of vmalloc's lazy purge; nor should an idle CPU be woken for it. A sender
 //! sets a bit in the CPU's work word instead, and the CPU runs the work when it next enters the
 //! kernel or leaves idle ([`ct_work`] is the protocol of the word). This crate is the senders'
-//! side: [`defer_on`] asks one CPU, `ct_work_rs_ask()` every other online CPU, for the text-poke
+//! side: [`defer_on`] asks one CPU, `ct_work_ask()` every other online CPU, for the text-poke
 //! batch's sync rounds. The word and the entry side, which runs
 //! before instrumentation is allowed, are noinstr C (`word.c`, one function for each of
 //! [`ct_work`]'s, which the KUnit suite checks against them); context tracking calls them
@@ -21,9 +21,10 @@
 //! the kernel.
 //! The sender must not write anything a CPU can run between its entry instruction and the hook
 //! that takes the work: the danger zone of `word.c`, which the text-poke batch checks
-//! (`ct_work_rs_danger_text`).
+//! (`ct_work_danger_text`).
 //!
-//! C header: [`include/linux/ct_work_rs.h`](srctree/include/linux/ct_work_rs.h).
+//! C header:
+//! [`include/linux/context_tracking_work.h`](srctree/include/linux/context_tracking_work.h).
 
 pub mod ct_work;
 
@@ -43,20 +44,20 @@ use kernel::{
 };
 
 /// The prefix of this crate's messages.
-const __LOG_PREFIX: &[u8] = b"ct_work_rs\0";
+const __LOG_PREFIX: &[u8] = b"ct_work\0";
 
-const _: () = assert!(Work::SYNC_CORE.bits() == bindings::ct_work_rs_work_CT_WORK_RS_SYNC_CORE);
-const _: () = assert!(Work::TLB_FLUSH.bits() == bindings::ct_work_rs_work_CT_WORK_RS_TLB_FLUSH);
-const _: () = assert!(Value::USER.raw() == bindings::CT_WORK_RS_USER);
-const _: () = assert!(Value::USER_OFF.raw() == bindings::CT_WORK_RS_OFF);
-const _: () = assert!(Value::IDLE.raw() == bindings::CT_WORK_RS_IDLE);
-const _: () = assert!(ct_work::WORK_SHIFT == bindings::CT_WORK_RS_WORK_SHIFT);
-const _: () = assert!(Value::KERNEL_TAKING.raw() == bindings::CT_WORK_RS_TAKING);
+const _: () = assert!(Work::SYNC_CORE.bits() == bindings::ct_work_kind_CT_WORK_SYNC_CORE);
+const _: () = assert!(Work::TLB_FLUSH.bits() == bindings::ct_work_kind_CT_WORK_TLB_FLUSH);
+const _: () = assert!(Value::USER.raw() == bindings::CT_WORK_USER);
+const _: () = assert!(Value::USER_OFF.raw() == bindings::CT_WORK_OFF);
+const _: () = assert!(Value::IDLE.raw() == bindings::CT_WORK_IDLE);
+const _: () = assert!(ct_work::WORK_SHIFT == bindings::CT_WORK_WORK_SHIFT);
+const _: () = assert!(Value::KERNEL_TAKING.raw() == bindings::CT_WORK_TAKING);
 const _: () = assert!(
-    ct_work::LEVEL_BITS == bindings::CT_WORK_RS_LEVEL_BITS
-        && ct_work::LEVEL_USER == bindings::CT_WORK_RS_LEVEL_USER
-        && ct_work::LEVEL_TOOK == bindings::CT_WORK_RS_LEVEL_TOOK
-        && ct_work::LEVEL_IDLE == bindings::CT_WORK_RS_LEVEL_IDLE
+    ct_work::LEVEL_BITS == bindings::CT_WORK_LEVEL_BITS
+        && ct_work::LEVEL_USER == bindings::CT_WORK_LEVEL_USER
+        && ct_work::LEVEL_TOOK == bindings::CT_WORK_LEVEL_TOOK
+        && ct_work::LEVEL_IDLE == bindings::CT_WORK_LEVEL_IDLE
 );
 
 /// A CPU's work word, as a sender sees it: the entry side is C (`word.c`).
@@ -74,7 +75,7 @@ impl CpuWord<'_> {
     ///
     /// # Safety
     ///
-    /// `word` points to a CPU's `ct_work_rs_word`, which lives as long as the kernel, and is
+    /// `word` points to a CPU's `ct_work_word`, which lives as long as the kernel, and is
     /// only ever accessed atomically.
     #[inline(always)]
     unsafe fn at(word: *mut u32) -> Self {
@@ -85,7 +86,7 @@ impl CpuWord<'_> {
     /// The word of `cpu`, if deferral may apply to it: it is online.
     fn of(cpu: c_int) -> Option<Self> {
         // SAFETY: Only reads CPU masks; any `cpu` is accepted.
-        let word = unsafe { bindings::ct_work_rs_word(cpu) };
+        let word = unsafe { bindings::ct_work_word(cpu) };
         // SAFETY: A non-null result is that CPU's word.
         (!word.is_null()).then(|| unsafe { Self::at(word) })
     }
@@ -148,17 +149,17 @@ pub fn defer_on(cpu: c_int, work: Work) -> Result<(), Refusal> {
 fn audit_added(cpu: c_int, added: Work) {
     if !added.is_empty() {
         // SAFETY: `cpu` is a possible CPU: its word was just written.
-        unsafe { bindings::ct_work_rs_audit_added(cpu, added.bits()) };
+        unsafe { bindings::ct_work_audit_added(cpu, added.bits()) };
     }
 }
 
 #[cfg(not(CONFIG_TEXT_POKE_RS_DEFER_DEBUG))]
 fn audit_added(_cpu: c_int, _added: Work) {}
 
-/// [`defer_on`] for C callers, with the work as `enum ct_work_rs_work` bits: whether `cpu` took
+/// [`defer_on`] for C callers, with the work as `enum ct_work_kind` bits: whether `cpu` took
 /// it (and needs no IPI). Unknown bits are refused.
 #[no_mangle]
-pub extern "C" fn ct_work_rs_defer(cpu: c_int, work: u32) -> bool {
+pub extern "C" fn ct_work_defer(cpu: c_int, work: u32) -> bool {
     let kind = [Work::SYNC_CORE, Work::TLB_FLUSH]
         .into_iter()
         .filter(|w| work & w.bits() != 0)
@@ -169,30 +170,30 @@ pub extern "C" fn ct_work_rs_defer(cpu: c_int, work: u32) -> bool {
 /// The next online isolated CPU after `cpu`, or `nr_cpu_ids`.
 pub fn next_isolated(cpu: c_int) -> c_int {
     // SAFETY: Walks the online isolated CPUs; any `cpu` is accepted.
-    unsafe { bindings::ct_work_rs_next_isolated(cpu) }
+    unsafe { bindings::ct_work_next_isolated(cpu) }
 }
 
 /// The next online CPU after `cpu`, or `nr_cpu_ids`.
 pub fn next_online(cpu: c_int) -> c_int {
     // SAFETY: Walks the online CPUs; any `cpu` is accepted.
-    unsafe { bindings::ct_work_rs_next_online(cpu) }
+    unsafe { bindings::ct_work_next_online(cpu) }
 }
 
 /// Whether `cpu` is `nohz_full`.
 fn isolated(cpu: c_int) -> bool {
     // SAFETY: Reads the `nohz_full` mask; any `cpu` is accepted.
-    unsafe { bindings::ct_work_rs_cpu_isolated(cpu) }
+    unsafe { bindings::ct_work_cpu_isolated(cpu) }
 }
 
 /// How long [`ask`] waits for isolated CPUs found in the kernel to return to user space, before
-/// they are to be sent the IPI: `ct_work_rs_wait_ns`, 50 µs unless `text_poke/defer_wait_ns`
+/// they are to be sent the IPI: `ct_work_wait_ns`, 50 µs unless `text_poke/defer_wait_ns`
 /// says otherwise; about the time a CPU takes to handle a tick or a short system call. Only the
 /// sender waits; the isolated CPU is not disturbed.
 fn wait_ns() -> u64 {
-    // SAFETY: `ct_work_rs_wait_ns` is an aligned `unsigned long` that lives as long as the
+    // SAFETY: `ct_work_wait_ns` is an aligned `unsigned long` that lives as long as the
     // kernel, only stored with `WRITE_ONCE()` (its debugfs file): this marked load and that
     // marked store do not race.
-    unsafe { Atomic::from_ptr(&raw mut bindings::ct_work_rs_wait_ns) }.load(Relaxed) as u64
+    unsafe { Atomic::from_ptr(&raw mut bindings::ct_work_wait_ns) }.load(Relaxed) as u64
 }
 
 /// Isolated CPUs a round waits for at most; beyond them, CPUs found in the kernel get the IPI.
@@ -207,7 +208,7 @@ fn now_ns() -> u64 {
 /// not in a guest.
 fn running(cpu: c_int) -> bool {
     // SAFETY: Reads `cpu`'s context-tracking state; any online `cpu` is accepted.
-    unsafe { bindings::ct_work_rs_cpu_running(cpu) }
+    unsafe { bindings::ct_work_cpu_running(cpu) }
 }
 
 /// Asks every other online CPU to take `work` at its next kernel entry or idle exit, and records
@@ -224,7 +225,7 @@ fn running(cpu: c_int) -> bool {
 /// space would make every round of a sender on an isolated CPU last the whole wait. The CPU is
 /// read without preemption disabled: if the sender moves, the CPU it left is merely not
 /// deferred, and the sender interrupts it.
-pub fn ask(work: Work, deferred: &mut Cpumask, asked: &mut bindings::ct_work_rs_asked) {
+pub fn ask(work: Work, deferred: &mut Cpumask, asked: &mut bindings::ct_work_asked) {
     let mut waiting = [0 as c_int; MAX_WAITING];
     let mut n = 0;
     let nr = kernel::cpu::nr_cpu_ids() as c_int;
@@ -297,7 +298,7 @@ fn mark(deferred: &mut Cpumask, count: &mut u32, cpu: c_int) {
     }
 }
 
-/// [`ask`] for C callers, with the work as one `enum ct_work_rs_work` bit: adds the CPUs that
+/// [`ask`] for C callers, with the work as one `enum ct_work_kind` bit: adds the CPUs that
 /// took it to `deferred` and counts in `asked`. Nothing is asked for unknown or several bits.
 ///
 /// # Safety
@@ -305,10 +306,10 @@ fn mark(deferred: &mut Cpumask, count: &mut u32, cpu: c_int) {
 /// `deferred` and `asked` are valid for reads and writes, and nothing else accesses them until
 /// the call returns.
 #[no_mangle]
-pub unsafe extern "C" fn ct_work_rs_ask(
+pub unsafe extern "C" fn ct_work_ask(
     work: u32,
     deferred: *mut bindings::cpumask,
-    asked: *mut bindings::ct_work_rs_asked,
+    asked: *mut bindings::ct_work_asked,
 ) {
     let Some(kind) = [Work::SYNC_CORE, Work::TLB_FLUSH]
         .into_iter()
