@@ -78,7 +78,7 @@ struct seq_file;
 #define CT_WORK_OFF		0x40000000
 #define CT_WORK_IDLE		0x20000000
 /* "Kernel", and an entry took work it has not run yet: the word alone. */
-#define CT_WORK_TAKING	0x80000000
+#define CT_WORK_TAKING		0x80000000
 
 /* Kinds of work, as bits of the word above its context bit. */
 enum ct_work_kind {
