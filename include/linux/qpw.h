@@ -191,8 +191,15 @@ static inline void qpw_lock_init_key(struct qpw_lock *lock, const char *name,
 	qpw_lock_init(lock);
 	lockdep_set_class_and_name(&lock->ll, key, name);
 #ifdef QPW_SPINLOCK
-	/* Never held with ll: they are the same lock in either mode. */
+	/*
+	 * Subclass 1 of @key: a class of its own. A class takes the lock
+	 * type of the lock that registers it, the local_lock's where qpw
+	 * starts off, and lockdep leaves a per-CPU lock's class out of its
+	 * interrupt-inversion checks, which the spinlock that other CPUs
+	 * take once qpw is switched on needs.
+	 */
 	lockdep_set_class_and_name(&lock->sl, key, name);
+	lockdep_set_subclass(&lock->sl, 1);
 #endif
 }
 

@@ -10,8 +10,12 @@
 #include <linux/irq_work.h>
 #include <linux/kthread.h>
 #include <linux/limits.h>
+#include <linux/local_lock.h>
+#include <linux/lockdep.h>
 #include <linux/minmax.h>
+#include <linux/percpu.h>
 #include <linux/processor.h>
+#include <linux/qpw.h>
 #include <linux/sched.h>
 #include <linux/smp.h>
 
@@ -140,3 +144,35 @@ unsigned int qpw_cache_fail_nth(unsigned int n)
 	return UINT_MAX;
 #endif
 }
+
+#if defined(CONFIG_LOCKDEP) && defined(QPW_SPINLOCK)
+static DEFINE_PER_CPU(struct qpw_lock, qpw_cache_class_lock);
+static struct lock_class_key qpw_cache_class_key;
+
+int qpw_cache_lock_classes(bool *shared, bool *ll_percpu, bool *sl_normal)
+{
+	struct lock_class *ll, *sl;
+	struct qpw_lock *lock;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		qpw_lock_init_key(per_cpu_ptr(&qpw_cache_class_lock, cpu),
+				  "qpw_cache_class", &qpw_cache_class_key);
+	lock = get_cpu_ptr(&qpw_cache_class_lock);
+	/* As the owner takes it with qpw off, then another CPU with it on. */
+	local_lock(&qpw_cache_class_lock.ll);
+	local_unlock(&qpw_cache_class_lock.ll);
+	spin_lock(&lock->sl);
+	spin_unlock(&lock->sl);
+	ll = READ_ONCE(lock->ll.dep_map.class_cache[0]);
+	sl = READ_ONCE(lock->sl.dep_map.class_cache[0]);
+	put_cpu_ptr(&qpw_cache_class_lock);
+	/* Lockdep turned off (after a report): it registers no class. */
+	if (!ll || !sl)
+		return -ENODATA;
+	*shared = ll == sl;
+	*ll_percpu = ll->lock_type == LD_LOCK_PERCPU;
+	*sl_normal = sl->lock_type == LD_LOCK_NORMAL;
+	return 0;
+}
+#endif

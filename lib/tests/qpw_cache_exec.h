@@ -35,4 +35,14 @@ int qpw_cache_irq_run(void (*fn)(void *arg), void *arg);
  */
 unsigned int qpw_cache_fail_nth(unsigned int n);
 
+/*
+ * With lockdep, and the spinlock beside the local_lock (not PREEMPT_RT):
+ * initialises a qpw lock with a lock class of its own, takes this CPU's
+ * instance as its owner does with qpw off (the local_lock) and as another
+ * CPU does with qpw on (the spinlock), and says whether lockdep gave both
+ * one class, and whether each class has its lock's type. -ENODATA if
+ * lockdep registered no class (it is off after a report).
+ */
+int qpw_cache_lock_classes(bool *shared, bool *ll_percpu, bool *sl_normal);
+
 #endif /* _QPW_CACHE_EXEC_H */

@@ -171,6 +171,12 @@ mod tests {
         fn qpw_cache_exec_stop(passes: *mut c_ulong, wrong: *mut c_ulong);
         fn qpw_cache_irq_run(f: extern "C" fn(*mut c_void), arg: *mut c_void) -> i32;
         fn qpw_cache_fail_nth(n: u32) -> u32;
+        #[cfg(all(CONFIG_LOCKDEP, not(CONFIG_PREEMPT_RT)))]
+        fn qpw_cache_lock_classes(
+            shared: *mut bool,
+            ll_percpu: *mut bool,
+            sl_normal: *mut bool,
+        ) -> i32;
     }
 
     /// Objects the tests may make.
@@ -309,6 +315,26 @@ mod tests {
         irq.res = None;
         // SAFETY: `irq` outlives the interrupt: `qpw_cache_irq_run()` waits for it.
         unsafe { qpw_cache_irq_run(local_in_irq, core::ptr::from_mut(irq).cast()) }
+    }
+
+    /// With lockdep, a qpw lock's spinlock, which other CPUs take with qpw on, has a lock class
+    /// of its own, of a spinlock's type. A class shared with the local_lock takes the type of
+    /// whichever is taken first, the local_lock's in a boot with qpw off, and lockdep leaves a
+    /// per-CPU lock's class out of its interrupt-inversion checks: the spinlock of a boot that
+    /// switches qpw on later would be out of them too. Where the spinlock is the local_lock
+    /// (`PREEMPT_RT`) or there is no lockdep, the case is skipped.
+    #[cfg(all(CONFIG_LOCKDEP, not(CONFIG_PREEMPT_RT)))]
+    #[test]
+    fn the_spinlock_has_a_lock_class_of_its_own() -> Result {
+        let (mut shared, mut ll_percpu, mut sl_normal) = (true, false, false);
+        // SAFETY: The pointers are valid for writes.
+        kernel::error::to_result(unsafe {
+            qpw_cache_lock_classes(&mut shared, &mut ll_percpu, &mut sl_normal)
+        })?;
+        assert!(!shared);
+        assert!(ll_percpu);
+        assert!(sl_normal);
+        Ok(())
     }
 
     #[test]
