@@ -5,7 +5,12 @@
  * it, and its allocations are made to fail one by one.
  */
 
+#include <linux/completion.h>
+#include <linux/cpu.h>
+#include <linux/cpuhotplug.h>
 #include <linux/cpumask.h>
+#include <linux/delay.h>
+#include <linux/err.h>
 #include <linux/errno.h>
 #include <linux/irq_work.h>
 #include <linux/kthread.h>
@@ -143,6 +148,62 @@ unsigned int qpw_cache_fail_nth(unsigned int n)
 #else
 	return UINT_MAX;
 #endif
+}
+
+static struct {
+	struct completion done;
+	unsigned int cpu;
+	int ret;
+} qpw_cache_writer;
+
+static int qpw_cache_writer_fn(void *data)
+{
+	int ret = remove_cpu(qpw_cache_writer.cpu);
+
+	if (!ret)
+		ret = add_cpu(qpw_cache_writer.cpu);
+	qpw_cache_writer.ret = ret;
+	complete(&qpw_cache_writer.done);
+	return 0;
+}
+
+int qpw_cache_writer_start(unsigned int cpu)
+{
+	struct task_struct *task;
+
+	init_completion(&qpw_cache_writer.done);
+	qpw_cache_writer.cpu = cpu;
+	qpw_cache_writer.ret = -EINPROGRESS;
+	task = kthread_run(qpw_cache_writer_fn, NULL, "qpw_cache_writer");
+	return PTR_ERR_OR_ZERO(task);
+}
+
+bool qpw_cache_writer_waits(void)
+{
+	while (!completion_done(&qpw_cache_writer.done)) {
+		if (!cpus_read_trylock())
+			return true;
+		cpus_read_unlock();
+		usleep_range(50, 100);
+	}
+	return false;
+}
+
+int qpw_cache_writer_end(void)
+{
+	wait_for_completion(&qpw_cache_writer.done);
+	return qpw_cache_writer.ret;
+}
+
+int qpw_cache_on_dead(int (*fn)(unsigned int cpu))
+{
+	return cpuhp_setup_state_nocalls(CPUHP_BP_PREPARE_DYN, "qpw_cache:dead",
+					 NULL, fn);
+}
+
+void qpw_cache_on_dead_remove(int state)
+{
+	cpuhp_remove_state_nocalls(state);
 }
 
 #if defined(CONFIG_LOCKDEP) && defined(QPW_SPINLOCK)

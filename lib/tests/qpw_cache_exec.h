@@ -36,6 +36,31 @@ int qpw_cache_irq_run(void (*fn)(void *arg), void *arg);
 unsigned int qpw_cache_fail_nth(unsigned int n);
 
 /*
+ * Starts a kthread that takes @cpu offline and brings it back
+ * (remove_cpu(), add_cpu()): 0, or an error if it could not start.
+ */
+int qpw_cache_writer_start(unsigned int cpu);
+
+/*
+ * Waits until the kthread waits for the CPU hotplug lock, which the caller
+ * holds for reading: true, or false if it finished first.
+ */
+bool qpw_cache_writer_waits(void);
+
+/* Waits for the kthread to finish: 0, or the error of its hotplug. */
+int qpw_cache_writer_end(void);
+
+/*
+ * Calls @fn(cpu) from a CPU-dead callback (CPUHP_BP_PREPARE_DYN's
+ * teardown), with the CPU hotplug lock held for writing, for each CPU
+ * that goes offline: the state, to remove, or an error.
+ */
+int qpw_cache_on_dead(int (*fn)(unsigned int cpu));
+
+/* Removes the state of qpw_cache_on_dead(), calling nothing. */
+void qpw_cache_on_dead_remove(int state);
+
+/*
  * With lockdep, and the spinlock beside the local_lock (not PREEMPT_RT):
  * initialises a qpw lock with a lock class of its own, takes this CPU's
  * instance as its owner does with qpw off (the local_lock) and as another

@@ -158,10 +158,12 @@ mod tests {
     use super::*;
     use core::{
         ffi::{c_ulong, c_void},
-        sync::atomic::{AtomicPtr, AtomicU8},
+        sync::atomic::{AtomicI64, AtomicPtr, AtomicU8},
     };
     use kernel::{
         bindings,
+        cpu::CpusReadGuard,
+        error::to_result,
         sync::Arc,
         time::{delay::fsleep, Delta},
     };
@@ -171,6 +173,11 @@ mod tests {
         fn qpw_cache_exec_stop(passes: *mut c_ulong, wrong: *mut c_ulong);
         fn qpw_cache_irq_run(f: extern "C" fn(*mut c_void), arg: *mut c_void) -> i32;
         fn qpw_cache_fail_nth(n: u32) -> u32;
+        fn qpw_cache_writer_start(cpu: u32) -> i32;
+        fn qpw_cache_writer_waits() -> bool;
+        fn qpw_cache_writer_end() -> i32;
+        fn qpw_cache_on_dead(f: extern "C" fn(u32) -> i32) -> i32;
+        fn qpw_cache_on_dead_remove(state: i32);
         #[cfg(all(CONFIG_LOCKDEP, not(CONFIG_PREEMPT_RT)))]
         fn qpw_cache_lock_classes(
             shared: *mut bool,
@@ -328,9 +335,7 @@ mod tests {
     fn the_spinlock_has_a_lock_class_of_its_own() -> Result {
         let (mut shared, mut ll_percpu, mut sl_normal) = (true, false, false);
         // SAFETY: The pointers are valid for writes.
-        kernel::error::to_result(unsafe {
-            qpw_cache_lock_classes(&mut shared, &mut ll_percpu, &mut sl_normal)
-        })?;
+        to_result(unsafe { qpw_cache_lock_classes(&mut shared, &mut ll_percpu, &mut sl_normal) })?;
         assert!(!shared);
         assert!(ll_percpu);
         assert!(sl_normal);
@@ -759,6 +764,99 @@ mod tests {
         assert_eq!(ledger.count(FREED), 4);
         assert_eq!(ledger.wrong.load(Ordering::Relaxed), 0);
         assert_eq!(back, 0);
+        Ok(())
+    }
+
+    /// `with_cpu_cpuslocked()` from a task that holds the CPU hotplug lock for reading while a
+    /// hotplug operation waits for it: every online CPU's `T`, in both modes. With qpw off,
+    /// `with_cpu()` would take the lock again and wait behind the writer, which waits for it.
+    #[test]
+    fn with_cpu_under_a_held_hotplug_lock() -> Result {
+        let percpu = kernel::new_qpw_percpu!(|_| 0u32)?;
+        let cpu = victim().ok_or(ENODEV)?;
+        let cpus = CpusReadGuard::lock();
+        // SAFETY: `cpu` is neither CPU 0 nor this one; the kthread brings it back.
+        to_result(unsafe { qpw_cache_writer_start(cpu.as_u32()) })?;
+        // SAFETY: Started above.
+        let waits = unsafe { qpw_cache_writer_waits() };
+        let mut got = KVec::new();
+        for cpu in qpw::online_cpus() {
+            got.push(
+                percpu.with_cpu_cpuslocked(&cpus, cpu, |v| {
+                    *v += 1;
+                    *v
+                }),
+                GFP_KERNEL,
+            )?;
+        }
+        drop(cpus);
+        // SAFETY: Started above.
+        let back = unsafe { qpw_cache_writer_end() };
+        assert!(waits);
+        assert!(got.len() > 1);
+        assert!(got.iter().all(|r| *r == Ok(1)));
+        assert_eq!(back, 0);
+        Ok(())
+    }
+
+    /// What the CPU-dead callback of `with_cpu_from_a_cpu_dead_callback` drains.
+    struct Dead {
+        percpu: qpw::PerCpu<u32>,
+        /// What the drain of the dead CPU returned, or its error.
+        got: AtomicI64,
+    }
+
+    static DEAD: AtomicPtr<Dead> = AtomicPtr::new(core::ptr::null_mut());
+
+    /// Takes the dead CPU's value, as a cache's CPU-dead callback drains the CPU's objects.
+    extern "C" fn drain_dead(cpu: u32) -> i32 {
+        // SAFETY: The test stores a `Dead` that outlives the callback's state.
+        let Some(dead) = (unsafe { DEAD.load(Ordering::Acquire).as_ref() }) else {
+            return 0;
+        };
+        let Some(cpu) = CpuId::from_u32(cpu) else {
+            return 0;
+        };
+        // SAFETY: A CPU-dead callback runs with the CPU hotplug lock held for writing.
+        let got = unsafe { dead.percpu.with_cpu_hotplug_held(cpu, core::mem::take) };
+        dead.got.store(
+            got.map_or_else(|e| e.to_errno().into(), i64::from),
+            Ordering::Relaxed,
+        );
+        0
+    }
+
+    /// A CPU-dead callback drains the dead CPU's `T` with `with_cpu_hotplug_held()`, in both
+    /// modes. With qpw off, `with_cpu()` would take the CPU hotplug lock for reading, which the
+    /// callback's own task holds for writing.
+    #[test]
+    fn with_cpu_from_a_cpu_dead_callback() -> Result {
+        let dead = KBox::new(
+            Dead {
+                percpu: kernel::new_qpw_percpu!(|_| 0u32)?,
+                got: AtomicI64::new(-1),
+            },
+            GFP_KERNEL,
+        )?;
+        let cpu = victim().ok_or(ENODEV)?;
+        dead.percpu.with_cpu(cpu, |v| *v = 7)?;
+        DEAD.store((&raw const *dead).cast_mut(), Ordering::Release);
+        // SAFETY: `drain_dead` may be called for any CPU until the state is removed.
+        let state = unsafe { qpw_cache_on_dead(drain_dead) };
+        // SAFETY: `cpu` is neither CPU 0 nor this one; it comes back below.
+        let down = (state > 0).then(|| unsafe { bindings::remove_cpu(cpu.as_u32()) });
+        // SAFETY: Taken offline above.
+        let up = (down == Some(0)).then(|| unsafe { bindings::add_cpu(cpu.as_u32()) });
+        if state > 0 {
+            // SAFETY: Set up above.
+            unsafe { qpw_cache_on_dead_remove(state) };
+        }
+        DEAD.store(core::ptr::null_mut(), Ordering::Release);
+        assert!(state > 0);
+        assert_eq!(down, Some(0));
+        assert_eq!(dead.got.load(Ordering::Relaxed), 7);
+        assert_eq!(dead.percpu.with_cpu(cpu, |v| *v)?, 0);
+        assert_eq!(up, Some(0));
         Ok(())
     }
 

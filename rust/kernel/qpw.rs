@@ -17,7 +17,7 @@
 
 use crate::{
     bindings,
-    cpu::CpuId,
+    cpu::{CpuId, CpusReadGuard},
     error::{code::*, Error, Result},
     ffi::{c_long, c_void},
     str::{CStr, CStrExt},
@@ -251,7 +251,51 @@ impl<T> PerCpu<T> {
     /// or while this task holds any CPU's `T` of `self`: a [`LocalGuard`], or from inside the
     /// closure of another `with_cpu` call. `f` must not sleep: with qpw on it runs under a
     /// spinlock.
+    ///
+    /// With qpw off this takes the CPU hotplug lock for reading: a caller that holds it already
+    /// calls [`PerCpu::with_cpu_cpuslocked`], and a CPU hotplug callback (which runs with it held
+    /// for writing) [`PerCpu::with_cpu_hotplug_held`].
     pub fn with_cpu<R, F>(&self, cpu: CpuId, f: F) -> Result<R>
+    where
+        T: Send,
+        R: Send,
+        F: FnOnce(&mut T) -> R + Send,
+    {
+        self.call_on(cpu, f, false)
+    }
+
+    /// [`PerCpu::with_cpu`] for a caller that holds the CPU hotplug lock for reading, as `cpus`
+    /// shows: taking it again, as `with_cpu` does with qpw off, deadlocks once a hotplug
+    /// operation waits for it. Fails as `with_cpu` does.
+    pub fn with_cpu_cpuslocked<R, F>(&self, _cpus: &CpusReadGuard, cpu: CpuId, f: F) -> Result<R>
+    where
+        T: Send,
+        R: Send,
+        F: FnOnce(&mut T) -> R + Send,
+    {
+        self.call_on(cpu, f, true)
+    }
+
+    /// [`PerCpu::with_cpu`] from a CPU hotplug callback, which runs with the CPU hotplug lock
+    /// held for writing: a CPU-dead callback that drains the `T` of the CPU that went, say.
+    /// `with_cpu` would take the lock for reading with qpw off, and wait for itself. Fails as
+    /// `with_cpu` does.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds the CPU hotplug lock (for reading or for writing) until this returns.
+    pub unsafe fn with_cpu_hotplug_held<R, F>(&self, cpu: CpuId, f: F) -> Result<R>
+    where
+        T: Send,
+        R: Send,
+        F: FnOnce(&mut T) -> R + Send,
+    {
+        self.call_on(cpu, f, true)
+    }
+
+    /// [`PerCpu::with_cpu`], with the CPU hotplug lock held by the caller already if
+    /// `cpus_held`, else taken here with qpw off.
+    fn call_on<R, F>(&self, cpu: CpuId, f: F, cpus_held: bool) -> Result<R>
     where
         T: Send,
         R: Send,
@@ -272,7 +316,7 @@ impl<T> PerCpu<T> {
             ret: None,
         };
         if !enabled() {
-            let _hotplug = crate::cpu::CpusReadGuard::lock();
+            let _hotplug = (!cpus_held).then(CpusReadGuard::lock);
             // qpw is turned on at run time with this lock held for writing: off here, it stays
             // off until the unlock, so no other caller takes the lock of an offline CPU whose `T`
             // `run_offline` reaches without it. If it was turned on meanwhile, `f` runs below.
