@@ -82,9 +82,7 @@ early_initcall(qpw_init);
 static DEFINE_MUTEX(qpw_switch_mutex);
 
 /*
- * Turns qpw on at run time, and never off (the locks would have to go back
- * to local_locks with remote drainers still taking them); returns whether
- * it turned it on. Might sleep; not with the CPU hotplug lock held.
+ * qpw_switch_on() under qpw_switch_mutex.
  *
  * Other CPUs hold qpw locks meanwhile, and a key's sites change one at a
  * time (a lock's site may be new while its unlock's is old), so it goes
@@ -138,6 +136,17 @@ static bool __qpw_switch_on(void)
 	return on;
 }
 
+/**
+ * qpw_switch_on - turn qpw on at run time
+ *
+ * Turns qpw on, never off: the locks would have to go back to local_locks
+ * with remote drainers still taking them. The steps, and what a refused
+ * step leaves, are __qpw_switch_on()'s.
+ *
+ * Context: Task context, without the CPU hotplug lock held; might sleep.
+ * Return: true if it turned qpw on; false if it was on already, on
+ * PREEMPT_RT (where it always is), or if a step was refused.
+ */
 bool qpw_switch_on(void)
 {
 	bool on;
@@ -151,11 +160,16 @@ bool qpw_switch_on(void)
 /* The CPUs isolated at run time, under qpw_switch_mutex. */
 static struct cpumask qpw_isolated;
 
-/*
+/**
+ * qpw_isolation_update - turn qpw on for CPUs isolated at run time
+ * @isolated: the CPUs isolated now, possibly none, with those isolated
+ *	      at boot
+ *
  * Called by housekeeping_update() when cpuset partitions change the CPUs
- * isolated (@isolated, possibly none, with those isolated at boot), from
- * task context, without the CPU hotplug lock: turns qpw on for those
- * isolated at run time, unless qpw=0 was given, which it then says once.
+ * isolated. Turns qpw on if CPUs other than those isolated at boot are,
+ * unless qpw=0 was given, which it then says once.
+ *
+ * Context: Task context, without the CPU hotplug lock held; might sleep.
  */
 void qpw_isolation_update(const struct cpumask *isolated)
 {

@@ -5,8 +5,8 @@
 # project's objects under clippy (which also shows rustc's and objtool's
 # warnings), the danger zone of deferred work, the syncs' serializing
 # instructions, the layout of Rust static-key sites, what safe Rust may not
-# build (scripts/compile-fail/), and checkpatch --strict on the C files and
-# the hook patches.
+# build (scripts/compile-fail/), kernel-doc, and checkpatch --strict on the
+# C files and the hook patches.
 # Prints one "check: NAME: ok|FAILED" line per check; exits non-zero if any
 # failed. Findings in upstream files are not ours and are not reported.
 set -uo pipefail
@@ -173,6 +173,33 @@ for f in "$JLRS_TOP"/scripts/compile-fail/*.rs; do
 done
 rm -rf "$cfdir"
 result "safe Rust cannot take the static-key mutexes (scripts/compile-fail/)" $rc
+
+# kernel-doc: no warning (-Wall) in the project's C files and headers,
+# and a kernel-doc comment on every function the kernel's C files define
+# for others (not static), as upstream asks of exported interfaces. Test
+# helpers (tests/ directories) are the KUnit suites' own.
+rc=0
+for f in "${files[@]}"; do
+	case "$f" in
+	*.c|*.h) ;;
+	*) continue ;;
+	esac
+	[ -e "$JLRS_PRISTINE/$f" ] && continue
+	out=$(cd "$JLRS_SRC" && ./scripts/kernel-doc -none -Wall "$f" 2>&1)
+	[ -z "$out" ] || { echo "$out"; rc=1; }
+	case "$f" in
+	*/tests/*|rust/helpers/*|*.h) continue ;;
+	esac
+	documented=$(cd "$JLRS_SRC" && ./scripts/kernel-doc -rst "$f" 2>/dev/null |
+		sed -nE 's/^\.\. c:function:: ([^(]*[ *])?([A-Za-z_0-9]+) \(.*/\2/p')
+	for fn in $(grep -E '^[a-z_][a-z_0-9 *]*[ *]([a-z_0-9]+)\(' "$JLRS_SRC/$f" |
+		grep -vE '^(static|early_param|late_initcall|early_initcall|[a-z_]+_initcall|DEFINE_|EXPORT_)' |
+		sed -E 's/^[^(]*[ *]([a-z_0-9]+)\(.*/\1/' | sort -u); do
+		grep -qx "$fn" <<< "$documented" ||
+			{ echo "$f: $fn(): not static, and no kernel-doc comment"; rc=1; }
+	done
+done
+result "kernel-doc" $rc
 
 cd "$logs" || exit 1
 rc=0

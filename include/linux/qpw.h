@@ -55,12 +55,22 @@
 #include <linux/spinlock.h>
 #include <linux/workqueue.h>
 
-/* A work item that drains the per-CPU data of @cpu. */
+/**
+ * struct qpw_work - a work item that drains the per-CPU data of a CPU
+ * @work: the work, queued on @cpu with qpw off, run at once with it on
+ * @cpu: the CPU whose data the work is for
+ */
 struct qpw_work {
 	struct work_struct work;
 	int cpu;
 };
 
+/**
+ * init_qpw_work - initialise a work item for the per-CPU data of a CPU
+ * @qw: the work item
+ * @fn: what it runs; it takes the data's lock with qpw_work_lock()
+ * @cpu: the CPU whose data it is for
+ */
 static inline void init_qpw_work(struct qpw_work *qw, work_func_t fn, int cpu)
 {
 	INIT_WORK(&qw->work, fn);
@@ -72,14 +82,17 @@ static inline void init_qpw_work(struct qpw_work *qw, work_func_t fn, int cpu)
 #define QPW_SPINLOCK 1
 #endif
 
+/**
+ * struct qpw_lock - a per-CPU lock that another CPU can take
+ * @ll: the owner's lock with qpw off, and without CONFIG_QPW; on
+ *	PREEMPT_RT a per-CPU spinlock, which other CPUs take too
+ * @sl: with qpw on, taken by the owner and by a CPU draining its data;
+ *	with CONFIG_QPW, but not on PREEMPT_RT
+ */
 struct qpw_lock {
-	/*
-	 * The owner's lock with qpw off, and without CONFIG_QPW. On
-	 * PREEMPT_RT a per-CPU spinlock, which other CPUs take too.
-	 */
 	local_lock_t ll;
 #ifdef QPW_SPINLOCK
-	/* With qpw on: taken by the owner, and by a CPU draining its data. */
+	/* Taken by remote drains with qpw on: see above. */
 	spinlock_t sl;
 #endif
 };
@@ -113,11 +126,15 @@ static inline void qpw_isolation_update(const struct cpumask *isolated)
 }
 #endif
 
-/*
- * Whether qpw locks are spinlocks, which other CPUs may take: always on
- * PREEMPT_RT; else with CONFIG_QPW once qpw is on, where the branch lays
- * out the default of the build (CONFIG_QPW_DEFAULT) in line, the other
- * mode behind a jump. On before qpw_enabled() when switched at run time.
+/**
+ * qpw_spinlocks - whether qpw locks are spinlocks, which other CPUs may take
+ *
+ * Always on PREEMPT_RT; else with CONFIG_QPW once qpw is on, where the
+ * branch lays out the default of the build (CONFIG_QPW_DEFAULT) in line,
+ * the other mode behind a jump. On before qpw_enabled() when qpw is
+ * switched on at run time.
+ *
+ * Return: true if the locks are spinlocks.
  */
 static __always_inline bool qpw_spinlocks(void)
 {
@@ -130,10 +147,14 @@ static __always_inline bool qpw_spinlocks(void)
 #endif
 }
 
-/*
- * Whether qpw is on: remote per-CPU work is taken under the target's lock
- * by the CPU that wants it done. Always on PREEMPT_RT; implies
- * qpw_spinlocks().
+/**
+ * qpw_enabled - whether qpw is on
+ *
+ * With qpw on, remote per-CPU work is taken under the target's lock by
+ * the CPU that wants it done; off, it is queued on the target. Always on
+ * PREEMPT_RT.
+ *
+ * Return: true if qpw is on; then qpw_spinlocks() is true too.
  */
 static __always_inline bool qpw_enabled(void)
 {
@@ -169,9 +190,13 @@ static __always_inline bool __qpw_switching(void)
 #endif
 }
 
-/*
- * Initialises one CPU's instance of a qpw lock that is not static (of a
- * per-CPU allocation). The instances initialised here share a lock class.
+/**
+ * qpw_lock_init - initialise one CPU's instance of a qpw lock
+ * @lock: the instance, of a per-CPU allocation (a static lock starts as
+ *	  QPW_LOCK_UNLOCKED instead)
+ *
+ * The instances initialised here share a lock class; qpw_lock_init_key()
+ * gives a user's its own.
  */
 static inline void qpw_lock_init(struct qpw_lock *lock)
 {
@@ -181,9 +206,14 @@ static inline void qpw_lock_init(struct qpw_lock *lock)
 #endif
 }
 
-/*
- * As qpw_lock_init(), with the lock class @key named @name (static, as
- * lockdep keeps them): a class for each user of a per-CPU allocation.
+/**
+ * qpw_lock_init_key - initialise one CPU's instance of a qpw lock, in a class
+ * @lock: the instance, of a per-CPU allocation
+ * @name: the lock class's name, static
+ * @key: the lock class, static, as lockdep keeps it
+ *
+ * As qpw_lock_init(), with a lock class for each user of a per-CPU
+ * allocation.
  */
 static inline void qpw_lock_init_key(struct qpw_lock *lock, const char *name,
 				     struct lock_class_key *key)
@@ -353,12 +383,13 @@ __qpw_local_unlock_irqrestore(struct qpw_lock __percpu *lock, unsigned long flag
 		local_irq_restore(flags);
 }
 
-/*
- * The owner's side: @lock is a per-CPU pointer (&pcpu_var.lock), as for
- * local_lock(). With the spinlock of its own, preemption goes off first,
- * so that the lock taken is this CPU's and stays this CPU's until the
- * unlock, as a local_lock's holder stays on its CPU. Else it is
- * local_lock() (above).
+/**
+ * local_qpw_lock - lock this CPU's data, as its owner
+ * @lock: a per-CPU pointer (&pcpu_var.lock), as for local_lock()
+ *
+ * With the spinlock of its own, preemption goes off first, so that the
+ * lock taken is this CPU's and stays this CPU's until the unlock, as a
+ * local_lock's holder stays on its CPU. Else it is local_lock().
  */
 static __always_inline void local_qpw_lock(struct qpw_lock __percpu *lock)
 {
@@ -370,6 +401,10 @@ static __always_inline void local_qpw_lock(struct qpw_lock __percpu *lock)
 	}
 }
 
+/**
+ * local_qpw_unlock - release what local_qpw_lock() took
+ * @lock: the per-CPU pointer given to local_qpw_lock()
+ */
 static __always_inline void local_qpw_unlock(struct qpw_lock __percpu *lock)
 {
 #ifdef QPW_UNLOCK_STORE
@@ -399,9 +434,19 @@ __local_qpw_lock_irqsave(struct qpw_lock __percpu *lock)
 	return flags;
 }
 
+/**
+ * local_qpw_lock_irqsave - lock this CPU's data, as its owner, interrupts off
+ * @lock: a per-CPU pointer (&pcpu_var.lock), as for local_lock_irqsave()
+ * @flags: where the interrupt state is saved
+ */
 #define local_qpw_lock_irqsave(lock, flags)	\
 	((flags) = __local_qpw_lock_irqsave(lock))
 
+/**
+ * local_qpw_unlock_irqrestore - release what local_qpw_lock_irqsave() took
+ * @lock: the per-CPU pointer given to local_qpw_lock_irqsave()
+ * @flags: the interrupt state it saved
+ */
 static __always_inline void
 local_qpw_unlock_irqrestore(struct qpw_lock __percpu *lock, unsigned long flags)
 {
@@ -427,13 +472,19 @@ static __always_inline void __qpw_assert_local(int cpu)
 	lockdep_assert(cpu == smp_processor_id() || !cpu_online(cpu));
 }
 
-/*
- * The work's side: locks the data a qpw_work is for and returns its CPU.
- * With qpw on, that is the work's target, whichever CPU runs the work.
- * With it off, the CPU the work runs on, under its local_lock: the work
- * was queued on its target and runs anywhere else only once the target
- * has gone offline, when draining the target is no longer the work's job
- * (the CPU hotplug callbacks drain a dead CPU, as they always did).
+/**
+ * qpw_work_lock - lock the data a qpw_work is for
+ * @lock: a per-CPU pointer (&pcpu_var.lock)
+ * @work: the work of a struct qpw_work, as its function is given it
+ *
+ * With qpw on, the data is the work's target's, whichever CPU runs the
+ * work. With it off, the CPU the work runs on, under its local_lock: the
+ * work was queued on its target and runs anywhere else only once the
+ * target has gone offline, when draining the target is no longer the
+ * work's job (the CPU hotplug callbacks drain a dead CPU, as they always
+ * did). Released by qpw_unlock() with the CPU returned.
+ *
+ * Return: the CPU whose data is locked.
  */
 static __always_inline int qpw_work_lock(struct qpw_lock __percpu *lock,
 					 struct work_struct *work)
@@ -450,9 +501,10 @@ static __always_inline int qpw_work_lock(struct qpw_lock __percpu *lock,
 	return cpu;
 }
 
-/*
- * Another lock of the data of @cpu, or that of a dead CPU: any CPU's with
- * qpw on; with it off, this CPU's or a dead one's.
+/**
+ * qpw_lock - lock the data of a CPU
+ * @lock: a per-CPU pointer (&pcpu_var.lock)
+ * @cpu: any CPU with qpw on; with it off, this CPU or a dead one
  */
 static __always_inline void qpw_lock(struct qpw_lock __percpu *lock, int cpu)
 {
@@ -464,10 +516,13 @@ static __always_inline void qpw_lock(struct qpw_lock __percpu *lock, int cpu)
 	}
 }
 
-/*
- * Releases what qpw_lock() or qpw_work_lock() took: the spinlock if the
- * caller holds it, else the local_lock, as the lock's mode may change in
- * between while qpw is switched on.
+/**
+ * qpw_unlock - release what qpw_lock() or qpw_work_lock() took
+ * @lock: the per-CPU pointer given to it
+ * @cpu: the CPU given to qpw_lock(), or returned by qpw_work_lock()
+ *
+ * Releases the spinlock if the caller holds it, else the local_lock, as
+ * the lock's mode may change in between while qpw is switched on.
  */
 static __always_inline void qpw_unlock(struct qpw_lock __percpu *lock, int cpu)
 {
@@ -491,9 +546,21 @@ __qpw_lock_irqsave(struct qpw_lock __percpu *lock, int cpu)
 	return flags;
 }
 
+/**
+ * qpw_lock_irqsave - lock the data of a CPU, interrupts off
+ * @lock: a per-CPU pointer (&pcpu_var.lock)
+ * @flags: where the interrupt state is saved
+ * @cpu: as for qpw_lock()
+ */
 #define qpw_lock_irqsave(lock, flags, cpu)	\
 	((flags) = __qpw_lock_irqsave(lock, cpu))
 
+/**
+ * qpw_unlock_irqrestore - release what qpw_lock_irqsave() took
+ * @lock: the per-CPU pointer given to it
+ * @flags: the interrupt state it saved
+ * @cpu: the CPU given to it
+ */
 static __always_inline void
 qpw_unlock_irqrestore(struct qpw_lock __percpu *lock, unsigned long flags, int cpu)
 {
@@ -503,9 +570,15 @@ qpw_unlock_irqrestore(struct qpw_lock __percpu *lock, unsigned long flags, int c
 		local_unlock_irqrestore(&lock->ll, flags);
 }
 
-/*
- * Runs @qw for qw->cpu: at once, on this CPU, when qpw is on; else queued
- * on @cpu. Returns false if it was queued already, as queue_work_on().
+/**
+ * qpw_queue_work_on - have a qpw_work drain the data of its CPU
+ * @cpu: the CPU to queue the work on with qpw off: @qw's CPU
+ * @wq: the workqueue to queue it on
+ * @qw: the work item
+ *
+ * Runs @qw at once, on this CPU, when qpw is on; else queues it on @cpu.
+ *
+ * Return: false if it was queued already, as queue_work_on(); else true.
  */
 static inline bool qpw_queue_work_on(int cpu, struct workqueue_struct *wq,
 				     struct qpw_work *qw)
@@ -518,9 +591,14 @@ static inline bool qpw_queue_work_on(int cpu, struct workqueue_struct *wq,
 	return queue_work_on(cpu, wq, &qw->work);
 }
 
-/*
- * Waits for qpw_queue_work_on()'s work: nothing to wait for when it ran at
- * once, but it may have been queued before qpw was switched on.
+/**
+ * qpw_flush_work - wait for the work qpw_queue_work_on() queued
+ * @qw: the work item
+ *
+ * Nothing to wait for when the work ran at once, but it may have been
+ * queued before qpw was switched on.
+ *
+ * Return: true if it waited for the work, as flush_work().
  */
 static inline bool qpw_flush_work(struct qpw_work *qw)
 {

@@ -137,6 +137,12 @@ static __always_inline void ct_work_count_run(void)
 	raw_cpu_inc(ct_work_run);
 }
 
+/**
+ * ct_work_runs - how many entries of a CPU ran deferred work
+ * @cpu: the CPU
+ *
+ * Return: the entries of @cpu that ran work instead of taking an IPI.
+ */
 unsigned long ct_work_runs(int cpu)
 {
 	return READ_ONCE(per_cpu(ct_work_run, cpu));
@@ -173,6 +179,12 @@ static DEFINE_PER_CPU(struct ct_work_audit, ct_work_audit);
 /* The next entries that take work drop it (text_poke/defer_skip_work). */
 static atomic_t ct_work_skip = ATOMIC_INIT(0);
 
+/**
+ * ct_work_audit_added - count work a sender added to a CPU's word
+ * @cpu: the CPU
+ * @work: the kinds added, enum ct_work_kind bits: those the sender found
+ *	  clear and set
+ */
 void ct_work_audit_added(int cpu, unsigned int work)
 {
 	struct ct_work_audit *a = per_cpu_ptr(&ct_work_audit, cpu);
@@ -299,11 +311,14 @@ static void ct_work_audit_debugfs_init(struct dentry *dir)
 				   &ct_work_skip_fops);
 }
 
-/*
- * RCU watches this CPU again (ct_kernel_enter(), ct_nmi_enter()): the entry
- * must have taken the word before, so it says kernel, with no work. A word
- * that still says user or idle here would let senders set bits that no
- * interrupt takes, and work they asked for runs after the text that needed it.
+/**
+ * __ct_work_watched - check this CPU's word once RCU watches it again
+ *
+ * Called where ct_kernel_enter() and ct_nmi_enter() may be instrumented:
+ * the entry must have taken the word before, so it says kernel, with no
+ * work. A word that still says user or idle here would let senders set
+ * bits that no interrupt takes, and work they asked for runs after the
+ * text that needed it: this warns, once.
  */
 void __ct_work_watched(void)
 {
@@ -388,7 +403,13 @@ static __always_inline void ct_work_set(u32 *word, u32 value)
 	smp_store_release(word, value);
 }
 
-/* ct_work::enter_taking(), for a word that does not say kernel. */
+/**
+ * ct_work_enter - take a work word at an entry, as ct_work::enter_taking()
+ * @word: the word, which does not say kernel
+ *
+ * Return: the work taken, enum ct_work_kind bits; with any, the word says
+ * so until ct_work_ran().
+ */
 noinstr unsigned int ct_work_enter(u32 *word)
 {
 	unsigned int work = ct_work_work_of(raw_xchg(word, CT_WORK_TAKING));
@@ -398,13 +419,23 @@ noinstr unsigned int ct_work_enter(u32 *word)
 	return work;
 }
 
-/* ct_work::ran() */
+/**
+ * ct_work_ran - the work ct_work_enter() took has run, as ct_work::ran()
+ * @word: the word
+ */
 noinstr void ct_work_ran(u32 *word)
 {
 	ct_work_set(word, 0);
 }
 
-/* ct_work::nmi_enter() */
+/**
+ * ct_work_nmi_take - take a work word at an NMI's entry, as ct_work::nmi_enter()
+ * @word: the word
+ * @levels: the CPU's nesting levels, one pushed here
+ *
+ * Return: the work to run, enum ct_work_kind bits: every kind if the NMI
+ * nests in an entry that took work it has not run yet.
+ */
 noinstr unsigned int ct_work_nmi_take(u32 *word, u32 *levels)
 {
 	u32 now = READ_ONCE(*word), level = 0, old;
@@ -433,7 +464,11 @@ noinstr unsigned int ct_work_nmi_take(u32 *word, u32 *levels)
 	return work;
 }
 
-/* ct_work::nmi_ran() */
+/**
+ * ct_work_nmi_ran - the NMI ran its work, as ct_work::nmi_ran()
+ * @word: the word
+ * @levels: the CPU's nesting levels
+ */
 noinstr void ct_work_nmi_ran(u32 *word, u32 *levels)
 {
 	u32 all = READ_ONCE(*levels);
@@ -444,7 +479,11 @@ noinstr void ct_work_nmi_ran(u32 *word, u32 *levels)
 	}
 }
 
-/* ct_work::nmi_exit() */
+/**
+ * ct_work_nmi_give - give the word back at an NMI's exit, as ct_work::nmi_exit()
+ * @word: the word, set back to user or idle if the NMI came from there
+ * @levels: the CPU's nesting levels, the NMI's popped
+ */
 noinstr void ct_work_nmi_give(u32 *word, u32 *levels)
 {
 	u32 all = READ_ONCE(*levels);
@@ -456,10 +495,14 @@ noinstr void ct_work_nmi_give(u32 *word, u32 *levels)
 		ct_work_set(word, CT_WORK_IDLE);
 }
 
-/*
- * Entry from user space and idle exit. Until the work taken has run, the
- * word says so, and an NMI or machine check nesting here runs every kind
- * of work itself (ct_work::enter_taking()).
+/**
+ * __ct_work_take - take and run this CPU's deferred work
+ *
+ * At entry from user space and at idle exit. Until the work taken has run,
+ * the word says so, and an NMI or machine check nesting here runs every
+ * kind of work itself (ct_work::enter_taking()).
+ *
+ * Context: Before instrumentation is allowed, interrupts off.
  */
 noinstr void __ct_work_take(void)
 {
@@ -474,6 +517,13 @@ noinstr void __ct_work_take(void)
 	}
 }
 
+/**
+ * __ct_work_nmi_enter - take and run this CPU's deferred work at an NMI
+ *
+ * At the entry of an NMI or machine check that RCU was not watching.
+ *
+ * Context: Before instrumentation is allowed.
+ */
 noinstr void __ct_work_nmi_enter(void)
 {
 	unsigned int work;
@@ -493,22 +543,45 @@ noinstr void __ct_work_nmi_enter(void)
 	}
 }
 
+/**
+ * __ct_work_nmi_exit - give the word back at the exit of __ct_work_nmi_enter()'s NMI
+ *
+ * Context: After instrumentation is no longer allowed.
+ */
 noinstr void __ct_work_nmi_exit(void)
 {
 	ct_work_nmi_give(raw_cpu_ptr(&ct_work_words),
 			 raw_cpu_ptr(&ct_work_nmi_levels));
 }
 
+/**
+ * ct_work_cpu_isolated - whether a CPU is nohz_full
+ * @cpu: the CPU
+ *
+ * Return: true if @cpu is nohz_full.
+ */
 bool ct_work_cpu_isolated(int cpu)
 {
 	return tick_nohz_full_cpu(cpu);
 }
 
+/**
+ * ct_work_next_online - the next online CPU
+ * @cpu: the CPU to start after, -1 for the first
+ *
+ * Return: the next online CPU after @cpu, or nr_cpu_ids.
+ */
 int ct_work_next_online(int cpu)
 {
 	return cpumask_next(cpu, cpu_online_mask);
 }
 
+/**
+ * ct_work_next_isolated - the next online nohz_full CPU
+ * @cpu: the CPU to start after, -1 for the first
+ *
+ * Return: the next online nohz_full CPU after @cpu, or nr_cpu_ids.
+ */
 int ct_work_next_isolated(int cpu)
 {
 	if (!tick_nohz_full_enabled())
@@ -516,12 +589,18 @@ int ct_work_next_isolated(int cpu)
 	return cpumask_next_and(cpu, tick_nohz_full_mask, cpu_online_mask);
 }
 
-/*
- * Context tracking says "user" a little before the word does on the way out
- * (ct_work_user_enter() comes last) and a little after on the way in
+/**
+ * ct_work_cpu_running - whether a CPU runs a task, in or out of user space
+ * @cpu: an online CPU
+ *
+ * Context tracking says "user" a little before the word does on the way
+ * out (ct_work_user_enter() comes last) and a little after on the way in
  * (ct_work_user_exit() comes first): a CPU whose word refused work and
  * whose context is "kernel" or "user" is about to be in user space again,
  * or in the kernel running a task.
+ *
+ * Return: true if @cpu's context is "kernel" or "user": not idle, not in
+ * a guest.
  */
 bool ct_work_cpu_running(int cpu)
 {
@@ -531,6 +610,12 @@ bool ct_work_cpu_running(int cpu)
 	return state == CT_STATE_KERNEL || state == CT_STATE_USER;
 }
 
+/**
+ * ct_work_word - a CPU's work word, for its senders
+ * @cpu: the CPU
+ *
+ * Return: the word of @cpu, or NULL if @cpu is out of range or offline.
+ */
 u32 *ct_work_word(int cpu)
 {
 	if (cpu < 0 || cpu >= nr_cpu_ids || !cpu_online(cpu))
@@ -539,6 +624,14 @@ u32 *ct_work_word(int cpu)
 }
 
 #ifdef CONFIG_TEXT_POKE_RS_KUNIT_TEST
+/**
+ * ct_work_test_idle_enter_watched - idle entry while RCU keeps watching
+ *
+ * For the KUnit suite: enters and leaves idle as ct_idle_enter() does when
+ * ct_kernel_exit() returns early (RCU keeps watching, nesting above one).
+ *
+ * Return: this CPU's word as idle entry left it.
+ */
 u32 ct_work_test_idle_enter_watched(void)
 {
 	struct context_tracking *ct;
@@ -560,6 +653,15 @@ u32 ct_work_test_idle_enter_watched(void)
 	return word;
 }
 
+/**
+ * ct_work_test_warn_in_idle - a WARN in idle with a sync pending
+ * @word: where this CPU's word is stored, as the WARN left it
+ *
+ * For the KUnit suite: sets this CPU's word as idle entry leaves it, asks
+ * it for a sync as a sender would, and WARNs.
+ *
+ * Return: how many entries ran work during the WARN.
+ */
 unsigned long ct_work_test_warn_in_idle(u32 *word)
 {
 	unsigned long flags, runs = 0;
@@ -597,6 +699,17 @@ static noinline int ct_work_test_enter_plain(struct cpuidle_device *dev,
 	return index;
 }
 
+/**
+ * ct_work_test_cpuidle_driver - register a cpuidle driver for the KUnit suite
+ * @idle_text: whether its state's enter function is in cpuidle text
+ * @refused: where the idle deferral's refusal is stored, NULL if none
+ *
+ * Registered with no device, then unregistered: no CPU enters idle
+ * through it.
+ *
+ * Return: what cpuidle_register_driver() returned: -EBUSY if another
+ * driver is registered, after the check.
+ */
 int ct_work_test_cpuidle_driver(bool idle_text, const char **refused)
 {
 	/*
@@ -621,6 +734,11 @@ int ct_work_test_cpuidle_driver(bool idle_text, const char **refused)
 	return ret;
 }
 
+/**
+ * ct_work_test_idle_refusal_clear - forget the idle deferral's refusal
+ *
+ * For the KUnit suite, after ct_work_test_cpuidle_driver().
+ */
 void ct_work_test_idle_refusal_clear(void)
 {
 	WRITE_ONCE(ct_work_idle_refused, NULL);
@@ -634,6 +752,16 @@ const unsigned long ct_work_danger_text[CT_WORK_DANGER_RANGES][2] = {
 	  (unsigned long)__static_call_text_end },
 };
 
+/**
+ * ct_work_module_danger_text - whether an address is a module's noinstr text
+ * @addr: the address
+ *
+ * A module's noinstr and cpuidle text runs in the danger zone as the
+ * image's does (ct_work_danger_text): a batch that writes it is never
+ * deferred.
+ *
+ * Return: true if @addr is in a module's noinstr text.
+ */
 bool ct_work_module_danger_text(unsigned long addr)
 {
 #ifdef CONFIG_MODULES
@@ -658,9 +786,15 @@ static bool ct_work_idle_text(const void *fn)
 	       ct_work_module_danger_text(addr);
 }
 
-/*
- * Called under cpuidle_driver_lock, which serializes refusals. The first
- * one is kept: a later driver's refusal only warns.
+/**
+ * ct_work_cpuidle_driver - refuse idle deferral for a driver outside idle text
+ * @drv: the cpuidle driver being registered
+ *
+ * A state whose enter function is outside noinstr and cpuidle text runs
+ * it with work pending: idle CPUs take their IPIs from then on. The first
+ * refusal is kept: a later driver's only warns.
+ *
+ * Context: cpuidle_driver_lock held, which serializes refusals.
  */
 void ct_work_cpuidle_driver(struct cpuidle_driver *drv)
 {
@@ -691,7 +825,10 @@ void ct_work_cpuidle_driver(struct cpuidle_driver *drv)
 }
 
 #ifdef CONFIG_TEXT_POKE_RS_MEASURE
-/* The work CPUs ran at entry, and the audit's counts. */
+/**
+ * ct_work_stats_show - show the work CPUs ran at entry, and the audit's counts
+ * @m: the text_poke/stats file
+ */
 void ct_work_stats_show(struct seq_file *m)
 {
 	u64 runs = 0;
@@ -703,14 +840,19 @@ void ct_work_stats_show(struct seq_file *m)
 	ct_work_audit_stats(m);
 }
 
-/*
- * What the entry hook costs, for make demo: @n times, this CPU's word is set
- * to @word (CT_WORK_USER with work bits, or 0 for a CPU that does not take
- * part) and taken as kernel entry takes it, interrupts off; @ns is the time
- * that took (guest instructions under QEMU's -icount shift=0). Only on a
- * housekeeping CPU: context tracking never runs the entry hooks there, and
- * a sender that finds its word saying "user" meanwhile has its work run by
- * the bench's next entry.
+/**
+ * ct_work_bench_entry - what the entry hook costs, for make demo
+ * @word: CT_WORK_USER with work bits, or 0 for a CPU that does not take part
+ * @n: how many times
+ * @ns: where the time it took is stored (guest instructions under QEMU's
+ *	-icount shift=0)
+ *
+ * @n times, this CPU's word is set to @word and taken as kernel entry
+ * takes it, interrupts off. Only on a housekeeping CPU: context tracking
+ * never runs the entry hooks there, and a sender that finds its word
+ * saying "user" meanwhile has its work run by the bench's next entry.
+ *
+ * Return: 0, or -EINVAL on a nohz_full CPU or for a @word that is neither.
  */
 int ct_work_bench_entry(u32 word, unsigned int n, u64 *ns)
 {
@@ -858,8 +1000,11 @@ static int ct_work_wait_ns_set(void *data, u64 val)
 DEFINE_DEBUGFS_ATTRIBUTE(ct_work_wait_ns_fops, ct_work_wait_ns_get,
 			 ct_work_wait_ns_set, "%llu\n");
 
-/*
- * In /sys/kernel/debug/text_poke/: "defer", "on" or "off", which a write
+/**
+ * ct_work_debugfs_init - make the deferral's debugfs files
+ * @dir: /sys/kernel/debug/text_poke/
+ *
+ * In @dir: "defer", "on" or "off", which a write
  * (any kstrtobool() spelling) switches at once, even during a storm: rounds
  * already deferred are run at entry either way, and a CPU takes part from
  * its next return to user space on; "cpus", each online CPU's word and the

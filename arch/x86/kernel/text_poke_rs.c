@@ -43,40 +43,67 @@
 DEFINE_PER_CPU(atomic_t, text_poke_rs_refs);
 struct text_poke_rs_vec text_poke_rs_published;
 
+/**
+ * text_poke_rs_note_refused - count a key flip the Rust batch refused
+ * @key: the key whose flip was refused
+ * @wrong: how many of its sites held bytes the flip did not expect
+ *
+ * Emits the text_poke_rs_refused trace event and counts the refusal.
+ */
 void text_poke_rs_note_refused(const void *key, unsigned int wrong)
 {
 	text_poke_rs_count_refused();
 	trace_text_poke_rs_refused(key, wrong);
 }
 
-/*
+/**
+ * jump_label_rs_batches - whether key flips go through the Rust batch
+ *
  * The mode changes only under jump_label_mutex, which every caller holds,
  * and the kernel leaves SYSTEM_BOOTING before any other CPU runs.
+ *
+ * Context: jump_label_mutex held.
+ * Return: false with text_poke=c, and while the kernel boots.
  */
 bool jump_label_rs_batches(void)
 {
 	return text_poke_rs_active() && system_state != SYSTEM_BOOTING;
 }
 
+/**
+ * text_poke_rs_text_lock - take text_mutex, for the Rust batch
+ */
 void text_poke_rs_text_lock(void)
 {
 	mutex_lock(&text_mutex);
 }
 
+/**
+ * text_poke_rs_assert_text_held - check with lockdep that text_mutex is held
+ */
 void text_poke_rs_assert_text_held(void)
 {
 	lockdep_assert_held(&text_mutex);
 }
 
+/**
+ * text_poke_rs_text_unlock - release text_mutex, for the Rust batch
+ */
 void text_poke_rs_text_unlock(void)
 {
 	mutex_unlock(&text_mutex);
 }
 
-/*
- * Publish the vector to the INT3 handler before any INT3 is written: a CPU
- * that sees one of our INT3s must find a non-zero count, and the vector
- * with it. Called with text_mutex held.
+/**
+ * text_poke_rs_publish - show a batch's sites to the INT3 handler
+ * @sites: the batch's PokeLocs, sorted by address
+ * @nr: how many
+ * @index: NULL, or the Index of @sites that narrows the handler's search
+ *
+ * Publishes the vector before any INT3 is written: a CPU that sees one of
+ * the batch's INT3s must find a non-zero count, and the vector with it.
+ *
+ * Context: text_mutex held; might sleep.
  */
 void text_poke_rs_publish(const void *sites, size_t nr, const void *index)
 {
@@ -98,9 +125,11 @@ void text_poke_rs_publish(const void *sites, size_t nr, const void *index)
 	smp_wmb();
 }
 
-/*
- * Retire the vector after the last sync: drop the publisher's references
- * and wait for handlers still looking at it.
+/**
+ * text_poke_rs_retire - withdraw what text_poke_rs_publish() showed
+ *
+ * After the batch's last sync: drops the publisher's references and waits
+ * for handlers still looking at the vector.
  */
 void text_poke_rs_retire(void)
 {
@@ -130,13 +159,24 @@ void text_poke_rs_retire(void)
  */
 DECLARE_FAULT_ATTR(fail_text_poke_rs);
 
-/* Whether anything is asked of fail_text_poke now; should_fail() is not. */
+/**
+ * text_poke_rs_faults_armed - whether anything is asked of fail_text_poke now
+ *
+ * Cheaper than asking should_fail(), which is not.
+ *
+ * Return: true if its probability is set or the task has a fail-nth count.
+ */
 bool text_poke_rs_faults_armed(void)
 {
 	return READ_ONCE(fail_text_poke_rs.probability) ||
 	       READ_ONCE(current->fail_nth);
 }
 
+/**
+ * text_poke_rs_should_fail - whether this write of the Rust batch is dropped
+ *
+ * Return: true if fail_text_poke chooses it, as should_fail() does.
+ */
 bool text_poke_rs_should_fail(void)
 {
 	return text_poke_rs_faults_armed() && should_fail(&fail_text_poke_rs, 1);
@@ -171,11 +211,15 @@ static unsigned long text_poke_rs_run_addr __ro_after_init;
 static pte_t *text_poke_rs_run_ptep __ro_after_init;
 static spinlock_t *text_poke_rs_run_ptl __ro_after_init;
 
-/*
- * Where runs are mapped for the random value @r: a page among all those
- * between TASK_UNMAPPED_BASE and TASK_SIZE that start TEXT_POKE_RS_RUN_PAGES
- * pages within one PTE table. There are as many, within a bit, as there
- * are places for text_poke_mm_addr.
+/**
+ * text_poke_rs_run_place - where runs are mapped for a random value
+ * @r: the random value
+ *
+ * A page among all those between TASK_UNMAPPED_BASE and TASK_SIZE that
+ * start TEXT_POKE_RS_RUN_PAGES pages within one PTE table. There are as
+ * many, within a bit, as there are places for text_poke_mm_addr.
+ *
+ * Return: the address of the runs' first page in the poking mm.
  */
 unsigned long text_poke_rs_run_place(unsigned long r)
 {
@@ -186,7 +230,12 @@ unsigned long text_poke_rs_run_place(unsigned long r)
 	return first + (r % pmds) * PMD_SIZE + (r / pmds % slots) * PAGE_SIZE;
 }
 
-/* Where runs are mapped: 0 before the boot made their page table. */
+/**
+ * text_poke_rs_run_area - where runs are mapped
+ *
+ * Return: the address of the runs' first page in the poking mm, 0 before
+ * the boot made their page table.
+ */
 unsigned long text_poke_rs_run_area(void)
 {
 	return text_poke_rs_run_addr;
@@ -244,10 +293,15 @@ static struct page *text_poke_rs_text_page(unsigned long addr)
 	return vmalloc_to_page((void *)addr);
 }
 
-/*
- * Whether every page of text at @pages[0..@n) (page addresses) can be
- * mapped for writing: the Rust batch asks before it writes any byte, and
- * applies nothing, with a warning naming the page, if one cannot.
+/**
+ * text_poke_rs_run_mappable - whether pages of text can be mapped for writing
+ * @pages: their page addresses
+ * @n: how many
+ *
+ * The Rust batch asks before it writes any byte, and applies nothing if
+ * one cannot: this warns, naming the page, and counts it.
+ *
+ * Return: true if every page can be mapped.
  */
 bool text_poke_rs_run_mappable(const unsigned long *pages, unsigned int n)
 {
@@ -264,16 +318,23 @@ bool text_poke_rs_run_mappable(const unsigned long *pages, unsigned int n)
 	return true;
 }
 
-/*
- * Maps the text pages at @pages[0..@n) (page addresses) in the poking mm
- * for text_poke_rs_run_write(), until text_poke_rs_run_unmap(). The PTE
+/**
+ * text_poke_rs_run_map - map a run of text pages for writing
+ * @run: the run, set up here
+ * @pages: the pages' addresses
+ * @n: how many, at most TEXT_POKE_RS_RUN_PAGES
+ *
+ * Maps the pages in the poking mm for text_poke_rs_run_write(), until
+ * text_poke_rs_run_unmap(). The PTE
  * lock is held only while the PTEs are set, and again while they are
  * cleared: text_mutex keeps every other user of the poking mm out in
  * between, and the runs' page table, made at boot, is never freed.
  * Interrupts are off only while a chunk of writes is made, and preemption
  * only with them, as in text_poke(): between chunks the task may be
  * preempted, though not moved to another CPU until the run is unmapped.
- * Returns 0, or an error with nothing mapped: -EINVAL for a bad @n,
+ *
+ * Context: text_mutex held.
+ * Return: 0, or an error with nothing mapped: -EINVAL for a bad @n,
  * -EAGAIN before the runs' page table is made at boot, -EFAULT for a page
  * that is not text that can be mapped (with a warning).
  */
@@ -326,22 +387,6 @@ static bool text_poke_rs_run_landed(const struct text_poke_rs_write *w,
 	       !memcmp(_stext + w->rel, w->bytes, len);
 }
 
-/*
- * Makes the @n writes of @w through the run mapped, in order, and reads
- * each back through the text's own address, as text_poke() does: a write
- * through a mapping of the wrong page reads back right through the mapping
- * and wrong in the text. Returns how many differ, or, not written at all,
- * do not lie within the run.
- *
- * The writes are made in the poking mm with interrupts off, as text_poke()
- * makes its one write: an interrupt handler never runs with the writable
- * alias of the text mapped. The Rust batch hands the writes of a run over
- * in chunks of TEXT_POKE_RS_RUN_WRITES at most (more are refused: none of
- * them is made) and interrupts come in between, so that the longest
- * interrupts-off section stays near text_poke()'s however many sites a run
- * holds. The TLB entries of the poking mm stay valid from chunk to chunk:
- * its PTEs do not change until text_poke_rs_run_unmap().
- */
 /* A byte store the compiler does not instrument (KASAN), as an asm. */
 static __always_inline void text_poke_rs_put(u8 *dst, u8 byte)
 {
@@ -373,6 +418,30 @@ static __always_inline void text_poke_rs_run_leave(struct text_poke_rs_run *run)
 	local_irq_restore(run->flags);
 }
 
+/**
+ * text_poke_rs_run_write - make writes through a run of text pages mapped
+ * @run: the run, mapped by text_poke_rs_run_map()
+ * @w: the writes
+ * @n: how many, at most TEXT_POKE_RS_RUN_WRITES (more are refused: none
+ *     of them is made)
+ *
+ * Makes the writes in order, and reads each back through the text's own
+ * address, as text_poke() does: a write through a mapping of the wrong
+ * page reads back right through the mapping and wrong in the text.
+ *
+ * The writes are made in the poking mm with interrupts off, as text_poke()
+ * makes its one write: an interrupt handler never runs with the writable
+ * alias of the text mapped. The Rust batch hands the writes of a run over
+ * in chunks of TEXT_POKE_RS_RUN_WRITES at most and interrupts come in
+ * between, so that the longest interrupts-off section stays near
+ * text_poke()'s however many sites a run holds. The TLB entries of the
+ * poking mm stay valid from chunk to chunk: its PTEs do not change until
+ * text_poke_rs_run_unmap().
+ *
+ * Context: text_mutex held.
+ * Return: how many writes differ, or, not written at all, do not lie
+ * within the run.
+ */
 unsigned int text_poke_rs_run_write(struct text_poke_rs_run *run,
 				    const struct text_poke_rs_write *w,
 				    unsigned int n)
@@ -470,17 +539,24 @@ static bool text_poke_rs_site_write(const struct text_poke_rs_site *s,
 	return false;
 }
 
-/*
- * Makes phase @phase of the writes of the @n sites at @s through the run
- * mapped, as text_poke_rs_run_write() makes its writes, from each site's
- * whole new instruction @s->w: INT3 at its first byte (TEXT_POKE_RS_INT3),
- * every byte but the first (TEXT_POKE_RS_TAIL), or the first byte
- * (TEXT_POKE_RS_FIRST); a site the phase writes nothing at is skipped.
- * The Rust batch makes each site's write once, in its first phase, and
- * hands the same sites over in each: a loop of each phase's own, with
- * nothing to build. Returns how many writes differ, or, not written at
- * all, do not lie within the run or have no or too many bytes (a tail).
- * At most TEXT_POKE_RS_RUN_WRITES sites, with interrupts off.
+/**
+ * text_poke_rs_run_sites - make one phase of the writes of sites through a run
+ * @run: the run, mapped by text_poke_rs_run_map()
+ * @s: the sites, each with its whole new instruction @s->w
+ * @n: how many, at most TEXT_POKE_RS_RUN_WRITES
+ * @phase: INT3 at each site's first byte (TEXT_POKE_RS_INT3), every byte
+ *	   but the first (TEXT_POKE_RS_TAIL), or the first byte
+ *	   (TEXT_POKE_RS_FIRST)
+ *
+ * Makes the writes as text_poke_rs_run_write() makes its own, with
+ * interrupts off; a site the phase writes nothing at is skipped. The Rust
+ * batch makes each site's write once, in its first phase, and hands the
+ * same sites over in each: a loop of each phase's own, with nothing to
+ * build.
+ *
+ * Context: text_mutex held.
+ * Return: how many writes differ, or, not written at all, do not lie
+ * within the run or have no or too many bytes (a tail).
  */
 unsigned int text_poke_rs_run_sites(struct text_poke_rs_run *run,
 				    const struct text_poke_rs_site *s,
@@ -589,7 +665,12 @@ unsigned int text_poke_rs_run_sites(struct text_poke_rs_run *run,
 	return wrong;
 }
 
-/* Undoes text_poke_rs_run_map(). */
+/**
+ * text_poke_rs_run_unmap - undo text_poke_rs_run_map()
+ * @run: the run
+ *
+ * Context: text_mutex held, by the task that mapped @run.
+ */
 void text_poke_rs_run_unmap(struct text_poke_rs_run *run)
 {
 	unsigned long base = text_poke_rs_run_base();
@@ -610,13 +691,27 @@ void text_poke_rs_run_unmap(struct text_poke_rs_run *run)
 	migrate_enable();
 }
 
-/* Whether perf records rewrites now: asked once per batch. */
+/**
+ * text_poke_rs_reports - whether perf records rewrites of text now
+ *
+ * Asked once per batch.
+ *
+ * Return: true if text_poke_rs_poked() is to be called for each rewrite.
+ */
 bool text_poke_rs_reports(void)
 {
 	return perf_event_text_poke_wanted();
 }
 
-/* perf's record of a rewrite, for decoders that walk the text (Intel PT). */
+/**
+ * text_poke_rs_poked - record a rewrite of text for perf
+ * @addr: where the text was rewritten
+ * @old: the bytes before
+ * @new: the bytes after
+ * @len: how many
+ *
+ * For decoders that walk the text (Intel PT).
+ */
 void text_poke_rs_poked(const void *addr, const void *old, const void *new,
 			size_t len)
 {
@@ -637,6 +732,14 @@ static bool text_poke_rs_needs_ipi(int cpu, void *info)
 	return cpu == round->local || !cpumask_test_cpu(cpu, round->deferred_cpus);
 }
 
+/**
+ * text_poke_rs_round_mask - the CPU mask of a sync round, cleared
+ *
+ * One for all rounds, which text_mutex serialises.
+ *
+ * Context: text_mutex held.
+ * Return: the mask.
+ */
 struct cpumask *text_poke_rs_round_mask(void)
 {
 	static struct cpumask mask;
@@ -646,9 +749,12 @@ struct cpumask *text_poke_rs_round_mask(void)
 	return &mask;
 }
 
-/*
- * A sync round the Rust batch deferred to idle CPUs and isolated CPUs in
- * user space (jump_label_rs/defer.rs): the IPIs to every other CPU.
+/**
+ * text_poke_rs_sync_round - sync_core() on every online CPU but those deferred to
+ * @round: the round: the CPUs that took a work bit instead of the IPI
+ *	   (idle CPUs and isolated CPUs in user space, jump_label_rs/defer.rs)
+ *
+ * Sends the IPIs to every other CPU, and syncs this one.
  */
 void text_poke_rs_sync_round(struct text_poke_rs_round *round)
 {

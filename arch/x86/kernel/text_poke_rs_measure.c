@@ -83,13 +83,20 @@ static int __init text_poke_rs_setup(char *str)
 }
 early_param("text_poke", text_poke_rs_setup);
 
-/*
- * Switch the implementation at run time, so that one boot can measure all
- * three side by side. Nothing may be in flight: text_mutex covers every
+/**
+ * text_poke_rs_set_mode - switch the implementation of text patching
+ * @mode: an enum text_poke_rs_mode: rust, c or serial
+ *
+ * At run time, so that one boot can measure all three side by side.
+ * Nothing may be in flight: text_mutex covers every
  * batch (nothing stays queued in the Rust batch once it is released, so
  * -EBUSY only guards that rule), and jump_label_mutex also covers
  * upstream's jump-label queue, filled with text_mutex dropped between
  * sites.
+ *
+ * Context: Might sleep; takes the CPU hotplug lock, jump_label_mutex and
+ * text_mutex.
+ * Return: 0, -EINVAL for an unknown @mode, -EBUSY with a batch queued.
  */
 int text_poke_rs_set_mode(int mode)
 {
@@ -111,16 +118,22 @@ int text_poke_rs_set_mode(int mode)
 	return ret;
 }
 
-/*
- * Count what the calling task does from now on (or stop, with @on false),
- * apart from the rest of the kernel's text patching: tests need exact
- * figures while ftrace or anything else may patch text at the same time.
+/**
+ * text_poke_rs_track - count what the calling task patches, apart
+ * @on: start, or stop
+ *
+ * Counts the sync rounds and sites of the calling task from now on, apart
+ * from the rest of the kernel's text patching: tests need exact figures
+ * while ftrace or anything else may patch text at the same time.
  */
 void text_poke_rs_track(bool on)
 {
 	WRITE_ONCE(text_poke_rs_tracked, on ? current : NULL);
 }
 
+/**
+ * text_poke_rs_note_sync - count a sync round
+ */
 void text_poke_rs_note_sync(void)
 {
 	if (READ_ONCE(text_poke_rs_tracked) == current)
@@ -151,6 +164,12 @@ static struct {
 	unsigned long ipis;
 } text_poke_rs_batch_trace;
 
+/**
+ * text_poke_rs_note_batch - count a batch that starts
+ * @entries: its sites
+ *
+ * Context: text_mutex held, until text_poke_rs_note_batch_done().
+ */
 void text_poke_rs_note_batch(unsigned int entries)
 {
 	s64 max = atomic64_read(&text_poke_rs_counts.max_batch);
@@ -171,18 +190,35 @@ void text_poke_rs_note_batch(unsigned int entries)
 		;
 }
 
-/* A switch to the poking mm: text_poke(), or a run of the Rust batch. */
+/**
+ * text_poke_rs_note_mm_switch - count a switch to the poking mm
+ *
+ * One per text_poke(), or per run of pages of the Rust batch.
+ */
 void text_poke_rs_note_mm_switch(void)
 {
 	atomic64_inc(&text_poke_rs_counts.mm_switches);
 }
 
-/* Function-call IPIs @cpu has received: the CAL line of /proc/interrupts. */
+/**
+ * text_poke_rs_ipis_received - the function-call IPIs a CPU has received
+ * @cpu: the CPU
+ *
+ * Return: its count on the CAL line of /proc/interrupts.
+ */
 unsigned int text_poke_rs_ipis_received(int cpu)
 {
 	return READ_ONCE(per_cpu(irq_stat, cpu).counts[IRQ_COUNT_CALL_FUNCTION]);
 }
 
+/**
+ * text_poke_rs_note_batch_done - count the time of the batch that ends
+ *
+ * Emits the text_poke_rs_batch trace event if it was on when the batch
+ * started.
+ *
+ * Context: text_mutex held, since text_poke_rs_note_batch().
+ */
 void text_poke_rs_note_batch_done(void)
 {
 	s64 ns = local_clock() - text_poke_rs_batch_start;
@@ -200,6 +236,10 @@ void text_poke_rs_note_batch_done(void)
 					 text_poke_rs_batch_trace.ipis, ns);
 }
 
+/**
+ * text_poke_rs_read_stats - read the counters of text patching
+ * @stats: where they are stored
+ */
 void text_poke_rs_read_stats(struct text_poke_rs_stats *stats)
 {
 	int cpu;
@@ -223,13 +263,17 @@ void text_poke_rs_read_stats(struct text_poke_rs_stats *stats)
 	}
 }
 
-/* A key flip refused because a site held the wrong bytes. */
+/**
+ * text_poke_rs_count_refused - count a key flip refused for a site's bytes
+ */
 void text_poke_rs_count_refused(void)
 {
 	atomic64_inc(&text_poke_rs_counts.refused);
 }
 
-/* A batch not applied because a page of its text could not be mapped. */
+/**
+ * text_poke_rs_count_unmapped - count a batch not applied for a page it could not map
+ */
 void text_poke_rs_count_unmapped(void)
 {
 	atomic64_inc(&text_poke_rs_counts.unmapped);
@@ -249,6 +293,10 @@ static atomic64_t text_poke_rs_sent;
 static atomic64_t ct_work_tlb_deferred;
 static atomic64_t ct_work_tlb_sent;
 
+/**
+ * text_poke_rs_note_deferral - count what asking CPUs to take a sync round did
+ * @asked: the round's counts, from ct_work_ask()
+ */
 void text_poke_rs_note_deferral(const struct ct_work_asked *asked)
 {
 	atomic64_add(asked->deferred, &text_poke_rs_deferred);
@@ -258,6 +306,10 @@ void text_poke_rs_note_deferral(const struct ct_work_asked *asked)
 	atomic64_add(asked->sent, &text_poke_rs_sent);
 }
 
+/**
+ * text_poke_rs_note_tlb - count a kernel TLB flush of an isolated CPU
+ * @deferred: taken as a work bit, or sent as an IPI
+ */
 void text_poke_rs_note_tlb(bool deferred)
 {
 	atomic64_inc(deferred ? &ct_work_tlb_deferred : &ct_work_tlb_sent);
@@ -364,7 +416,12 @@ static const struct file_operations text_poke_rs_mode_fops = {
 	.write		= text_poke_rs_mode_write,
 };
 
-/* The measurement's files in /sys/kernel/debug/text_poke/. */
+/**
+ * text_poke_rs_measure_debugfs - make the measurement's debugfs files
+ * @dir: /sys/kernel/debug/text_poke/
+ *
+ * "stats", the counters, and "mode", the implementation in use.
+ */
 void text_poke_rs_measure_debugfs(struct dentry *dir)
 {
 	debugfs_create_file("stats", 0644, dir, NULL, &text_poke_rs_stats_fops);

@@ -80,7 +80,16 @@ static __always_inline void ct_work_flush_tlb(enum ct_work_flush way)
 	}
 }
 
-/* The entry's flush (kernel/context_tracking_work/word.c): the way it took. */
+/**
+ * ct_work_tlb_flush_at_entry - flush this CPU's TLB for deferred work at entry
+ *
+ * The flush of a kernel entry that takes a CT_WORK_TLB_FLUSH bit
+ * (kernel/context_tracking_work/word.c): it drops every kernel
+ * translation this CPU may hold.
+ *
+ * Context: Kernel entry, before instrumentation is allowed.
+ * Return: the way it flushed: CR3 reload, INVPCID or CR4.PGE toggle.
+ */
 noinstr enum ct_work_flush ct_work_tlb_flush_at_entry(void)
 {
 	enum ct_work_flush way = ct_work_flush_way();
@@ -89,7 +98,11 @@ noinstr enum ct_work_flush ct_work_tlb_flush_at_entry(void)
 	return way;
 }
 
-/*
+/**
+ * ct_work_tlb_needs_ipi - whether a CPU needs a deferrable flush's IPI
+ * @cpu: the CPU
+ * @info: the flush's, unused
+ *
  * The condition of flush_tlb_kernel_range_deferrable()'s IPIs
  * (arch/x86/mm/tlb.c): whether @cpu needs one, or takes the flush at its
  * next kernel entry instead.
@@ -143,6 +156,9 @@ noinstr enum ct_work_flush ct_work_tlb_flush_at_entry(void)
  *   kernel/context_tracking_work/word.c; the flush itself is only paid by
  *   an entry that finds the bit set, and a storm of flushes costs a CPU in
  *   user space one flush at its next entry.
+ *
+ * Return: true if @cpu is to be sent the IPI: this CPU, every CPU with
+ * deferral off, and a CPU that did not take the work bit.
  */
 bool ct_work_tlb_needs_ipi(int cpu, void *info)
 {
@@ -157,11 +173,13 @@ bool ct_work_tlb_needs_ipi(int cpu, void *info)
 	return true;
 }
 
-/*
- * The entry's flush on this CPU, for the KUnit suite: the entry's own way
- * if @way is negative, else @way. Returns the way used, or -EINVAL for a
- * way that is not correct here: a CR3 reload without page table isolation
- * (it would leave global entries), INVPCID on a CPU without it.
+/**
+ * ct_work_flush_tlb_local - the entry's flush on this CPU, for the KUnit suite
+ * @way: an enum ct_work_flush, or negative for the entry's own way
+ *
+ * Return: the way used, or -EINVAL for a way that is not correct here: a
+ * CR3 reload without page table isolation (it would leave global
+ * entries), INVPCID on a CPU without it.
  */
 int ct_work_flush_tlb_local(int way)
 {
