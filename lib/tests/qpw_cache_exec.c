@@ -56,6 +56,19 @@ static int qpw_cache_exec_fn(void *data)
 	return 0;
 }
 
+/**
+ * qpw_cache_exec_start() - run a callback in a loop on other CPUs
+ * @pass: called in a loop by each kthread; returns how many wrong results
+ *	it saw
+ * @max: at most this many kthreads (and at most QPW_CACHE_EXEC_MAX)
+ *
+ * Pins the caller to its CPU and starts one kthread on each of up to @max
+ * other online CPUs. qpw_cache_exec_stop() stops them and unpins the
+ * caller.
+ *
+ * Context: Process context; sleeps.
+ * Return: the number of kthreads started, or -EBUSY while others run.
+ */
 int qpw_cache_exec_start(unsigned long (*pass)(void), unsigned int max)
 {
 	int self, cpu;
@@ -87,6 +100,15 @@ int qpw_cache_exec_start(unsigned long (*pass)(void), unsigned int max)
 	return qpw_cache_exec_nr;
 }
 
+/**
+ * qpw_cache_exec_stop() - stop the kthreads of qpw_cache_exec_start()
+ * @passes: set to the number of calls of the callback they made
+ * @wrong: set to the sum of what those calls returned
+ *
+ * Stops the kthreads and lets the caller run on any CPU again.
+ *
+ * Context: Process context; sleeps.
+ */
 void qpw_cache_exec_stop(unsigned long *passes, unsigned long *wrong)
 {
 	unsigned int i;
@@ -116,6 +138,18 @@ static void qpw_cache_irq_fn(struct irq_work *work)
 	t->fn(t->arg);
 }
 
+/**
+ * qpw_cache_irq_run() - run a function in a hard interrupt on this CPU
+ * @fn: the function
+ * @arg: its argument
+ *
+ * Queues a hard irq_work on this CPU that calls @fn(@arg), and waits until
+ * it has run.
+ *
+ * Context: Process context, interrupts on.
+ * Return: 0, -EINVAL with interrupts off, or -EBUSY if the irq_work could
+ * not be queued.
+ */
 int qpw_cache_irq_run(void (*fn)(void *arg), void *arg)
 {
 	struct qpw_cache_irq t = {
@@ -138,6 +172,15 @@ int qpw_cache_irq_run(void (*fn)(void *arg), void *arg)
 	return 0;
 }
 
+/**
+ * qpw_cache_fail_nth() - fail the calling task's n-th fault-injection point
+ * @n: which point from now on fails, counting from 1 (0: none)
+ *
+ * As a write of @n to /proc/self/fail-nth does.
+ *
+ * Return: what was left of the previous count (0 once that point was
+ * reached), or UINT_MAX without CONFIG_FAULT_INJECTION.
+ */
 unsigned int qpw_cache_fail_nth(unsigned int n)
 {
 #ifdef CONFIG_FAULT_INJECTION
@@ -167,6 +210,16 @@ static int qpw_cache_writer_fn(void *data)
 	return 0;
 }
 
+/**
+ * qpw_cache_writer_start() - take a CPU offline and back from a kthread
+ * @cpu: the CPU
+ *
+ * Starts a kthread that calls remove_cpu(@cpu), then add_cpu(@cpu): a
+ * writer of the CPU hotplug lock. qpw_cache_writer_end() waits for it.
+ *
+ * Context: Process context; sleeps.
+ * Return: 0, or the error of kthread_run().
+ */
 int qpw_cache_writer_start(unsigned int cpu)
 {
 	struct task_struct *task;
@@ -178,6 +231,16 @@ int qpw_cache_writer_start(unsigned int cpu)
 	return PTR_ERR_OR_ZERO(task);
 }
 
+/**
+ * qpw_cache_writer_waits() - wait until the writer waits for the lock
+ *
+ * The caller holds the CPU hotplug lock for reading. Polls until a try to
+ * take it for reading fails, which it does once the kthread of
+ * qpw_cache_writer_start() waits to take it for writing.
+ *
+ * Context: Process context; sleeps.
+ * Return: true once the kthread waits, false if it finished first.
+ */
 bool qpw_cache_writer_waits(void)
 {
 	while (!completion_done(&qpw_cache_writer.done)) {
@@ -189,18 +252,43 @@ bool qpw_cache_writer_waits(void)
 	return false;
 }
 
+/**
+ * qpw_cache_writer_end() - wait for the writer to finish
+ *
+ * Context: Process context; sleeps.
+ * Return: 0, or the error of the kthread's remove_cpu() or add_cpu().
+ */
 int qpw_cache_writer_end(void)
 {
 	wait_for_completion(&qpw_cache_writer.done);
 	return qpw_cache_writer.ret;
 }
 
+/**
+ * qpw_cache_on_dead() - call a function from a CPU-dead callback
+ * @fn: called with each CPU that goes offline
+ *
+ * Sets up a dynamic CPUHP_BP_PREPARE_DYN state whose teardown is @fn: it
+ * runs on a CPU that stays online, with the CPU hotplug lock held for
+ * writing, once the CPU is dead. qpw_cache_on_dead_remove() removes it.
+ *
+ * Context: Process context; sleeps.
+ * Return: the state, or a negative errno.
+ */
 int qpw_cache_on_dead(int (*fn)(unsigned int cpu))
 {
 	return cpuhp_setup_state_nocalls(CPUHP_BP_PREPARE_DYN, "qpw_cache:dead",
 					 NULL, fn);
 }
 
+/**
+ * qpw_cache_on_dead_remove() - remove the state of qpw_cache_on_dead()
+ * @state: what qpw_cache_on_dead() returned
+ *
+ * Calls no teardown.
+ *
+ * Context: Process context; sleeps.
+ */
 void qpw_cache_on_dead_remove(int state)
 {
 	cpuhp_remove_state_nocalls(state);
@@ -210,6 +298,21 @@ void qpw_cache_on_dead_remove(int state)
 static DEFINE_PER_CPU(struct qpw_lock, qpw_cache_class_lock);
 static struct lock_class_key qpw_cache_class_key;
 
+/**
+ * qpw_cache_lock_classes() - the lockdep classes of a qpw lock
+ * @shared: set to whether its local_lock and its spinlock have one class
+ * @ll_percpu: set to whether the local_lock's class is of a per-CPU lock
+ * @sl_normal: set to whether the spinlock's class is of a normal lock
+ *
+ * With lockdep, and the spinlock beside the local_lock (not PREEMPT_RT):
+ * initialises a per-CPU qpw lock with a lock class of its own, and takes
+ * this CPU's instance as its owner does with qpw off (the local_lock) and
+ * as another CPU does with qpw on (the spinlock).
+ *
+ * Context: Process context.
+ * Return: 0, or -ENODATA if lockdep registered no class (it is off after
+ * a report).
+ */
 int qpw_cache_lock_classes(bool *shared, bool *ll_percpu, bool *sl_normal)
 {
 	struct lock_class *ll, *sl;

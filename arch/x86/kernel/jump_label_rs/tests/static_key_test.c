@@ -11,21 +11,53 @@
 DEFINE_STATIC_KEY_FALSE(rust_static_key_test_false);
 DEFINE_STATIC_KEY_TRUE(rust_static_key_test_true);
 
+/**
+ * rust_static_key_test_false_likely() - one static_branch_likely() site
+ *
+ * Its key is rust_static_key_test_false.
+ *
+ * Return: whether the branch is taken: whether the key, false by default,
+ * is enabled.
+ */
 noinline bool rust_static_key_test_false_likely(void)
 {
 	return static_branch_likely(&rust_static_key_test_false);
 }
 
+/**
+ * rust_static_key_test_false_unlikely() - one static_branch_unlikely() site
+ *
+ * Its key is rust_static_key_test_false.
+ *
+ * Return: whether the branch is taken: whether the key, false by default,
+ * is enabled.
+ */
 noinline bool rust_static_key_test_false_unlikely(void)
 {
 	return static_branch_unlikely(&rust_static_key_test_false);
 }
 
+/**
+ * rust_static_key_test_true_likely() - one static_branch_likely() site
+ *
+ * Its key is rust_static_key_test_true.
+ *
+ * Return: whether the branch is taken: whether the key, true by default,
+ * is enabled.
+ */
 noinline bool rust_static_key_test_true_likely(void)
 {
 	return static_branch_likely(&rust_static_key_test_true);
 }
 
+/**
+ * rust_static_key_test_true_unlikely() - one static_branch_unlikely() site
+ *
+ * Its key is rust_static_key_test_true.
+ *
+ * Return: whether the branch is taken: whether the key, true by default,
+ * is enabled.
+ */
 noinline bool rust_static_key_test_true_unlikely(void)
 {
 	return static_branch_unlikely(&rust_static_key_test_true);

@@ -76,6 +76,16 @@ static void text_poke_ro_work_fn(struct work_struct *work)
 
 static DECLARE_WORK(text_poke_ro_work, text_poke_ro_work_fn);
 
+/**
+ * text_poke_ro_race_start() - start @fn on a work item, for the ro race
+ * @fn: the function to run; it changes the key under test
+ *
+ * Waits for the previous run of the work item, then queues it on
+ * system_unbound_wq to run @fn and keep what it returns for
+ * text_poke_ro_race_wait().
+ *
+ * Context: Process context; may sleep.
+ */
 void text_poke_ro_race_start(int (*fn)(void))
 {
 	flush_work(&text_poke_ro_work);
@@ -85,6 +95,13 @@ void text_poke_ro_race_start(int (*fn)(void))
 }
 EXPORT_SYMBOL_GPL(text_poke_ro_race_start);
 
+/**
+ * text_poke_ro_race_wait() - wait for the work item of the ro race
+ *
+ * Context: Process context; sleeps until the work item has run.
+ * Return: what the function given to text_poke_ro_race_start() returned,
+ * or INT_MIN if none was started.
+ */
 int text_poke_ro_race_wait(void)
 {
 	flush_work(&text_poke_ro_work);
@@ -95,6 +112,15 @@ EXPORT_SYMBOL_GPL(text_poke_ro_race_wait);
 DEFINE_STATIC_KEY_FALSE(text_poke_rs_span_key);
 EXPORT_SYMBOL_GPL(text_poke_rs_span_key);
 
+/**
+ * text_poke_span_image_site() - run the image's site of the span key
+ *
+ * Not inlined: the site of text_poke_rs_span_key in the kernel image is
+ * the one in this function.
+ *
+ * Return: true if the site jumps (the key is enabled and the site holds
+ * its JMP), false if it runs on past it.
+ */
 noinline bool text_poke_span_image_site(void)
 {
 	return static_branch_unlikely(&text_poke_rs_span_key);
@@ -151,6 +177,19 @@ static void text_poke_span_write(unsigned long code, const u8 *bytes,
 	mutex_unlock(&text_mutex);
 }
 
+/**
+ * text_poke_span_corrupt() - overwrite a site of the span key with NOPs
+ * @mod: the module whose site to corrupt, or NULL for the kernel image
+ *
+ * Saves the bytes of the first site of text_poke_rs_span_key in @mod (2 or
+ * 5, told from the NOP or JMP there) and writes as many one-byte NOPs over
+ * them, syncing every CPU. One site at a time: text_poke_span_repair()
+ * puts the saved bytes back.
+ *
+ * Context: Process context; takes jump_label_mutex and text_mutex, sleeps.
+ * Return: 0, -ENOENT if there is no site of the key in @mod, or -EBUSY if
+ * a site is corrupted already.
+ */
 int text_poke_span_corrupt(struct module *mod)
 {
 	unsigned long code = text_poke_span_site(mod);
@@ -175,6 +214,13 @@ int text_poke_span_corrupt(struct module *mod)
 }
 EXPORT_SYMBOL_GPL(text_poke_span_corrupt);
 
+/**
+ * text_poke_span_corrupted() - whether the corrupted site still holds NOPs
+ *
+ * Context: Process context; takes jump_label_mutex.
+ * Return: 1 if a site is corrupted and still holds the one-byte NOPs
+ * text_poke_span_corrupt() wrote there, 0 otherwise.
+ */
 int text_poke_span_corrupted(void)
 {
 	int ret;
@@ -188,6 +234,14 @@ int text_poke_span_corrupted(void)
 }
 EXPORT_SYMBOL_GPL(text_poke_span_corrupted);
 
+/**
+ * text_poke_span_repair() - put back the site text_poke_span_corrupt() changed
+ *
+ * Writes the saved bytes back over the corrupted site, if there is one,
+ * and forgets it, so that another site can be corrupted.
+ *
+ * Context: Process context; takes jump_label_mutex and text_mutex, sleeps.
+ */
 void text_poke_span_repair(void)
 {
 	jump_label_lock();
@@ -283,6 +337,17 @@ static void text_poke_trace_refused(void *data, const void *key,
 	text_poke_trace_seen.refused_wrong = wrong;
 }
 
+/**
+ * text_poke_trace_start() - count the text_poke_rs events of this task
+ *
+ * Registers probes on the text_poke_rs_batch and text_poke_rs_refused
+ * events and clears the counts: from then on, until
+ * text_poke_trace_stop(), the events the calling task emits are counted.
+ *
+ * Context: Process context; may sleep.
+ * Return: 0, or the negative errno of registering a probe (neither probe
+ * is left registered then).
+ */
 int text_poke_trace_start(void)
 {
 	int ret;
@@ -305,6 +370,15 @@ int text_poke_trace_start(void)
 	return 0;
 }
 
+/**
+ * text_poke_trace_stop() - stop counting the events and report them
+ * @seen: where to store what the events said since text_poke_trace_start()
+ *
+ * Unregisters the probes and waits for any still running before copying
+ * the counts. For a text_poke_trace_start() that returned 0.
+ *
+ * Context: Process context; sleeps.
+ */
 void text_poke_trace_stop(struct text_poke_trace *seen)
 {
 	WRITE_ONCE(text_poke_trace_task, NULL);
@@ -328,28 +402,57 @@ static void text_poke_count_call(void *data, smp_call_func_t func,
 	this_cpu_inc(text_poke_calls);
 }
 
+/**
+ * text_poke_calls_start() - count the cross-CPU function calls CPUs run
+ *
+ * Registers a probe on the csd_function_entry event that adds one to the
+ * count of the CPU running the call. The counts are never reset: compare
+ * text_poke_calls_run() before and after. text_poke_calls_stop() ends it.
+ *
+ * Context: Process context; may sleep.
+ * Return: 0, or a negative errno if the probe could not be registered.
+ */
 int text_poke_calls_start(void)
 {
 	return register_trace_csd_function_entry(text_poke_count_call, NULL);
 }
 
+/**
+ * text_poke_calls_stop() - stop counting the cross-CPU function calls
+ *
+ * Unregisters the probe of text_poke_calls_start() and waits for any still
+ * running. The counts stay as they are.
+ *
+ * Context: Process context; sleeps.
+ */
 void text_poke_calls_stop(void)
 {
 	unregister_trace_csd_function_entry(text_poke_count_call, NULL);
 	tracepoint_synchronize_unregister();
 }
 
+/**
+ * text_poke_calls_run() - the cross-CPU function calls a CPU has run
+ * @cpu: the CPU
+ *
+ * Return: how many calls @cpu has run, its own included, while the probe
+ * of text_poke_calls_start() was registered, since boot.
+ */
 unsigned int text_poke_calls_run(int cpu)
 {
 	return READ_ONCE(per_cpu(text_poke_calls, cpu));
 }
 
 #ifdef CONFIG_TEXT_POKE_RS_BENCH
-/*
- * A key of upstream's with sites over many pages of the kernel image, for
- * the benchmark: the write_msr tracepoint's, inlined wherever an MSR is
- * written. With no probe attached, an enabled site calls a tracepoint that
- * has nothing to call.
+/**
+ * text_poke_rs_upstream_key() - a key of upstream's with many sites
+ *
+ * The key of the write_msr tracepoint, for the benchmark: its sites are
+ * inlined wherever an MSR is written, over many pages of the kernel image.
+ * With no probe attached, an enabled site calls a tracepoint that has
+ * nothing to call. Built with CONFIG_TEXT_POKE_RS_BENCH.
+ *
+ * Return: the key of __tracepoint_write_msr.
  */
 struct static_key_false *text_poke_rs_upstream_key(void)
 {
@@ -397,16 +500,38 @@ static int text_poke_sc_two(int x)
 
 DEFINE_STATIC_CALL(text_poke_rs_sc, text_poke_sc_one);
 
+/**
+ * text_poke_sc_call() - call the static call text_poke_rs_sc
+ * @x: its argument
+ *
+ * Not inlined: the call site of text_poke_rs_sc is the one in this
+ * function.
+ *
+ * Return: @x + 1, or @x + 2 after text_poke_sc_set(true).
+ */
 noinline int text_poke_sc_call(int x)
 {
 	return static_call(text_poke_rs_sc)(x);
 }
 
+/**
+ * text_poke_sc_tramp() - the trampoline of text_poke_rs_sc
+ *
+ * Return: the address of the static call's trampoline.
+ */
 void *text_poke_sc_tramp(void)
 {
 	return STATIC_CALL_TRAMP_ADDR(text_poke_rs_sc);
 }
 
+/**
+ * text_poke_sc_set() - choose the target of text_poke_rs_sc
+ * @two: true for the function that returns x + 2, false for x + 1
+ *
+ * static_call_update() rewrites the trampoline and the call site.
+ *
+ * Context: Process context; sleeps.
+ */
 void text_poke_sc_set(bool two)
 {
 	if (two)
@@ -415,6 +540,20 @@ void text_poke_sc_set(bool two)
 		static_call_update(text_poke_rs_sc, text_poke_sc_one);
 }
 
+/**
+ * text_poke_stress_start() - start executors that run @pass in a loop
+ * @pass: run by each executor in a loop; returns the wrong results it saw
+ * @max: the most executors to start (TEXT_POKE_STRESS_MAX at most)
+ *
+ * Pins the caller to its CPU and starts one kthread on each of up to @max
+ * other online CPUs, stopping at the first that cannot be created. The
+ * caller must call text_poke_stress_stop() afterwards, even if none was
+ * started, to stop them and unpin itself.
+ *
+ * Context: Process context; sleeps.
+ * Return: the number of executors started, or -EBUSY if executors are
+ * running already (the caller is not pinned then).
+ */
 int text_poke_stress_start(unsigned long (*pass)(void), unsigned int max)
 {
 	int self, cpu;
@@ -446,6 +585,16 @@ int text_poke_stress_start(unsigned long (*pass)(void), unsigned int max)
 	return text_poke_stress_nr;
 }
 
+/**
+ * text_poke_stress_stop() - stop the executors and report their passes
+ * @passes: where to store the passes they ran, summed
+ * @wrong: where to store the wrong results they saw, summed
+ *
+ * Stops the executors of text_poke_stress_start(), waiting for each, and
+ * unpins the caller.
+ *
+ * Context: Process context; sleeps.
+ */
 void text_poke_stress_stop(unsigned long *passes, unsigned long *wrong)
 {
 	unsigned int i;
@@ -511,6 +660,22 @@ static int text_poke_timed_fn(void *data)
 	return 0;
 }
 
+/**
+ * text_poke_timed_start() - start an executor that times runs of @site
+ * @site: the function the executor calls in a loop
+ *
+ * Pins the caller to its CPU and starts one kthread on another online CPU
+ * that calls @site with interrupts off around each call and times it with
+ * local_clock(). A run counts as a hit if it took an INT3 of the text-poke
+ * handler on that CPU. Runs are counted once the executor has run @site
+ * once. After 0, the caller must call text_poke_timed_stop().
+ *
+ * Context: Process context; sleeps.
+ * Return: 0 once the executor runs; -EBUSY if one is running already;
+ * -ENODEV if there is no other online CPU; the error of creating the
+ * kthread; or -ETIMEDOUT if it did not run within a second. The caller is
+ * unpinned on every error.
+ */
 int text_poke_timed_start(unsigned long (*site)(void))
 {
 	struct text_poke_timed_exec *e = &text_poke_timed_exec;
@@ -584,6 +749,16 @@ static u64 text_poke_timed_stats(u64 *t, u64 n, u64 *med, u64 *min)
 	return slow;
 }
 
+/**
+ * text_poke_timed_stop() - stop the timed executor and report its runs
+ * @timed: where to store the runs; untouched if no executor was running
+ *
+ * Stops the executor of text_poke_timed_start(), waiting for it, works out
+ * the medians, minimums and slow runs of the sampled times (0 for a kind
+ * with no runs), and unpins the caller.
+ *
+ * Context: Process context; sleeps.
+ */
 void text_poke_timed_stop(struct text_poke_timed *timed)
 {
 	struct text_poke_timed_exec *e = &text_poke_timed_exec;
@@ -600,6 +775,17 @@ void text_poke_timed_stop(struct text_poke_timed *timed)
 	set_cpus_allowed_ptr(current, cpu_possible_mask);
 }
 
+/**
+ * text_poke_vstorm() - allocate and free vmalloc memory in a loop
+ * @n: how many vmalloc()/vfree() pairs
+ * @pages: the pages of each allocation, 1 to 1024
+ *
+ * Writes each allocation before freeing it, and forces the lazy purge with
+ * vm_unmap_aliases() every 64 pairs and at the end.
+ *
+ * Context: Process context; sleeps.
+ * Return: 0, -EINVAL for @n or @pages 0 or @pages over 1024, or -ENOMEM.
+ */
 int text_poke_vstorm(unsigned int n, unsigned int pages)
 {
 	unsigned int i;
@@ -650,6 +836,18 @@ static __always_inline u64 text_poke_branch_loop(u64 (*fn)(u64), unsigned int n)
 	return t;
 }
 
+/**
+ * text_poke_branch_run() - time @n calls of a branch function
+ * @which: the function, an enum text_poke_branch
+ * @n: how many times to call it
+ * @ns: where to store the time of the loop
+ *
+ * Calls the function in a loop with interrupts off and measures the loop
+ * with local_clock() (guest instructions under -icount shift=0). Built with
+ * CONFIG_TEXT_POKE_RS_BENCH.
+ *
+ * Return: 0, or -EINVAL for an unknown @which (*@ns is not set then).
+ */
 int text_poke_branch_run(unsigned int which, unsigned int n, u64 *ns)
 {
 	switch (which) {
@@ -711,6 +909,19 @@ static u64 text_poke_lock_loop(void (*pass)(void), unsigned int n)
 	return t;
 }
 
+/**
+ * text_poke_lock_bench() - time the local fast path of per-CPU locks
+ * @n: how many lock-unlock pairs of each kind
+ * @none: where to store the time of @n calls of an empty function
+ * @local: where to store the time of @n local_lock pairs
+ * @qpw: where to store the time of @n qpw lock pairs
+ * @on: where to store whether qpw is on in this boot
+ *
+ * Each loop runs with interrupts off and is measured with local_clock()
+ * (guest instructions under -icount shift=0).
+ *
+ * Return: 0, or -EINVAL for @n 0.
+ */
 int text_poke_lock_bench(unsigned int n, u64 *none, u64 *local, u64 *qpw, bool *on)
 {
 	if (!n)
@@ -722,6 +933,13 @@ int text_poke_lock_bench(unsigned int n, u64 *none, u64 *local, u64 *qpw, bool *
 	return 0;
 }
 
+/**
+ * text_poke_lru_drain() - run lru_add_drain_all() @n times
+ * @n: how many times
+ *
+ * Context: Process context; sleeps.
+ * Return: 0, or -EINVAL for @n 0.
+ */
 int text_poke_lru_drain(unsigned int n)
 {
 	if (!n)
@@ -733,6 +951,16 @@ int text_poke_lru_drain(unsigned int n)
 	return 0;
 }
 
+/**
+ * text_poke_hold_jump_label() - hold jump_label_mutex for a while
+ * @ms: how long, in milliseconds, ten seconds at most
+ *
+ * Holds the mutex as a key update in flight does, with text_poke_rs_mod_go
+ * set meanwhile so that text_poke_mod_test.ko's init function can return.
+ *
+ * Context: Process context; sleeps.
+ * Return: 0, or -EINVAL for more than ten seconds.
+ */
 int text_poke_hold_jump_label(unsigned int ms)
 {
 	if (ms > 10000)
@@ -746,6 +974,16 @@ int text_poke_hold_jump_label(unsigned int ms)
 }
 
 #ifdef CONFIG_FAIL_TEXT_POKE_RS
+/**
+ * text_poke_write_fail() - make the write checks of the Rust batch fail
+ * @nth: the first check of this task to fail, counting from 1; 0 for none
+ * @times: how many checks in a row fail from there (-1: no limit)
+ *
+ * Sets the fail_text_poke attributes and marks the calling task, the only
+ * one whose checks fail. @nth 0 puts the attributes back as at boot and
+ * unmarks the task: the caller must do that when done. Built with
+ * CONFIG_FAIL_TEXT_POKE_RS.
+ */
 void text_poke_write_fail(unsigned int nth, int times)
 {
 	bool on = nth;
@@ -762,6 +1000,16 @@ void text_poke_write_fail(unsigned int nth, int times)
 }
 #endif
 
+/**
+ * text_poke_fail_nth() - set the fail-nth count of the calling task
+ * @n: the fault-injection point to fail, counting from 1; 0 for none
+ *
+ * As a write of @n to /proc/self/fail-nth does, with
+ * CONFIG_FAULT_INJECTION.
+ *
+ * Return: what was left of the previous count, 0 once its point was
+ * reached; UINT_MAX without CONFIG_FAULT_INJECTION.
+ */
 unsigned int text_poke_fail_nth(unsigned int n)
 {
 #ifdef CONFIG_FAULT_INJECTION
@@ -781,6 +1029,15 @@ static struct page *text_poke_vold;
 static bool text_poke_vreused;
 static DEFINE_MUTEX(text_poke_vlock);
 
+/**
+ * text_poke_vread() - read the stale-mapping test's buffer on this CPU
+ *
+ * Allocates the one-page vmalloc buffer first, filled with TEXT_POKE_VOLD,
+ * if there is none, then reads its first word through this CPU's TLB.
+ *
+ * Context: Process context; sleeps.
+ * Return: 0, -ENOMEM, or -EIO if the word read is not TEXT_POKE_VOLD.
+ */
 int text_poke_vread(void)
 {
 	int ret = 0;
@@ -804,6 +1061,18 @@ out:
 	return ret;
 }
 
+/**
+ * text_poke_vreuse() - map the buffer's address again, to new pages
+ *
+ * Frees the buffer of text_poke_vread(), keeping a reference to its old
+ * page so that its contents stay, purges the lazy vmalloc areas (the
+ * kernel TLB flush), and allocates one page at the same address, filled
+ * with TEXT_POKE_VNEW. If it gets another address, it frees all of it.
+ *
+ * Context: Process context; sleeps.
+ * Return: 0, -EINVAL if there is no buffer or it was reused already, or
+ * -EAGAIN if the address could not be had again.
+ */
 int text_poke_vreuse(void)
 {
 	unsigned long addr = text_poke_vaddr;
@@ -841,6 +1110,17 @@ out:
 	return ret;
 }
 
+/**
+ * text_poke_vcheck() - check the reused address on this CPU and free it
+ * @reused: where to store whether text_poke_vreuse() mapped it again
+ * @stale: where to store whether this CPU's read of it did not see
+ *	TEXT_POKE_VNEW (a stale TLB entry); false if it was not reused
+ *
+ * Frees the buffer and the old page and forgets the address.
+ *
+ * Context: Process context; sleeps.
+ * Return: 0.
+ */
 int text_poke_vcheck(bool *reused, bool *stale)
 {
 	mutex_lock(&text_poke_vlock);
@@ -880,6 +1160,23 @@ static bool text_poke_vleaf(unsigned long addr, unsigned int level)
 	       pmd_leaf(*pmd_offset(pud, addr));
 }
 
+/**
+ * text_poke_vtables() - map a range whole after one level down
+ * @level: PMD_SHIFT or PUD_SHIFT, the size of the range as a shift
+ * @cpus: where to store the CPUs that took a function-call IPI meanwhile
+ *
+ * Maps a range of 1 << @level bytes of vmalloc space one level down (4K
+ * pages, or a 2M page), unmaps it, purges, then maps it whole with one
+ * huge entry, all PAGE_NONE, of physical memory of the kernel image. Sets
+ * *@cpus to the online CPUs, of the first 64, whose function-call IPI
+ * count changed during that last mapping; it is not set on the errors
+ * before it. Unmaps and frees the range again.
+ *
+ * Context: Process context; sleeps.
+ * Return: 0; -EINVAL for another @level; -EOPNOTSUPP if there is no huge
+ * mapping at @level or no aligned range; -ENOMEM; the error of a mapping;
+ * or -EAGAIN if vmap kept the page table this time.
+ */
 int text_poke_vtables(unsigned int level, unsigned long *cpus)
 {
 	unsigned long size = 1UL << level, addr;
@@ -935,15 +1232,24 @@ out:
 }
 
 #ifdef CONFIG_TLB_FLUSH_DEFER
-/*
- * The KUnit test of the entry's TLB flush: a vmalloc page read on this CPU
- * (its translation now in the TLB), its PTE pointed at another page without
- * a flush, read again (QEMU's TLB, as a CPU's, keeps the old translation),
- * then the entry's flush, its own way (@way < 0) or @way (enum
- * ct_work_flush), and a third read. Returns the way that flushed, or
- * -EINVAL for a way not correct on this CPU; what the last two reads saw in
- * *@stale and *@flushed (TEXT_POKE_VOLD or TEXT_POKE_VNEW), and whether
- * the vmalloc mapping was global in *@global.
+/**
+ * text_poke_tlb_selftest() - the KUnit test of the entry's TLB flush
+ * @way: an enum ct_work_flush, or negative for the entry's own way
+ * @stale: where to store what the read after the PTE change saw
+ * @flushed: where to store what the read after the flush saw
+ * @global: where to store whether the vmalloc mapping was global
+ *
+ * With interrupts off: reads a vmalloc page on this CPU (its translation
+ * now in the TLB), points its PTE at another page without a flush, reads
+ * it again (QEMU's TLB, as a CPU's, keeps the old translation), flushes as
+ * the entry does (ct_work_flush_tlb_local()) and reads a third time. The
+ * reads see TEXT_POKE_VOLD or TEXT_POKE_VNEW. Then puts the PTE back,
+ * flushes and frees both pages. Built with CONFIG_TLB_FLUSH_DEFER.
+ *
+ * Context: Process context; sleeps.
+ * Return: the way that flushed; -EINVAL for a way not correct on this CPU,
+ * or, with nothing stored, if the page is not mapped with a 4K PTE; or
+ * -ENOMEM.
  */
 int text_poke_tlb_selftest(int way, u64 *stale, u64 *flushed, bool *global)
 {
@@ -1016,11 +1322,18 @@ static int text_poke_nmi_probe(unsigned int cmd, struct pt_regs *regs)
 	return NMI_HANDLED;
 }
 
-/*
- * An NMI sent to @cpu, online and not the caller's: how many times @cpu
- * had run deferred work and what its work word said, as the NMI's handler
- * saw them, after the NMI's entry (ct_nmi_enter()) took the word. 0, or
- * -ETIMEDOUT if the NMI did not arrive within a second. May sleep.
+/**
+ * text_poke_nmi_peek() - what an NMI's handler sees of a CPU's deferred work
+ * @cpu: the CPU to send the NMI to: online, and not the caller's
+ * @runs: where to store how many times @cpu had run deferred work
+ * @word: where to store what its work word said
+ *
+ * Sends an NMI to @cpu and reads what its handler saw, after the NMI's
+ * entry (ct_nmi_enter()) took the word.
+ *
+ * Context: Process context; sleeps.
+ * Return: 0; the error of register_nmi_handler(); or -ETIMEDOUT if the
+ * handler had not run after 1000 waits of 1 to 2 ms.
  */
 int text_poke_nmi_peek(int cpu, unsigned long *runs, u32 *word)
 {
