@@ -82,12 +82,13 @@ static inline void init_qpw_work(struct qpw_work *qw, work_func_t fn, int cpu)
 #define QPW_SPINLOCK 1
 #endif
 
-/**
- * struct qpw_lock - a per-CPU lock that another CPU can take
- * @ll: the owner's lock with qpw off, and without CONFIG_QPW; on
- *	PREEMPT_RT a per-CPU spinlock, which other CPUs take too
- * @sl: with qpw on, taken by the owner and by a CPU draining its data;
- *	with CONFIG_QPW, but not on PREEMPT_RT
+/*
+ * A per-CPU lock that another CPU can take. @ll: the owner's lock with qpw
+ * off, and without CONFIG_QPW; on PREEMPT_RT a per-CPU spinlock, which
+ * other CPUs take too. @sl: with qpw on, taken by the owner and by a CPU
+ * draining its data; with CONFIG_QPW, but not on PREEMPT_RT. (Not a
+ * kernel-doc comment: the documentation's C domain would take it and
+ * qpw_lock() for one name.)
  */
 struct qpw_lock {
 	local_lock_t ll;
