@@ -97,7 +97,7 @@ struct Slot<T> {
 ///
 /// # Invariants
 ///
-/// `ptr` is a per-CPU allocation of one [`Slot<T>`] per possible CPU, owned by this object, in
+/// `ptr` is a per-CPU allocation of one `Slot<T>` per possible CPU, owned by this object, in
 /// which every possible CPU's lock is initialised and its data holds a valid `T`. A CPU's data is
 /// only reached by the task recorded as its owner, which holds its lock: the CPU itself
 /// ([`LocalGuard`]), or a task in [`PerCpu::with_cpu`] (which, with qpw off and the CPU offline,

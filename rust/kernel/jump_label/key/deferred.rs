@@ -28,9 +28,9 @@ use crate::{
 /// # Invariants
 ///
 /// `inner.key` is a valid `struct static_key` (see [`StaticKey`]). `inner.timeout` and
-/// `inner.work` are zero while `state` is [`Self::UNLIMITED`], and set up by
-/// `jump_label_rate_limit()` once it is [`Self::LIMITED`]; only the thread that moved `state`
-/// to [`Self::SETTING`] writes them.
+/// `inner.work` are zero while `state` is `Self::UNLIMITED`, and set up by
+/// `jump_label_rate_limit()` once it is `Self::LIMITED`; only the thread that moved `state`
+/// to `Self::SETTING` writes them.
 ///
 /// # Examples
 ///
