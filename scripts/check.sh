@@ -5,7 +5,8 @@
 # project's objects under clippy (which also shows rustc's and objtool's
 # warnings), the danger zone of deferred work, the syncs' serializing
 # instructions, the layout of Rust static-key sites, what safe Rust may not
-# build (scripts/compile-fail/), kernel-doc, and checkpatch --strict on the
+# build (scripts/compile-fail/), kernel-doc, the documentation's build
+# (make htmldocs, make rustdoc), and checkpatch --strict on the
 # C files and the hook patches.
 # Prints one "check: NAME: ok|FAILED" line per check; exits non-zero if any
 # failed. Findings in upstream files are not ours and are not reported.
@@ -176,8 +177,10 @@ result "safe Rust cannot take the static-key mutexes (scripts/compile-fail/)" $r
 
 # kernel-doc: no warning (-Wall) in the project's C files and headers,
 # and a kernel-doc comment on every function the kernel's C files define
-# for others (not static), as upstream asks of exported interfaces. Test
-# helpers (tests/ directories) are the KUnit suites' own.
+# for others (not static), as upstream asks of exported interfaces, the
+# KUnit suites' C helpers (tests/ directories) included. Not the Rust
+# helpers (rust/helpers/): each wraps one kernel function for Rust, as
+# upstream's do, undocumented like them.
 rc=0
 for f in "${files[@]}"; do
 	case "$f" in
@@ -188,7 +191,7 @@ for f in "${files[@]}"; do
 	out=$(cd "$JLRS_SRC" && ./scripts/kernel-doc -none -Wall "$f" 2>&1)
 	[ -z "$out" ] || { echo "$out"; rc=1; }
 	case "$f" in
-	*/tests/*|rust/helpers/*|*.h) continue ;;
+	rust/helpers/*|*.h) continue ;;
 	esac
 	documented=$(cd "$JLRS_SRC" && ./scripts/kernel-doc -rst "$f" 2>/dev/null |
 		sed -nE 's/^\.\. c:function:: ([^(]*[ *])?([A-Za-z_0-9]+) \(.*/\2/p')
@@ -200,6 +203,40 @@ for f in "${files[@]}"; do
 	done
 done
 result "kernel-doc" $rc
+
+# The documentation: make htmldocs for the directories of the project's
+# .rst files (which pull in its kernel-doc) and make rustdoc, with no
+# warning naming a file of the project's own (not an upstream file a hook
+# patch touches, such as an index). Sphinx names an .rst file without its
+# suffix.
+rc=0
+own=()
+for f in "${files[@]}"; do
+	[ -e "$JLRS_PRISTINE/$f" ] || own+=("$f" "${f%.rst}")
+done
+own_re=$(printf '%s\n' "${own[@]}" | sort -u | sed 's/[.[\*^$]/\\&/g' | paste -sd'|')
+dirs=$(printf '%s\n' "${files[@]}" | sed -n 's|^Documentation/\(.*\)/[^/]*\.rst$|\1|p' | sort -u | paste -sd' ')
+if ! command -v sphinx-build > /dev/null; then
+	echo "sphinx-build not found: install python3-sphinx (scripts/setup-host.sh --packages)"
+	rc=1
+elif ! make -C "$JLRS_SRC" O="$JLRS_CACHE/$JLRS_BASE_VERSION/docs" htmldocs \
+	SPHINXDIRS="$dirs" > "$logs/htmldocs.log" 2>&1; then
+	tail -n 20 "$logs/htmldocs.log"
+	echo "make htmldocs SPHINXDIRS=\"$dirs\" failed (log: $logs/htmldocs.log)"
+	rc=1
+else
+	warn=$(grep -E '(WARNING|ERROR|CRITICAL)' "$logs/htmldocs.log" | grep -E "($own_re)")
+	[ -z "$warn" ] || { echo "$warn"; rc=1; }
+fi
+if ! "${mk[@]}" rustdoc > "$logs/rustdoc.log" 2>&1; then
+	tail -n 20 "$logs/rustdoc.log"
+	echo "make rustdoc failed (log: $logs/rustdoc.log)"
+	rc=1
+else
+	warn=$(grep -E -A4 '^(warning|error)' "$logs/rustdoc.log" | grep -E "($ours_re)")
+	[ -z "$warn" ] || { grep -E -A8 '^(warning|error)' "$logs/rustdoc.log" | head -n 100; rc=1; }
+fi
+result "documentation (make htmldocs, make rustdoc)" $rc
 
 cd "$logs" || exit 1
 rc=0

@@ -14,7 +14,7 @@ step setup
 PKGS=(flex bison bc libelf-dev libssl-dev cpio dwarves python3 xz-utils
       rsync qemu-system-x86 busybox-static clang-22 lld-22 llvm-22
       libclang-22-dev rustc-web rust-web-src rust-web-clippy rustfmt-web
-      binutils python3-matplotlib python3-ply python3-git)
+      binutils python3-matplotlib python3-ply python3-git python3-sphinx)
 
 packages() {
 	missing=()
