@@ -50,6 +50,11 @@
  *			and exit, while work may be pending, which they must
  *			not need: one outside noinstr and cpuidle text
  *			keeps idle CPUs out of deferral from then on.
+ *
+ * The protocol has a model, kernel/context_tracking_work/ct_work.rs, which
+ * the host tests check under every interleaving and against which the
+ * ct_work KUnit suite checks the functions of word.c, each named here after
+ * the model's function it implements (ct_work::...).
  */
 #ifndef _LINUX_CONTEXT_TRACKING_WORK_H
 #define _LINUX_CONTEXT_TRACKING_WORK_H
@@ -68,7 +73,7 @@ struct seq_file;
 /*
  * The work word: bit 0 says the CPU is in user space, the work bits are
  * above it, CT_WORK_IDLE says it is idle, with the same work bits
- * (kernel/context_tracking_work/ct_work.rs owns the protocol).
+ * (Documentation/core-api/isolation-deferral.rst).
  * A word that is CT_WORK_OFF alone belongs to a CPU that returned to
  * user space with deferral off: it takes no work, and a sender need not
  * wait for it.
@@ -80,11 +85,29 @@ struct seq_file;
 /* "Kernel", and an entry took work it has not run yet: the word alone. */
 #define CT_WORK_TAKING		0x80000000
 
-/* Kinds of work, as bits of the word above its context bit. */
+/*
+ * Kinds of work, as bits of the word above its context bit. An idle CPU
+ * takes only syncs (CT_WORK_IN_IDLE): not kernel TLB flushes, since the
+ * idle code reaches the cpuidle driver's state through pointers before
+ * idle exit takes the word.
+ */
 enum ct_work_kind {
 	CT_WORK_SYNC_CORE	= 1 << 0,
 	CT_WORK_TLB_FLUSH	= 1 << 1,
 	CT_WORK_ALL		= CT_WORK_SYNC_CORE | CT_WORK_TLB_FLUSH,
+	CT_WORK_IN_IDLE		= CT_WORK_SYNC_CORE,
+};
+
+/* What a sender must do about a CPU (ct_work_defer_word()). */
+enum ct_work_deferral {
+	/* The CPU took the work: it runs it at its next entry, no IPI. */
+	CT_WORK_DEFERRED,
+	/* In the kernel (or idle, for work it does not take): the IPI. */
+	CT_WORK_IPI,
+	/* Back in user space with deferral off: the IPI, now. */
+	CT_WORK_IPI_NOW,
+	/* Offline, or out of range: neither. */
+	CT_WORK_OFFLINE,
 };
 
 /**
@@ -173,7 +196,7 @@ static __always_inline bool ct_work_leave(u32 from)
 #ifndef arch_ct_work_store
 static __always_inline void ct_work_store(u32 value)
 {
-	/* Pairs with the senders' compare-and-exchange (ct_work::defer()). */
+	/* Pairs with the senders' compare-and-exchange (ct_work_defer_word()). */
 	smp_store_release(raw_cpu_ptr(&ct_work_words), value);
 }
 #else
@@ -368,13 +391,10 @@ int ct_work_bench_entry(u32 word, unsigned int n, u64 *ns);
 static inline void ct_work_stats_show(struct seq_file *m) { }
 #endif
 
-/* The senders (kernel/context_tracking_work/context_tracking_work.rs). */
-/* Whether @cpu took @work (one or more kinds) and needs no IPI. */
+/* The senders (word.c). */
+int ct_work_defer_word(u32 *word, unsigned int work, unsigned int *added);
+int ct_work_defer_cpu(int cpu, unsigned int work);
 bool ct_work_defer(int cpu, unsigned int work);
-/*
- * Asks every other online CPU to take @work (one kind) at its next entry
- * or idle exit: those that did are added to @deferred, and @asked counts.
- */
 void ct_work_ask(unsigned int work, struct cpumask *deferred,
 		 struct ct_work_asked *asked);
 /*

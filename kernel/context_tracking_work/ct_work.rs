@@ -86,6 +86,13 @@ impl Work {
     pub const fn bits(self) -> u32 {
         self.0
     }
+
+    /// The work of raw bits, `enum ct_work_kind` bits; unknown bits are kept, and are never set in
+    /// a word.
+    #[inline(always)]
+    pub const fn from_bits(bits: u32) -> Self {
+        Self(bits)
+    }
 }
 
 /// The bit of the word that says [`Context::User`]; the work bits are above it.

@@ -4,11 +4,13 @@
  * their next kernel entry or idle exit: the per-CPU work word, the
  * context-tracking hooks that take the work at kernel entry and idle exit
  * and run it (sync_core(), and the kernel TLB flush
- * the architecture defers, arch/x86/mm/tlb_defer.c), and the switches.
- * The protocol's rules are Rust: ct_work.rs (checked by every interleaving
- * on the host), and context_tracking_work.rs for the senders; its entry
- * side, which runs before instrumentation is allowed, is the noinstr C
- * below, one function for each of ct_work.rs's.
+ * the architecture defers, arch/x86/mm/tlb_defer.c), the senders that set
+ * work in other CPUs' words (ct_work_defer(), ct_work_ask()), and the
+ * switches. The protocol has a model, ct_work.rs, checked under every
+ * interleaving on the host; the word's functions below implement its
+ * functions one for one, and the ct_work KUnit suite checks each against
+ * the model from every value a word can hold. The entry side runs before
+ * instrumentation is allowed: noinstr.
  *
  * The danger zone: a CPU coming from user space takes its work in
  * ct_work_user_exit(), the first thing __ct_user_exit() does on a CPU
@@ -330,6 +332,7 @@ void __ct_work_watched(void)
 		  word & CT_WORK_USER ? "user" : "idle");
 }
 #else /* !CONFIG_TEXT_POKE_RS_DEFER_DEBUG */
+static inline void ct_work_audit_added(int cpu, unsigned int work) { }
 static __always_inline void ct_work_audit_ran(unsigned int ran) { }
 static __always_inline void ct_work_audit_flush(enum ct_work_flush way) { }
 static __always_inline bool ct_work_skip_work(unsigned int work) { return false; }
@@ -621,6 +624,181 @@ u32 *ct_work_word(int cpu)
 	if (cpu < 0 || cpu >= nr_cpu_ids || !cpu_online(cpu))
 		return NULL;
 	return per_cpu_ptr(&ct_work_words, cpu);
+}
+
+/**
+ * ct_work_defer_word - ask the CPU of a work word to take work, as ct_work::defer()
+ * @word: the word
+ * @work: the kinds of work, enum ct_work_kind bits
+ * @added: set to the kinds this call added to the word: those it found
+ *	   clear, of which the CPU's next entry runs each once
+ *
+ * Succeeds only while the word says user, or idle for the kinds an idle
+ * CPU takes (CT_WORK_IN_IDLE); bits already pending stay, so requests
+ * coalesce. The caller made whatever the work is for visible before (the
+ * text written, for a sync): the compare-and-exchange, a full barrier,
+ * orders it before the CPU's entry, which takes the word with another.
+ *
+ * Return: CT_WORK_DEFERRED if the word took @work; CT_WORK_IPI if the CPU
+ * is in the kernel, or idle and @work has other kinds; CT_WORK_IPI_NOW if
+ * it returned to user space with deferral off.
+ */
+int ct_work_defer_word(u32 *word, unsigned int work, unsigned int *added)
+{
+	u32 old = READ_ONCE(*word);
+
+	*added = 0;
+	do {
+		if (old == CT_WORK_OFF)
+			return CT_WORK_IPI_NOW;
+		if (!(old & CT_WORK_USER) &&
+		    (!(old & CT_WORK_IDLE) || work & ~CT_WORK_IN_IDLE))
+			return CT_WORK_IPI;
+	} while (!try_cmpxchg(word, &old,
+			      old | (work & CT_WORK_ALL) << CT_WORK_WORK_SHIFT));
+	*added = work & CT_WORK_ALL & ~ct_work_work_of(old);
+	return CT_WORK_DEFERRED;
+}
+
+/**
+ * ct_work_defer_cpu - ask a CPU to take work at its next entry or idle exit
+ * @cpu: the CPU
+ * @work: the kinds of work, enum ct_work_kind bits
+ *
+ * As ct_work_defer_word() on the word of @cpu, if it is online.
+ *
+ * Return: what ct_work_defer_word() returned, or CT_WORK_OFFLINE if @cpu
+ * is out of range or offline.
+ */
+int ct_work_defer_cpu(int cpu, unsigned int work)
+{
+	u32 *word = ct_work_word(cpu);
+	unsigned int added;
+	int ret;
+
+	if (!word)
+		return CT_WORK_OFFLINE;
+	ret = ct_work_defer_word(word, work, &added);
+	if (added)
+		ct_work_audit_added(cpu, added);
+	return ret;
+}
+
+/**
+ * ct_work_defer - ask a CPU to take work instead of an IPI
+ * @cpu: the CPU
+ * @work: one or more kinds of work, enum ct_work_kind bits; unknown bits
+ *	  are refused
+ *
+ * The caller wrote whatever the work is for before.
+ *
+ * Return: true if @cpu took @work and needs no IPI for it.
+ */
+bool ct_work_defer(int cpu, unsigned int work)
+{
+	if (!work || work & ~CT_WORK_ALL)
+		return false;
+	return ct_work_defer_cpu(cpu, work) == CT_WORK_DEFERRED;
+}
+
+/*
+ * Isolated CPUs a round waits for at most; beyond them, CPUs found in the
+ * kernel get the IPI.
+ */
+#define CT_WORK_MAX_WAITING	64
+
+/**
+ * ct_work_ask - ask every other online CPU to take work instead of an IPI
+ * @work: one kind of work, an enum ct_work_kind bit; nothing is asked for
+ *	  unknown or several bits
+ * @deferred: the CPUs that took it are added here
+ * @asked: what happened, counted
+ *
+ * Idle CPUs, and isolated CPUs in user space, take the work. An isolated
+ * CPU found running a task in the kernel, or on its way into or out of
+ * user space, gets a short while (ct_work_wait_ns, text_poke/defer_wait_ns)
+ * to be in user space: once it is, it runs no text that may have changed
+ * without taking the work first, so it needs no IPI either. Isolated CPUs
+ * in a guest, and those that returned to user space while deferral was
+ * off (they take no work until they pass through the kernel again), are
+ * counted as to be sent the IPI at once; housekeeping CPUs in the kernel
+ * get theirs, uncounted and not waited for.
+ *
+ * The caller's CPU is neither asked nor waited for: it runs the sender,
+ * in the kernel, and does the work itself. It is read with preemption on:
+ * if the sender moves, the CPU it left is merely not deferred to, and gets
+ * the IPI.
+ *
+ * Context: Any context that may spin for ct_work_wait_ns.
+ */
+void ct_work_ask(unsigned int work, struct cpumask *deferred,
+		 struct ct_work_asked *asked)
+{
+	int waiting[CT_WORK_MAX_WAITING];
+	int me = raw_smp_processor_id();
+	unsigned int n = 0, i;
+	u64 now, deadline;
+	int cpu;
+
+	if (work != CT_WORK_SYNC_CORE && work != CT_WORK_TLB_FLUSH)
+		return;
+	for_each_online_cpu(cpu) {
+		bool isolated;
+		int ret;
+
+		if (cpu == me)
+			continue;
+		isolated = tick_nohz_full_cpu(cpu);
+		ret = ct_work_defer_cpu(cpu, work);
+		if (ret == CT_WORK_DEFERRED) {
+			cpumask_set_cpu(cpu, deferred);
+			if (isolated)
+				asked->deferred++;
+			else
+				asked->idle++;
+		} else if (!isolated || ret == CT_WORK_OFFLINE) {
+			continue;
+		} else if (ret == CT_WORK_IPI && n < CT_WORK_MAX_WAITING &&
+			   ct_work_cpu_running(cpu)) {
+			waiting[n++] = cpu;
+		} else {
+			asked->sent++;
+		}
+	}
+	if (!n)
+		return;
+	now = ktime_get_mono_fast_ns();
+	deadline = now + READ_ONCE(ct_work_wait_ns);
+	if (deadline < now)
+		deadline = U64_MAX;
+	while (n && ktime_get_mono_fast_ns() < deadline) {
+		for (i = 0; i < n;) {
+			int ret = ct_work_defer_cpu(waiting[i], work);
+
+			if (ret == CT_WORK_DEFERRED) {
+				cpumask_set_cpu(waiting[i], deferred);
+				asked->deferred++;
+				asked->waited++;
+			} else if (ret == CT_WORK_IPI &&
+				   ct_work_cpu_running(waiting[i])) {
+				/* Still in the kernel: asked again next time. */
+				i++;
+				continue;
+			} else if (ret != CT_WORK_OFFLINE) {
+				/*
+				 * Gone into a guest, or idle since before
+				 * deferral was on, or back in user space with
+				 * deferral off: the IPI now.
+				 */
+				asked->sent++;
+			}
+			waiting[i] = waiting[--n];
+		}
+		cpu_relax();
+	}
+	/* Those still waited for get the IPI. */
+	asked->sent += n;
+	asked->expired += n;
 }
 
 #ifdef CONFIG_TEXT_POKE_RS_KUNIT_TEST
@@ -983,8 +1161,8 @@ static int ct_work_cpus_show(struct seq_file *m, void *v)
 DEFINE_SHOW_ATTRIBUTE(ct_work_cpus);
 
 /*
- * The senders' wait, read with a marked load (context_tracking_work.rs):
- * stored with a marked store, not debugfs_create_ulong()'s plain one.
+ * The senders' wait, read with a marked load (ct_work_ask()): stored with a
+ * marked store, not debugfs_create_ulong()'s plain one.
  */
 static int ct_work_wait_ns_get(void *data, u64 *val)
 {

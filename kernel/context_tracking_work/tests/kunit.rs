@@ -7,14 +7,7 @@
 
 #[kernel::prelude::kunit_tests(ct_work)]
 mod tests {
-    use crate::{
-        ask,
-        ct_work::{self, Context, Deferral, Levels, Value, Word, Work},
-        defer_on,
-        next_isolated,
-        next_online,
-        Refusal, //
-    };
+    use crate::ct_work::{self, Context, Deferral, Levels, Value, Word, Work};
     use core::sync::atomic::{AtomicU32, Ordering::SeqCst};
     use kernel::{
         alloc::flags::GFP_KERNEL,
@@ -58,6 +51,83 @@ mod tests {
 
         fn store(&self, levels: u32) {
             self.0.store(levels, SeqCst)
+        }
+    }
+
+    /// What `ct_work_defer_cpu()` told a sender to do about a CPU.
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    enum Sent {
+        Deferred,
+        Ipi,
+        IpiNow,
+        Offline,
+    }
+
+    /// Asks `cpu` to take `work` (`ct_work_defer_cpu()`).
+    fn defer_on(cpu: i32, work: Work) -> Sent {
+        // SAFETY: Any `cpu` is accepted; it only writes a CPU's word, as a sender does.
+        let ret = unsafe { bindings::ct_work_defer_cpu(cpu, work.bits()) } as u32;
+        match ret {
+            bindings::ct_work_deferral_CT_WORK_DEFERRED => Sent::Deferred,
+            bindings::ct_work_deferral_CT_WORK_IPI => Sent::Ipi,
+            bindings::ct_work_deferral_CT_WORK_IPI_NOW => Sent::IpiNow,
+            _ => Sent::Offline,
+        }
+    }
+
+    /// The next online isolated CPU after `cpu`, or `nr_cpu_ids`.
+    fn next_isolated(cpu: i32) -> i32 {
+        // SAFETY: Walks the online isolated CPUs; any `cpu` is accepted.
+        unsafe { bindings::ct_work_next_isolated(cpu) }
+    }
+
+    /// The next online CPU after `cpu`, or `nr_cpu_ids`.
+    fn next_online(cpu: i32) -> i32 {
+        // SAFETY: Walks the online CPUs; any `cpu` is accepted.
+        unsafe { bindings::ct_work_next_online(cpu) }
+    }
+
+    /// The senders are C: on a copy of every value a word can hold, `ct_work_defer_word()` returns
+    /// what `ct_work::defer()` does, adds the same kinds and leaves the same word, for each kind of
+    /// work, both, none and an unknown one.
+    #[test]
+    fn senders_follow_the_protocol() {
+        let user = |w: Work| Value::from_raw(Value::USER.raw() | w.bits() << ct_work::WORK_SHIFT);
+        let idle = |w: Work| Value::from_raw(Value::IDLE.raw() | w.bits() << ct_work::WORK_SHIFT);
+        let words = [
+            Value::KERNEL,
+            Value::USER,
+            user(Work::SYNC_CORE),
+            user(Work::TLB_FLUSH),
+            user(BOTH),
+            Value::KERNEL_TAKING,
+            Value::USER_OFF,
+            Value::IDLE,
+            idle(Work::SYNC_CORE),
+        ];
+        for w in words {
+            for bits in [0, 1, 2, 3, 1 << 5] {
+                let (mut word, mut added) = (w.raw(), 0u32);
+                // SAFETY: `word` and `added` are valid for the call; it only accesses them.
+                let ret = unsafe { bindings::ct_work_defer_word(&mut word, bits, &mut added) };
+                let c = (ret as u32, added, word);
+                let sim = Sim(AtomicU32::new(w.raw()));
+                let rust = match ct_work::defer(&sim, Work::from_bits(bits)) {
+                    Deferral::Deferred(a) => {
+                        (bindings::ct_work_deferral_CT_WORK_DEFERRED, a.bits())
+                    }
+                    Deferral::Ipi => (bindings::ct_work_deferral_CT_WORK_IPI, 0),
+                    Deferral::IpiNow => (bindings::ct_work_deferral_CT_WORK_IPI_NOW, 0),
+                };
+                let rust = (rust.0, rust.1, sim.load().raw());
+                if c != rust {
+                    kernel::pr_err!(
+                        "defer {bits:#x} to word {:#x}: C {c:x?}, ct_work {rust:x?}\n",
+                        w.raw()
+                    );
+                }
+                assert_eq!(c, rust);
+            }
         }
     }
 
@@ -268,15 +338,15 @@ mod tests {
             // No CPU runs user space while KUnit runs: each is in the kernel (this test's, maybe)
             // or idle, where it takes the work (and runs it when it wakes).
             match defer_on(cpu as i32, Work::SYNC_CORE) {
-                Ok(()) | Err(Refusal::InKernel) => assert!(online(cpu)),
-                Err(Refusal::Offline) => assert!(!online(cpu)),
-                Err(Refusal::LeftWithDeferralOff) => {
+                Sent::Deferred | Sent::Ipi => assert!(online(cpu)),
+                Sent::Offline => assert!(!online(cpu)),
+                Sent::IpiNow => {
                     panic!("CPU {cpu} said it left for user space while no CPU runs user space")
                 }
             }
         }
-        assert_eq!(defer_on(nr as i32, Work::SYNC_CORE), Err(Refusal::Offline));
-        assert_eq!(defer_on(-1, Work::SYNC_CORE), Err(Refusal::Offline));
+        assert_eq!(defer_on(nr as i32, Work::SYNC_CORE), Sent::Offline);
+        assert_eq!(defer_on(-1, Work::SYNC_CORE), Sent::Offline);
         // make test boots KUnit with nohz_full=3.
         let cpu = next_isolated(-1);
         assert!(cpu >= 0 && (cpu as u32) < nr);
@@ -286,13 +356,13 @@ mod tests {
         // SAFETY: `cpu` is online; it may sleep.
         assert_eq!(unsafe { bindings::remove_cpu(cpu) }, 0);
         assert!(!online(cpu));
-        assert_eq!(defer_on(cpu as i32, Work::SYNC_CORE), Err(Refusal::Offline));
+        assert_eq!(defer_on(cpu as i32, Work::SYNC_CORE), Sent::Offline);
         // SAFETY: `cpu` is a present CPU that went offline above.
         assert_eq!(unsafe { bindings::add_cpu(cpu) }, 0);
         assert!(online(cpu));
         assert!(matches!(
             defer_on(cpu as i32, Work::SYNC_CORE),
-            Ok(()) | Err(Refusal::InKernel)
+            Sent::Deferred | Sent::Ipi
         ));
     }
 
@@ -370,11 +440,11 @@ mod tests {
         let target = next_online(0);
         let mut shown = false;
         for _ in 0..20 {
-            if !wait_idle(target as i32) {
+            if !wait_idle(target) {
                 continue;
             }
-            let before = runs(target as i32);
-            if defer_on(target as i32, Work::SYNC_CORE).is_err() {
+            let before = runs(target);
+            if defer_on(target, Work::SYNC_CORE) != Sent::Deferred {
                 continue;
             }
             let mut seen = Seen {
@@ -383,12 +453,7 @@ mod tests {
             };
             // SAFETY: `probe` accesses `seen` only until the call returns, which waits for it.
             let ret = unsafe {
-                bindings::smp_call_function_single(
-                    target as i32,
-                    Some(probe),
-                    (&raw mut seen).cast(),
-                    1,
-                )
+                bindings::smp_call_function_single(target, Some(probe), (&raw mut seen).cast(), 1)
             };
             assert_eq!(ret, 0);
             assert!(seen.runs > before);
@@ -429,7 +494,7 @@ mod tests {
                 continue;
             }
             let before = runs(cpu);
-            if defer_on(cpu, Work::SYNC_CORE).is_err() {
+            if defer_on(cpu, Work::SYNC_CORE) != Sent::Deferred {
                 continue;
             }
             // SAFETY: `cpu` is online; it may sleep.
@@ -477,7 +542,7 @@ mod tests {
         assert!(cpu < unsafe { bindings::nr_cpu_ids } as i32);
         let mask = CpumaskVar::new_zero(GFP_KERNEL);
         assert!(mask.is_ok());
-        let Ok(mut mask) = mask else { return };
+        let Ok(mask) = mask else { return };
         let mut asked = bindings::ct_work_asked {
             deferred: 0,
             idle: 0,
@@ -490,7 +555,8 @@ mod tests {
         // for it to be in user space, nor counts an IPI for it (it does the work itself). The
         // other CPUs are housekeeping CPUs, idle or in the kernel.
         if pinned {
-            ask(Work::SYNC_CORE, &mut mask, &mut asked);
+            // SAFETY: `mask` and `asked` are valid, and nothing else accesses them meanwhile.
+            unsafe { bindings::ct_work_ask(Work::SYNC_CORE.bits(), mask.as_raw(), &mut asked) };
         }
         assert!(pin(None));
         assert!(pinned);
