@@ -246,13 +246,13 @@ static __always_inline void ct_work_user_enter(void)
  * enter(), which objtool does not follow, checked when the driver
  * registers: ct_work_cpuidle_driver()), and a WARN's report only once
  * the word was taken (word.c). The word says "kernel" and no sender writes
- * it, as on the way to user space; with the switches off, or idle
- * deferral refused, it stays as it is, and senders send the IPI, which
- * wakes the CPU.
+ * it, as on the way to user space; with sync deferral off (an idle CPU
+ * takes syncs only, CT_WORK_IN_IDLE), or idle deferral refused, it stays
+ * as it is, and senders send the IPI, which wakes the CPU.
  */
 static __always_inline void ct_work_idle_enter(void)
 {
-	if ((READ_ONCE(ct_work_enabled) || READ_ONCE(ct_work_tlb_enabled)) &&
+	if (READ_ONCE(ct_work_enabled) &&
 	    likely(!READ_ONCE(ct_work_idle_refused)))
 		ct_work_store(CT_WORK_IDLE);
 }

@@ -113,7 +113,11 @@
 
 #include <asm/sections.h>
 
-bool ct_work_enabled __read_mostly = true;
+/*
+ * Syncs: on by default where a text-poke batch sends them (the x86 batch's
+ * CONFIG_TEXT_POKE_RS_DEFER); without one, nothing would take them.
+ */
+bool ct_work_enabled __read_mostly = IS_ENABLED(CONFIG_TEXT_POKE_RS_DEFER);
 bool ct_work_tlb_enabled __read_mostly = IS_ENABLED(CONFIG_TLB_FLUSH_DEFER);
 const char *ct_work_tlb_refused __ro_after_init;
 const char *ct_work_idle_refused __read_mostly;

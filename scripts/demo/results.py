@@ -1110,8 +1110,9 @@ def report(doc):
             lines += [f"What deferral on adds over off, cheapest samples: {text}; context "
                       f"tracking's own pair of `ct_state_inc()` costs {fmt(ct.get('ticks'), 2)} "
                       f"ticks.{exit_} Idle deferral is on by default: its hooks run while "
-                      f"either switch is on (`text_poke_defer=`, `tlb_defer=`), and it stays on "
-                      f"by default while what it adds is under 1% of an idle exit.", ""]
+                      f"sync deferral is on (`text_poke_defer=`; an idle CPU takes no kernel TLB "
+                      f"flush), and it stays on by default while what it adds is under 1% of an "
+                      f"idle exit.", ""]
     if "scale" in doc:
         rows = [[r["cpus"], r["mode"], r["flips"], fmt(r["ipi_rounds_per_flip"], 1),
                  fmt(r["ipis_per_flip"], 1), fmt(r["cal_per_flip"], 1)]

@@ -81,10 +81,9 @@ static WORD: HostWord = HostWord(AtomicU32::new(0));
 static LEVELS: HostLevels = HostLevels(AtomicU32::new(0));
 /// Context tracking's per-CPU state, which `ct_state_inc()` adds to.
 static CT_STATE: AtomicI32 = AtomicI32::new(0);
-/// `ct_work_enabled` and `ct_work_tlb_enabled`, which idle entry reads, and
-/// `ct_work_idle_refused`, which it reads when one of them is on.
+/// `ct_work_enabled`, the switch of sync deferral, which idle entry reads, and
+/// `ct_work_idle_refused`, which it reads when it is on (an idle CPU takes syncs only).
 static SYNC_ON: AtomicBool = AtomicBool::new(false);
-static TLB_ON: AtomicBool = AtomicBool::new(false);
 static IDLE_REFUSED: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
 
 /// `ct_state_inc()`: context tracking's own locked add, twice per round trip.
@@ -93,11 +92,11 @@ fn ct_state_inc() {
     black_box(CT_STATE.fetch_add(black_box(4), SeqCst));
 }
 
-/// Idle entry (`ct_work_idle_enter()`): with a switch on, and idle deferral not refused, the
-/// word says "idle".
+/// Idle entry (`ct_work_idle_enter()`): with sync deferral on, and idle deferral not refused,
+/// the word says "idle".
 #[inline(always)]
 fn idle_enter() {
-    if (SYNC_ON.load(Relaxed) || TLB_ON.load(Relaxed)) && IDLE_REFUSED.load(Relaxed).is_null() {
+    if SYNC_ON.load(Relaxed) && IDLE_REFUSED.load(Relaxed).is_null() {
         ct_work::idle(&WORD);
     }
 }
@@ -174,7 +173,6 @@ fn run_irq(n: u64) {
 fn set_up(variant: &str) {
     let on = variant.ends_with("_on");
     SYNC_ON.store(on, Relaxed);
-    TLB_ON.store(black_box(false), Relaxed);
     WORD.store(if variant.starts_with("irq") && on {
         Value::IDLE
     } else {
