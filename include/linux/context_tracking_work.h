@@ -42,7 +42,7 @@
  * ct_work_watched()	RCU watches this CPU again (ct_kernel_enter(),
  *			ct_nmi_enter()), in their instrumentable sections:
  *			the work must have been taken before (with
- *			CONFIG_TEXT_POKE_RS_DEFER_DEBUG, a warning if not).
+ *			CONFIG_CONTEXT_TRACKING_WORK_DEBUG, a warning if not).
  *
  * And cpuidle calls, before a driver is registered:
  *
@@ -307,7 +307,7 @@ bool ct_work_cpu_isolated(int cpu);
 bool ct_work_cpu_running(int cpu);
 /* The work word of @cpu, if it is online. */
 u32 *ct_work_word(int cpu);
-#ifdef CONFIG_TEXT_POKE_RS_KUNIT_TEST
+#ifdef CONFIG_CONTEXT_TRACKING_WORK_KUNIT_TEST
 /*
  * For KUnit: ct_idle_enter() on this CPU while context tracking's nesting
  * keeps RCU watching (ct_kernel_exit() returns early), then ct_idle_exit(),
@@ -362,25 +362,26 @@ bool ct_work_module_danger_text(unsigned long addr);
  * the driver, the state and the function.
  */
 void ct_work_cpuidle_driver(struct cpuidle_driver *drv);
-#ifdef CONFIG_TEXT_POKE_RS_DEFER_DEBUG
+#ifdef CONFIG_CONTEXT_TRACKING_WORK_DEBUG
 /* A sender added the kinds of work @work to @cpu's word. */
 void ct_work_audit_added(int cpu, unsigned int work);
 #endif
 /*
  * RCU watches this CPU again: warns if its word still says user or idle
- * (with CONFIG_TEXT_POKE_RS_DEFER_DEBUG, the only configuration that has it).
+ * (with CONFIG_CONTEXT_TRACKING_WORK_DEBUG, the only configuration that
+ * has it).
  */
 void __ct_work_watched(void);
 
 static __always_inline void ct_work_watched(void)
 {
-	if (IS_ENABLED(CONFIG_TEXT_POKE_RS_DEFER_DEBUG))
+	if (IS_ENABLED(CONFIG_CONTEXT_TRACKING_WORK_DEBUG))
 		__ct_work_watched();
 }
 
 /* Deferral's files in text_poke/. */
 void ct_work_debugfs_init(struct dentry *dir);
-#ifdef CONFIG_TEXT_POKE_RS_MEASURE
+#ifdef CONFIG_CONTEXT_TRACKING_WORK_STATS
 /* The word's lines of text_poke/stats: work run at entry, the audit's. */
 void ct_work_stats_show(struct seq_file *m);
 /* How many times @cpu ran work it took at entry or idle exit. */

@@ -39,6 +39,6 @@ const _: () = assert!(
         && ct_work::LEVEL_IDLE == bindings::CT_WORK_LEVEL_IDLE
 );
 
-#[cfg(CONFIG_TEXT_POKE_RS_KUNIT_TEST)]
+#[cfg(CONFIG_CONTEXT_TRACKING_WORK_KUNIT_TEST)]
 #[path = "tests/kunit.rs"]
 mod kunit;

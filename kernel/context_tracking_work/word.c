@@ -114,10 +114,14 @@
 #include <asm/sections.h>
 
 /*
- * Syncs: on by default where a text-poke batch sends them (the x86 batch's
- * CONFIG_TEXT_POKE_RS_DEFER); without one, nothing would take them.
+ * Syncs: on by default where the architecture's text patching sends them
+ * (CT_WORK_SYNCS_SENT, <asm/context_tracking_work.h>); without a sender,
+ * nothing would take them.
  */
-bool ct_work_enabled __read_mostly = IS_ENABLED(CONFIG_TEXT_POKE_RS_DEFER);
+#ifndef CT_WORK_SYNCS_SENT
+#define CT_WORK_SYNCS_SENT	false
+#endif
+bool ct_work_enabled __read_mostly = CT_WORK_SYNCS_SENT;
 bool ct_work_tlb_enabled __read_mostly = IS_ENABLED(CONFIG_TLB_FLUSH_DEFER);
 const char *ct_work_tlb_refused __ro_after_init;
 const char *ct_work_idle_refused __read_mostly;
@@ -134,7 +138,7 @@ DEFINE_PER_CPU_ALIGNED(u32, ct_work_words);
  * (<linux/context_tracking_work.h>).
  */
 DEFINE_PER_CPU(u32, ct_work_nmi_levels);
-#ifdef CONFIG_TEXT_POKE_RS_MEASURE
+#ifdef CONFIG_CONTEXT_TRACKING_WORK_STATS
 /* Entries that ran work instead of taking an IPI. */
 static DEFINE_PER_CPU(unsigned long, ct_work_run);
 
@@ -157,7 +161,7 @@ unsigned long ct_work_runs(int cpu)
 static __always_inline void ct_work_count_run(void) { }
 #endif
 
-#ifdef CONFIG_TEXT_POKE_RS_DEFER_DEBUG
+#ifdef CONFIG_CONTEXT_TRACKING_WORK_DEBUG
 #define CT_WORK_KINDS	2
 /*
  * The audit of the work deferred to a CPU, per kind: @added, the kinds
@@ -335,7 +339,7 @@ void __ct_work_watched(void)
 		  raw_smp_processor_id(), word,
 		  word & CT_WORK_USER ? "user" : "idle");
 }
-#else /* !CONFIG_TEXT_POKE_RS_DEFER_DEBUG */
+#else /* !CONFIG_CONTEXT_TRACKING_WORK_DEBUG */
 static inline void ct_work_audit_added(int cpu, unsigned int work) { }
 static __always_inline void ct_work_audit_ran(unsigned int ran) { }
 static __always_inline void ct_work_audit_flush(enum ct_work_flush way) { }
@@ -344,7 +348,7 @@ static inline void ct_work_audit_forget(unsigned int work, unsigned int n) { }
 static inline void ct_work_audit_show(struct seq_file *m, int cpu) { }
 static inline void ct_work_audit_debugfs_init(struct dentry *dir) { }
 static inline void ct_work_audit_stats(struct seq_file *m) { }
-#endif /* CONFIG_TEXT_POKE_RS_DEFER_DEBUG */
+#endif /* CONFIG_CONTEXT_TRACKING_WORK_DEBUG */
 
 /*
  * The deferred sync: what the sync round's IPI handler would have run,
@@ -805,7 +809,7 @@ void ct_work_ask(unsigned int work, struct cpumask *deferred,
 	asked->expired += n;
 }
 
-#ifdef CONFIG_TEXT_POKE_RS_KUNIT_TEST
+#ifdef CONFIG_CONTEXT_TRACKING_WORK_KUNIT_TEST
 /**
  * ct_work_test_idle_enter_watched - idle entry while RCU keeps watching
  *
@@ -1006,7 +1010,7 @@ void ct_work_cpuidle_driver(struct cpuidle_driver *drv)
 	}
 }
 
-#ifdef CONFIG_TEXT_POKE_RS_MEASURE
+#ifdef CONFIG_CONTEXT_TRACKING_WORK_STATS
 /**
  * ct_work_stats_show - show the work CPUs ran at entry, and the audit's counts
  * @m: the text_poke/stats file
@@ -1062,7 +1066,7 @@ int ct_work_bench_entry(u32 word, unsigned int n, u64 *ns)
 	local_irq_restore(flags);
 	return 0;
 }
-#endif /* CONFIG_TEXT_POKE_RS_MEASURE */
+#endif /* CONFIG_CONTEXT_TRACKING_WORK_STATS */
 
 /*
  * A CPU coming online runs no user space before it gets here, but its word
@@ -1138,7 +1142,7 @@ static const struct file_operations ct_work_defer_fops = {
 
 /*
  * One line a CPU: its word's context, its work pending, the work it ran at
- * entry (CONFIG_TEXT_POKE_RS_MEASURE).
+ * entry (CONFIG_CONTEXT_TRACKING_WORK_STATS).
  */
 static int ct_work_cpus_show(struct seq_file *m, void *v)
 {
@@ -1153,7 +1157,7 @@ static int ct_work_cpus_show(struct seq_file *m, void *v)
 			   word == CT_WORK_OFF ? "user-off" : "kernel",
 			   word & (CT_WORK_USER | CT_WORK_IDLE) ?
 			   word >> CT_WORK_WORK_SHIFT & CT_WORK_ALL : 0);
-#ifdef CONFIG_TEXT_POKE_RS_MEASURE
+#ifdef CONFIG_CONTEXT_TRACKING_WORK_STATS
 		seq_printf(m, " runs %lu", ct_work_runs(cpu));
 #endif
 		seq_printf(m, " isolated %d", ct_work_cpu_isolated(cpu));
@@ -1191,11 +1195,11 @@ DEFINE_DEBUGFS_ATTRIBUTE(ct_work_wait_ns_fops, ct_work_wait_ns_get,
  * already deferred are run at entry either way, and a CPU takes part from
  * its next return to user space on; "cpus", each online CPU's word and the
  * work it ran at entry (and its audit, with
- * CONFIG_TEXT_POKE_RS_DEFER_DEBUG); "defer_wait_ns", how long a round waits
+ * CONFIG_CONTEXT_TRACKING_WORK_DEBUG); "defer_wait_ns", how long a round waits
  * for an isolated CPU in the kernel to return to user space; "defer_tlb",
  * the switch of kernel TLB flush deferral, as "defer", but that it refuses
  * (-EPERM) to turn on what the boot found unsafe; with
- * CONFIG_TEXT_POKE_RS_DEFER_DEBUG, "defer_skip_work": the next N entries
+ * CONFIG_CONTEXT_TRACKING_WORK_DEBUG, "defer_skip_work": the next N entries
  * that take work drop it, for the test that the audit sees it.
  */
 void ct_work_debugfs_init(struct dentry *dir)

@@ -379,7 +379,7 @@ mod tests {
     }
 
     /// Whether `cpu`'s word says idle, within about a second.
-    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[cfg(CONFIG_CONTEXT_TRACKING_WORK_STATS)]
     fn wait_idle(cpu: i32) -> bool {
         for _ in 0..1000 {
             if word(cpu) & Value::IDLE.raw() != 0 {
@@ -392,7 +392,7 @@ mod tests {
     }
 
     /// `cpu`'s work word, or `u32::MAX` if it is offline.
-    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[cfg(CONFIG_CONTEXT_TRACKING_WORK_STATS)]
     fn word(cpu: i32) -> u32 {
         // SAFETY: Only reads CPU masks; any `cpu` is accepted.
         let word = unsafe { bindings::ct_work_word(cpu) };
@@ -404,14 +404,14 @@ mod tests {
     }
 
     /// The work `cpu` ran at entry or idle exit, all told.
-    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[cfg(CONFIG_CONTEXT_TRACKING_WORK_STATS)]
     fn runs(cpu: i32) -> u64 {
         // SAFETY: Reads a per-CPU counter; any possible `cpu` is accepted.
         unsafe { bindings::ct_work_runs(cpu) as u64 }
     }
 
     /// What [`probe`] saw on the CPU it ran on, in an IPI's handler.
-    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[cfg(CONFIG_CONTEXT_TRACKING_WORK_STATS)]
     struct Seen {
         runs: u64,
         word: u32,
@@ -422,7 +422,7 @@ mod tests {
     /// # Safety
     ///
     /// `info` points to a [`Seen`] that nothing else accesses until the IPI's sender returns.
-    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[cfg(CONFIG_CONTEXT_TRACKING_WORK_STATS)]
     unsafe extern "C" fn probe(info: *mut core::ffi::c_void) {
         let cpu = kernel::cpu::CpuId::current().as_u32() as i32;
         // SAFETY: As the caller guarantees.
@@ -433,7 +433,7 @@ mod tests {
 
     /// An idle CPU takes work as a bit, and runs it when an interrupt wakes it, before the
     /// interrupt's handler; meanwhile its word says kernel.
-    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[cfg(CONFIG_CONTEXT_TRACKING_WORK_STATS)]
     #[test]
     fn an_idle_cpu_runs_its_work_before_an_interrupt_handler() {
         assert!(pin(Some(0)));
@@ -469,7 +469,7 @@ mod tests {
     /// A WARN that fires while this CPU is idle with a sync pending, as cpuidle_enter_state()'s
     /// "leaked IRQ state" one does, runs the sync before the WARN is reported: the trap takes
     /// the word as an interrupt in idle does, and gives it back saying idle.
-    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[cfg(CONFIG_CONTEXT_TRACKING_WORK_STATS)]
     #[test]
     fn a_warn_in_idle_runs_the_work_first() {
         let mut word = u32::MAX;
@@ -482,7 +482,7 @@ mod tests {
 
     /// Work an idle CPU took is not lost when it goes offline: the CPU leaves idle, and runs it,
     /// first.
-    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[cfg(CONFIG_CONTEXT_TRACKING_WORK_STATS)]
     #[test]
     fn an_idle_cpu_runs_its_work_before_it_goes_offline() {
         let cpu = next_isolated(-1);

@@ -13,6 +13,9 @@
 
 DECLARE_PER_CPU_ALIGNED(u32, ct_work_words);
 
+/* The Rust text-poke batch defers its syncs (CONFIG_TEXT_POKE_RS_DEFER). */
+#define CT_WORK_SYNCS_SENT	IS_ENABLED(CONFIG_TEXT_POKE_RS_DEFER)
+
 /*
  * ct_work_leave() (<linux/context_tracking_work.h>): this CPU's word from
  * @from to kernel if it holds @from, %gs-relative, where the generic one
