@@ -600,10 +600,18 @@ for scenario in "$@"; do
 	flip) modes="serial c rust" ;;
 	lookup) modes="c rust" ;;
 	scale)
-		echo "@@ progress scale: 56 sites on $ncpu vCPUs, serial c rust"
+		echo "@@ progress scale: 56 sites on $ncpu vCPUs, serial c rust; a Rust per-CPU lock on each CPU"
 		for mode in serial c rust; do
 			measure flip "$mode" 56 || rc=1
 		done
+		# The fast path of a Rust per-CPU lock on every CPU, alone
+		# and while another CPU holds its own data in a loop.
+		if echo "percpu 20000" > $b; then
+			echo "@@ result scenario=percpu cpus=$ncpu $(figures)"
+		else
+			echo "@@ error scale: 'percpu 20000' failed"
+			rc=1
+		fi
 		echo "@@ done scale cpus=$ncpu"
 		continue
 		;;

@@ -105,6 +105,7 @@ use core::{
     fmt,
     sync::atomic::{
         AtomicBool,
+        AtomicPtr,
         AtomicU64,
         Ordering, //
     },
@@ -333,6 +334,8 @@ extern "C" {
     fn text_poke_branch_run(which: u32, n: u32, ns: *mut u64) -> i32;
     fn text_poke_fail_nth(n: u32) -> u32;
     fn text_poke_hold_jump_label(ms: u32) -> i32;
+    fn text_poke_stress_start(pass: extern "C" fn() -> c_ulong, max: u32) -> i32;
+    fn text_poke_stress_stop(passes: *mut c_ulong, wrong: *mut c_ulong);
 }
 
 /// The variants of `text_poke_branch_run()`: `enum text_poke_branch`.
@@ -457,7 +460,7 @@ static LARGE: BenchKey = BenchKey {
 };
 
 /// The figures of the last run, in the order they are printed.
-const FIELDS: [&str; 46] = [
+const FIELDS: [&str; 52] = [
     "sites",
     "flips",
     "syncs",
@@ -504,6 +507,12 @@ const FIELDS: [&str; 46] = [
     "plain_med",
     "plain_min",
     "slow",
+    "percpu_ns_min",
+    "percpu_ns_max",
+    "percpu_busy_ns_min",
+    "percpu_busy_ns_max",
+    "percpu_cpus",
+    "percpu_held",
 ];
 
 /// The benchmark's debugfs state: the last run's figures.
@@ -511,7 +520,7 @@ struct Bench {
     /// A run is going on.
     busy: AtomicBool,
     /// What the last run was: 0 none, 1 flip, 2 lookup, 3 txn, 4 modtxn, 5 modkey, 6 set,
-    /// 7 sites, 8 entry, 9 vmalloc, 10 lrudrain, 11 lockcost, 12 upstream, 13 branch.
+    /// 7 sites, 8 entry, 9 vmalloc, 10 lrudrain, 11 lockcost, 12 upstream, 13 branch, 17 percpu.
     kind: AtomicU64,
     /// The implementation it measured.
     mode: AtomicU64,
@@ -535,6 +544,59 @@ fn mode() -> u64 {
 fn now() -> u64 {
     // SAFETY: `ktime_get_mono_fast_ns()` has no preconditions.
     unsafe { bindings::ktime_get_mono_fast_ns() }
+}
+
+/// The per-CPU counters of a `percpu` run while its busy task runs, or null.
+static PERCPU: AtomicPtr<kernel::qpw::PerCpu<u64>> = AtomicPtr::new(core::ptr::null_mut());
+/// The busy task holds its CPU's counter.
+static PERCPU_HOLDING: AtomicBool = AtomicBool::new(false);
+/// The busy task may let go.
+static PERCPU_RELEASE: AtomicBool = AtomicBool::new(false);
+
+/// The busy task of a `percpu` run (`text_poke_stress_start()`): holds its own CPU's counter
+/// through `PerCpu::with_cpu()`, as a remote drain holds a CPU's data, until told to let go.
+/// Returns 1 for a hold that failed.
+extern "C" fn percpu_hold() -> c_ulong {
+    let pc = PERCPU.load(Ordering::Acquire);
+    if pc.is_null() {
+        return 1;
+    }
+    // SAFETY: Set by `Bench::percpu()` to counters that outlive this task, which it stops
+    // before it clears the pointer and drops them.
+    let pc = unsafe { &*pc };
+    let cpu = kernel::cpu::CpuId::current();
+    let held = pc.with_cpu(cpu, |v| {
+        PERCPU_HOLDING.store(true, Ordering::Release);
+        // A hold of at most as long as the runs take: no sleep under it.
+        while !PERCPU_RELEASE.load(Ordering::Acquire) {
+            core::hint::spin_loop();
+        }
+        PERCPU_HOLDING.store(false, Ordering::Release);
+        *v += 1;
+    });
+    c_ulong::from(held.is_err())
+}
+
+/// Lets the calling task run on `cpu` only, or on every possible CPU again if `None`; whether it
+/// now runs where it should.
+fn pin(cpu: Option<u32>) -> bool {
+    let task = kernel::current!();
+    let Some(cpu) = cpu else {
+        let all = &raw const bindings::__cpu_possible_mask;
+        // SAFETY: The task is the caller's, alive for the call; the possible mask lives as long
+        // as the kernel. Moving a task may sleep, as a debugfs write may.
+        return unsafe { bindings::set_cpus_allowed_ptr(task.as_ptr(), all) } == 0;
+    };
+    let Some(id) = kernel::cpu::CpuId::from_u32(cpu) else {
+        return false;
+    };
+    let Ok(mut mask) = kernel::cpumask::CpumaskVar::new_zero(GFP_KERNEL) else {
+        return false;
+    };
+    mask.set(id);
+    // SAFETY: As above; `mask` lives until the call returns.
+    let ret = unsafe { bindings::set_cpus_allowed_ptr(task.as_ptr(), mask.as_raw()) };
+    ret == 0 && kernel::cpu::CpuId::current() == id
 }
 
 impl Bench {
@@ -1113,6 +1175,112 @@ impl Bench {
         Ok(())
     }
 
+    /// The fast path of a Rust per-CPU lock (`kernel::qpw::PerCpu::local()`, an increment of
+    /// this CPU's counter, the guard's drop), `n` times on each online CPU, the best of three
+    /// runs: first with nothing else running, then while a task on another CPU holds its own
+    /// CPU's counter through `PerCpu::with_cpu()` for as long as the runs take, so that a remote
+    /// hold is in flight throughout; the busy run measures every CPU but that one. The least and the most ns per
+    /// call over the CPUs measured, each way. Under single-threaded TCG the guest clock also
+    /// counts the other task's instructions, which run in turn with the measured CPU's: the busy
+    /// figures are larger by that share, the same at any number of CPUs, and what they show is
+    /// whether the fast path grows with the number of CPUs while a remote hold is in flight.
+    fn percpu(&self, n: u64) -> Result {
+        let pc = kernel::new_qpw_percpu!(|_| 0u64, "text_poke_bench_percpu")?;
+        let nr = kernel::cpu::nr_cpu_ids();
+        let online = |cpu: u32| {
+            // SAFETY: Only reads the online mask.
+            unsafe { bindings::cpumask_test_cpu(cpu as i32, &raw mut bindings::__cpu_online_mask) }
+        };
+        // The best of three runs of `n` calls on this CPU, in ns per call.
+        let run = || -> Result<u64> {
+            let mut best = u64::MAX;
+            for _ in 0..3 {
+                let t0 = now();
+                for _ in 0..n {
+                    *pc.local()? += 1;
+                }
+                best = best.min(now().wrapping_sub(t0) / n);
+            }
+            Ok(best)
+        };
+        let mut values = [0u64; FIELDS.len()];
+        values[1] = n;
+        let (mut min, mut max, mut cpus) = (u64::MAX, 0, 0);
+        for cpu in (0..nr).filter(|&c| online(c)) {
+            if !pin(Some(cpu)) {
+                continue;
+            }
+            let ns = run();
+            let ns = ns.inspect_err(|_| {
+                pin(None);
+            })?;
+            (min, max, cpus) = (min.min(ns), max.max(ns), cpus + 1);
+        }
+        pin(None);
+        if cpus == 0 {
+            return Err(EAGAIN);
+        }
+        values[46..48].copy_from_slice(&[min, max]);
+        values[50] = cpus;
+        // The busy runs: one task on the first online CPU after the first (this task starts it
+        // from the first), holding its own CPU's counter in a loop.
+        let first = (0..nr).find(|&c| online(c)).ok_or(EAGAIN)?;
+        if !pin(Some(first)) {
+            pin(None);
+            return Err(EAGAIN);
+        }
+        let busy = (first + 1..nr).find(|&c| online(c));
+        PERCPU.store((&raw const pc).cast_mut(), Ordering::Release);
+        PERCPU_RELEASE.store(false, Ordering::Release);
+        // SAFETY: `percpu_hold()` reads `PERCPU`, which stays valid until the task is stopped
+        // below, before `pc` is dropped.
+        let started = unsafe { text_poke_stress_start(percpu_hold, 1) };
+        let (mut bmin, mut bmax, mut held) = (u64::MAX, 0, 0);
+        let mut failed = None;
+        // Until the hold is in flight, a second at most.
+        let t0 = now();
+        while started == 1
+            && !PERCPU_HOLDING.load(Ordering::Acquire)
+            && now().wrapping_sub(t0) < 1_000_000_000
+        {
+            kernel::time::delay::fsleep(kernel::time::Delta::from_micros(100));
+        }
+        if PERCPU_HOLDING.load(Ordering::Acquire) {
+            for cpu in (0..nr).filter(|&c| online(c) && Some(c) != busy) {
+                if !pin(Some(cpu)) {
+                    continue;
+                }
+                match run() {
+                    Ok(ns) => (bmin, bmax) = (bmin.min(ns), bmax.max(ns)),
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            // Still held: the hold was in flight for every busy run.
+            held = u64::from(PERCPU_HOLDING.load(Ordering::Acquire));
+        }
+        PERCPU_RELEASE.store(true, Ordering::Release);
+        let (mut passes, mut wrong) = (0, 0);
+        // SAFETY: The pointers are valid for writes; it stops the task started above (if any)
+        // and unpins this one.
+        unsafe { text_poke_stress_stop(&mut passes, &mut wrong) };
+        PERCPU.store(core::ptr::null_mut(), Ordering::Release);
+        pin(None);
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        if started != 1 || bmax == 0 || wrong != 0 || passes == 0 {
+            return Err(EAGAIN);
+        }
+        values[48..50].copy_from_slice(&[bmin, bmax]);
+        values[51] = held;
+        values[27] = u64::from(kernel::qpw::enabled());
+        self.record(17, values);
+        Ok(())
+    }
+
     /// The fast path of a branch in each variant: `n` calls, the best of three runs.
     fn branch(&self, n: u64) -> Result {
         let run = |which: u32| -> Result<u64> {
@@ -1155,6 +1323,7 @@ impl Bench {
 
 /// A benchmark command.
 enum Command {
+    PerCpu(u64),
     Flip(&'static BenchKey, u64),
     Lookup(&'static BenchKey, u64),
     Txn(u64),
@@ -1204,6 +1373,7 @@ fn key_named(word: Option<&str>) -> Result<&'static BenchKey> {
 /// `modkey 0|1`, `set KEY 0|1`, `sites KEY`, `faults KEY|txn`, `cfaults KEY`, `holdjl MS`,
 /// `entry N`,
 /// `vstorm N`, `vread`, `vreuse`, `vcheck`, `vtables pmd|pud`, `lrudrain N`, `lockcost N`,
+/// `percpu N`,
 /// `branch N` or `upstream FLIPS`, where KEY is a number of sites or `noinstr`.
 fn parse(cmd: &[u8]) -> Result<Command> {
     let text = core::str::from_utf8(cmd).map_err(|_| EINVAL)?;
@@ -1247,6 +1417,7 @@ fn parse(cmd: &[u8]) -> Result<Command> {
         })),
         "lrudrain" => Command::LruDrain(number(words.next())?),
         "lockcost" => Command::LockCost(number(words.next())?),
+        "percpu" => Command::PerCpu(number(words.next())?),
         "branch" => Command::Branch(number(words.next())?),
         "rokey" => match number(words.next())? {
             0 => Command::RoKey(false),
@@ -1275,6 +1446,7 @@ fn parse(cmd: &[u8]) -> Result<Command> {
         | Command::Vmalloc(Vmalloc::Storm(n))
         | Command::LruDrain(n)
         | Command::LockCost(n)
+        | Command::PerCpu(n)
         | Command::Branch(n)
         | Command::Upstream(n) => n,
         Command::Vmalloc(_) => 1,
@@ -1316,6 +1488,7 @@ fn write_run(bench: &Bench, reader: &mut UserSliceReader) -> Result {
         Command::Vmalloc(v) => bench.vmalloc(v),
         Command::LruDrain(n) => bench.lru_drain(n),
         Command::LockCost(n) => bench.lock_cost(n),
+        Command::PerCpu(n) => bench.percpu(n),
         Command::Branch(n) => bench.branch(n),
         // Refused once the kernel runs: the write fails with `EPERM`.
         Command::RoKey(true) => BENCH_RO_KEY.enable(),
@@ -1348,6 +1521,7 @@ fn show_run(bench: &Bench, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         14 => "faults",
         15 => "modrace",
         16 => "cfaults",
+        17 => "percpu",
         _ => return writeln!(f, "none"),
     };
     let mode = match bench.mode.load(Ordering::Relaxed) as u32 {
