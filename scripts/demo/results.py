@@ -1163,9 +1163,9 @@ def report(doc):
                   "own CPU's counter through `PerCpu::with_cpu()`, spinning under the hold until "
                   "the runs are over, so that a remote hold is in flight throughout. Whether a task holds a CPU's data is two loads of "
                   "its own CPU's slot, however many CPUs there are: the figures stay flat in the "
-                  "vCPU count. Single-threaded TCG runs the holding task's instructions in turn "
-                  "with the measured CPU's, and the guest clock counts both: the busy figures "
-                  "are larger by that share, at any vCPU count. TCG models no cache, so what a "
+                  "vCPU count. Single-threaded TCG runs the holding task in turn with the "
+                  "measured CPU, and the guest clock counts both; its wait is a pause loop, "
+                  "which hands the turn on at once, so it adds next to nothing. TCG models no cache, so what a "
                   "shared cache line would cost on a large host is not measured here.", "",
                   table(["vCPUs", "qpw", "calls per run", "ns/call alone, least-most",
                          "ns/call, a hold in flight, least-most",
