@@ -12,7 +12,8 @@
 #   lookup  cost of an INT3 hit during a flip, 1 to 1024 sites, c and rust
 #   txn     8 keys x 64 sites flipped one by one and as one transaction
 #   ftrace  the function tracer on the whole kernel enabled and disabled, c and rust
-#   scale   IPIs per flip of a 56-site key on 2, 4, 8 and 16 vCPUs
+#   scale   IPIs per flip of a 56-site key on 2, 4, 8 and 16 vCPUs, and
+#           a Rust per-CPU lock's fast path on every CPU of each boot
 #   isolation  IPIs each CPU receives per flip while CPUs 2-3, isolated
 #           (nohz_full=2-3 isolcpus=2-3 rcu_nocbs=2-3), run user-space loops:
 #           a boot of its own
