@@ -204,6 +204,24 @@ for f in "${files[@]}"; do
 done
 result "kernel-doc" $rc
 
+# Context tracking's work word is generic: its header, its C and its
+# Kconfig (hook patch 0005's hunk of kernel/time/Kconfig) name no
+# architecture's option, and no option of the text-poke batch that uses
+# it; an architecture says what it needs in <asm/context_tracking_work.h>.
+rc=0
+generic=(include/linux/context_tracking_work.h kernel/context_tracking_work/word.c
+	kernel/context_tracking_work/Makefile)
+named=$( (cd "$JLRS_SRC" && grep -Hno 'CONFIG_[A-Z0-9_]*' "${generic[@]}";
+	sed -n '/^+++ b\/kernel\/time\/Kconfig/,/^diff /p' "$JLRS_TOP"/patches/0005-*.patch |
+		grep -no '^+.*\(depends on\|select\|if\) .*' | sed 's/^/kernel\/time\/Kconfig (0005):/') |
+	grep -E 'TEXT_POKE|TLB_FLUSH_DEFER|X86|JUMP_LABEL_RS')
+if [ -n "$named" ]; then
+	echo "$named"
+	echo "generic context-tracking code names an architecture's or the batch's option"
+	rc=1
+fi
+result "generic work word names no architecture's option" $rc
+
 # The documentation: make htmldocs for the directories of the project's
 # .rst files (which pull in its kernel-doc) and make rustdoc, with no
 # warning naming a file of the project's own (not an upstream file a hook

@@ -129,7 +129,7 @@ if [ "$what" = main ]; then
 	# Lint once the kernel is built: clippy rebuilds our objects in its
 	# build directory, and the danger zone and layout checks read the linked
 	# kernel.
-	msg "lint: rustfmt, rustc/clippy/objtool warnings, danger zone, kernel-doc, htmldocs and rustdoc, checkpatch --strict"
+	msg "lint: rustfmt, rustc/clippy/objtool warnings, danger zone, kernel-doc, htmldocs and rustdoc, generic work word, checkpatch --strict"
 	"$JLRS_TOP/scripts/check.sh" > "$logs/check.log" 2>&1 || true
 	grep '^check:' "$logs/check.log" || echo "check: lint: FAILED (no result, log: $logs/check.log)" |
 		tee -a "$logs/check.log"

@@ -131,6 +131,18 @@ struct ct_work_asked {
 #include <asm/context_tracking_work.h>
 
 /*
+ * Whether the architecture sends syncs to defer (its live text patching)
+ * and defers kernel TLB flushes, which turns the switches of each kind on
+ * by default.
+ */
+#ifndef CT_WORK_SYNCS_SENT
+#define CT_WORK_SYNCS_SENT		false
+#endif
+#ifndef CT_WORK_TLB_FLUSHES_DEFERRED
+#define CT_WORK_TLB_FLUSHES_DEFERRED	false
+#endif
+
+/*
  * The out-of-line parts of the hooks below, in that order:
  * ct_work_user_exit() and ct_work_idle_exit(), ct_work_nmi_enter(),
  * ct_work_nmi_exit().

@@ -114,15 +114,12 @@
 #include <asm/sections.h>
 
 /*
- * Syncs: on by default where the architecture's text patching sends them
- * (CT_WORK_SYNCS_SENT, <asm/context_tracking_work.h>); without a sender,
- * nothing would take them.
+ * Each switch on by default where the architecture defers that kind of
+ * work (<asm/context_tracking_work.h>): without a sender of syncs, nothing
+ * would take them.
  */
-#ifndef CT_WORK_SYNCS_SENT
-#define CT_WORK_SYNCS_SENT	false
-#endif
 bool ct_work_enabled __read_mostly = CT_WORK_SYNCS_SENT;
-bool ct_work_tlb_enabled __read_mostly = IS_ENABLED(CONFIG_TLB_FLUSH_DEFER);
+bool ct_work_tlb_enabled __read_mostly = CT_WORK_TLB_FLUSHES_DEFERRED;
 const char *ct_work_tlb_refused __ro_after_init;
 const char *ct_work_idle_refused __read_mostly;
 /*
@@ -274,11 +271,7 @@ static void ct_work_audit_show(struct seq_file *m, int cpu)
  */
 static void ct_work_audit_stats(struct seq_file *m)
 {
-	static const char * const ways[CT_WORK_FLUSH_WAYS] = {
-		[CT_WORK_FLUSH_CR3] = "cr3",
-		[CT_WORK_FLUSH_INVPCID] = "invpcid",
-		[CT_WORK_FLUSH_CR4] = "cr4",
-	};
+	static const char * const ways[CT_WORK_FLUSH_WAYS] = CT_WORK_FLUSH_NAMES;
 	u64 lost = 0, skipped = 0, flushes[CT_WORK_FLUSH_WAYS] = { };
 	int cpu, k;
 
@@ -294,7 +287,7 @@ static void ct_work_audit_stats(struct seq_file *m)
 	}
 	seq_printf(m, "lost_at_entry %llu\n", lost);
 	seq_printf(m, "skipped_at_entry %llu\n", skipped);
-	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER))
+	if (CT_WORK_TLB_FLUSHES_DEFERRED)
 		for (k = 0; k < CT_WORK_FLUSH_WAYS; k++)
 			seq_printf(m, "tlb_flush_%s %llu\n", ways[k], flushes[k]);
 }
@@ -375,7 +368,7 @@ static noinstr noinline unsigned int ct_work_run_work(unsigned int work,
 
 	if (audited && ct_work_skip_work(work))
 		return 0;
-	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER) && (work & CT_WORK_TLB_FLUSH)) {
+	if (CT_WORK_TLB_FLUSHES_DEFERRED && (work & CT_WORK_TLB_FLUSH)) {
 		/*
 		 * The flush first: sync_core() may IRET, on this task's
 		 * stack. Only where flushes are deferred: an entry nesting in
@@ -1206,7 +1199,7 @@ void ct_work_debugfs_init(struct dentry *dir)
 {
 	debugfs_create_file("defer", 0644, dir, &ct_work_enabled,
 			    &ct_work_defer_fops);
-	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER))
+	if (CT_WORK_TLB_FLUSHES_DEFERRED)
 		debugfs_create_file("defer_tlb", 0644, dir,
 				    &ct_work_tlb_enabled,
 				    &ct_work_defer_fops);

@@ -13,8 +13,13 @@
 
 DECLARE_PER_CPU_ALIGNED(u32, ct_work_words);
 
-/* The Rust text-poke batch defers its syncs (CONFIG_TEXT_POKE_RS_DEFER). */
-#define CT_WORK_SYNCS_SENT	IS_ENABLED(CONFIG_TEXT_POKE_RS_DEFER)
+/*
+ * The kinds of work x86 defers: the Rust text-poke batch's syncs
+ * (CONFIG_TEXT_POKE_RS_DEFER), and kernel TLB flushes (CONFIG_TLB_FLUSH_DEFER,
+ * ct_work_tlb_flush_at_entry() below).
+ */
+#define CT_WORK_SYNCS_SENT		IS_ENABLED(CONFIG_TEXT_POKE_RS_DEFER)
+#define CT_WORK_TLB_FLUSHES_DEFERRED	IS_ENABLED(CONFIG_TLB_FLUSH_DEFER)
 
 /*
  * ct_work_leave() (<linux/context_tracking_work.h>): this CPU's word from
@@ -59,6 +64,13 @@ enum ct_work_flush {
 	CT_WORK_FLUSH_CR4,
 	CT_WORK_FLUSH_WAYS,
 };
+
+/* Their names, in the audit's statistics (text_poke/stats). */
+#define CT_WORK_FLUSH_NAMES {				\
+	[CT_WORK_FLUSH_CR3] = "cr3",			\
+	[CT_WORK_FLUSH_INVPCID] = "invpcid",		\
+	[CT_WORK_FLUSH_CR4] = "cr4",			\
+}
 
 /* The entry's TLB flush, noinstr, where they are deferred: the way it took. */
 enum ct_work_flush ct_work_tlb_flush_at_entry(void);
