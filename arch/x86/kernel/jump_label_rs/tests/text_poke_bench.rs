@@ -1179,11 +1179,11 @@ impl Bench {
     /// this CPU's counter, the guard's drop), `n` times on each online CPU, the best of three
     /// runs: first with nothing else running, then while a task on another CPU holds its own
     /// CPU's counter through `PerCpu::with_cpu()` for as long as the runs take, so that a remote
-    /// hold is in flight throughout; the busy run measures every CPU but that one. The least and the most ns per
-    /// call over the CPUs measured, each way. Under single-threaded TCG the guest clock also
-    /// counts the other task's instructions, which run in turn with the measured CPU's: the busy
-    /// figures are larger by that share, the same at any number of CPUs, and what they show is
-    /// whether the fast path grows with the number of CPUs while a remote hold is in flight.
+    /// hold is in flight throughout; the busy run measures every CPU but that one. The least and
+    /// the most ns per call over the CPUs measured, each way: whether the fast path grows with
+    /// the number of CPUs, or while a remote hold is in flight. Under single-threaded TCG the
+    /// guest clock also counts the holding task's instructions, which run in turn with the
+    /// measured CPU's; its wait is a pause loop, which hands the turn on at once.
     fn percpu(&self, n: u64) -> Result {
         let pc = kernel::new_qpw_percpu!(|_| 0u64, "text_poke_bench_percpu")?;
         let nr = kernel::cpu::nr_cpu_ids();
