@@ -87,14 +87,11 @@ mod tests {
         unsafe { bindings::ct_work_next_online(cpu) }
     }
 
-    /// The senders are C: on a copy of every value a word can hold, `ct_work_defer_word()` returns
-    /// what `ct_work::defer()` does, adds the same kinds and leaves the same word, for each kind of
-    /// work, both, none and an unknown one.
-    #[test]
-    fn senders_follow_the_protocol() {
+    /// Every value a word can hold, and the idle words with work an idle CPU does not take.
+    fn every_word() -> [Value; 11] {
         let user = |w: Work| Value::from_raw(Value::USER.raw() | w.bits() << ct_work::WORK_SHIFT);
         let idle = |w: Work| Value::from_raw(Value::IDLE.raw() | w.bits() << ct_work::WORK_SHIFT);
-        let words = [
+        [
             Value::KERNEL,
             Value::USER,
             user(Work::SYNC_CORE),
@@ -104,8 +101,17 @@ mod tests {
             Value::USER_OFF,
             Value::IDLE,
             idle(Work::SYNC_CORE),
-        ];
-        for w in words {
+            idle(Work::TLB_FLUSH),
+            idle(BOTH),
+        ]
+    }
+
+    /// The senders are C: on a copy of every value a word can hold, `ct_work_defer_word()` returns
+    /// what `ct_work::defer()` does, adds the same kinds and leaves the same word, for each kind of
+    /// work, both, none and an unknown one.
+    #[test]
+    fn senders_follow_the_protocol() {
+        for w in every_word() {
             for bits in [0, 1, 2, 3, 1 << 5] {
                 let (mut word, mut added) = (w.raw(), 0u32);
                 // SAFETY: `word` and `added` are valid for the call; it only accesses them.
@@ -205,22 +211,7 @@ mod tests {
     /// does, and returns the same work, from every value they can hold.
     #[test]
     fn entry_side_follows_the_protocol() {
-        let user = |w: Work| Value::from_raw(Value::USER.raw() | w.bits() << ct_work::WORK_SHIFT);
-        let idle = |w: Work| Value::from_raw(Value::IDLE.raw() | w.bits() << ct_work::WORK_SHIFT);
-        let words = [
-            Value::KERNEL,
-            Value::USER,
-            user(Work::SYNC_CORE),
-            user(Work::TLB_FLUSH),
-            user(BOTH),
-            Value::KERNEL_TAKING,
-            Value::USER_OFF,
-            Value::IDLE,
-            idle(Work::SYNC_CORE),
-            idle(Work::TLB_FLUSH),
-            idle(BOTH),
-        ];
-        for w in words {
+        for w in every_word() {
             for l in [
                 0, 1, 2, 3, 4, 5, 6, 7, 0o10, 0o17, 0o41, 0o46, 0o71, 0o416, 0o777,
             ] {
