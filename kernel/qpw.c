@@ -22,6 +22,9 @@
 #include <linux/rcupdate.h>
 #include <linux/sched/isolation.h>
 
+#define CREATE_TRACE_POINTS
+#include <trace/events/qpw.h>
+
 DEFINE_STATIC_KEY_MAYBE(CONFIG_QPW_DEFAULT, qpw_key);
 /* For qpw_spinlocks() in modules. */
 EXPORT_SYMBOL_GPL(qpw_key);
@@ -82,29 +85,59 @@ early_initcall(qpw_init);
 static DEFINE_MUTEX(qpw_switch_mutex);
 
 /*
+ * One step of qpw_switch_on(): its key enabled, or for QPW_SWITCH_END
+ * disabled, with the CPU hotplug lock held, for writing for
+ * QPW_SWITCH_REMOTE (see below). Whether the key took its new value: the
+ * text-poke batch may refuse an update, which leaves the key as it was.
+ */
+static bool qpw_switch_step(enum qpw_switch_step step, struct static_key *key)
+{
+	bool enable = step != QPW_SWITCH_END;
+	bool took;
+
+	if (step == QPW_SWITCH_REMOTE)
+		cpus_write_lock();
+	else
+		cpus_read_lock();
+	trace_qpw_switch_step(step, false, false);
+	if (enable)
+		static_key_enable_cpuslocked(key);
+	else
+		static_key_disable_cpuslocked(key);
+	took = static_key_enabled(key) == enable;
+	trace_qpw_switch_step(step, true, took);
+	if (step == QPW_SWITCH_REMOTE)
+		cpus_write_unlock();
+	else
+		cpus_read_unlock();
+	return took;
+}
+
+/*
  * qpw_switch_on() under qpw_switch_mutex.
  *
  * Other CPUs hold qpw locks meanwhile, and a key's sites change one at a
  * time (a lock's site may be new while its unlock's is old), so it goes
- * in steps. First every unlock releases what its lock took, the spinlock
- * if the caller holds it, else the local_lock (qpw_switching_key; where
- * the owner's unlock is one store in either mode, that changes nothing).
- * Then the locks become spinlocks (qpw_key), while remote work is still
- * queued on its target, which takes its own spinlock there. A section
- * that took its lock as a local_lock ran with preemption or interrupts
- * off (PREEMPT_RT, where it would not, has qpw on from boot):
- * synchronize_rcu() waits for all of them, and until it returns nobody
- * takes a spinlock such a section stands for (another CPU's owners take
- * their own; a dead CPU's is taken under CPU hotplug, which the key's
- * update holds off). Then remote work is taken under the spinlocks
- * (qpw_remote_key), with CPU hotplug held off for writing:
+ * in steps (enum qpw_switch_step, each traced). First every unlock
+ * releases what its lock took, the spinlock if the caller holds it, else
+ * the local_lock (qpw_switching_key; where the owner's unlock is one store
+ * in either mode, that changes nothing). Then the locks become spinlocks
+ * (qpw_key), while remote work is still queued on its target, which takes
+ * its own spinlock there. A section that took its lock as a local_lock ran
+ * with preemption or interrupts off (PREEMPT_RT, where it would not, has
+ * qpw on from boot): synchronize_rcu() waits for all of them, and until it
+ * returns nobody takes a spinlock such a section stands for (another
+ * CPU's owners take their own; a dead CPU's is taken under CPU hotplug,
+ * which the key's update holds off). Then remote work is taken under the
+ * spinlocks (qpw_remote_key), with CPU hotplug held off for writing:
  * kernel::qpw::PerCpu decides under the read side whether an offline
  * CPU's data is reached without its lock. Once every lock is a spinlock,
  * unlocks go by the key again.
  *
  * A key update the text-poke batch refuses leaves the key as it was:
  * then qpw stays off (or, refused the last step, its locks spinlocks with
- * remote work queued, which is consistent), and the kernel says so.
+ * remote work queued, which is consistent, and a later call takes the
+ * last step again), and the kernel says so.
  */
 static bool __qpw_switch_on(void)
 {
@@ -113,26 +146,22 @@ static bool __qpw_switch_on(void)
 	lockdep_assert_held(&qpw_switch_mutex);
 	if (IS_ENABLED(CONFIG_PREEMPT_RT) || static_key_enabled(&qpw_remote_key))
 		return false;
-	static_branch_enable(&qpw_switching_key);
-	if (!static_key_enabled(&qpw_switching_key)) {
+	if (!qpw_switch_step(QPW_SWITCH_UNLOCKS, &qpw_switching_key.key)) {
 		pr_warn("not switched on: its unlocks' update was refused\n");
 		return false;
 	}
-	static_branch_enable(&qpw_key);
+	on = qpw_switch_step(QPW_SWITCH_LOCKS, &qpw_key.key);
 	/* Sections that took a spinlock before an update was undone, too. */
 	synchronize_rcu();
-	if (!static_key_enabled(&qpw_key)) {
+	if (!on) {
 		pr_warn("not switched on: its locks' update was refused\n");
-		on = false;
 	} else {
-		cpus_write_lock();
-		static_branch_enable_cpuslocked(&qpw_remote_key);
-		on = static_key_enabled(&qpw_remote_key);
-		cpus_write_unlock();
+		on = qpw_switch_step(QPW_SWITCH_REMOTE, &qpw_remote_key.key);
 		if (!on)
 			pr_warn("not switched on: remote work's update was refused; the locks are spinlocks\n");
 	}
-	static_branch_disable(&qpw_switching_key);
+	/* Refused, it leaves unlocks looking at their locks: correct either way. */
+	qpw_switch_step(QPW_SWITCH_END, &qpw_switching_key.key);
 	return on;
 }
 
