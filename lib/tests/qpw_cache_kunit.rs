@@ -342,6 +342,77 @@ mod tests {
         Ok(())
     }
 
+    #[cfg(all(CONFIG_PROVE_LOCKING, CONFIG_QPW, not(CONFIG_PREEMPT_RT)))]
+    extern "C" {
+        fn qpw_cache_inversion_armed() -> bool;
+        fn qpw_cache_irq_lock_around(f: extern "C" fn(*mut c_void), arg: *mut c_void) -> i32;
+    }
+
+    #[cfg(all(CONFIG_PROVE_LOCKING, CONFIG_QPW, not(CONFIG_PREEMPT_RT)))]
+    extern "C" fn local_under_irq_lock(arg: *mut c_void) {
+        // SAFETY: `arg` is the `PerCpu` of `an_irq_inversion_through_the_spinlock_is_reported()`,
+        // which waits for this call.
+        let percpu = unsafe { &*arg.cast::<qpw::PerCpu<u32>>() };
+        if let Ok(mut v) = percpu.local() {
+            *v += 1;
+        }
+    }
+
+    /// Lockdep reports the deadlock a lock taken in interrupts makes when it is held around
+    /// `local()` while another CPU's `with_cpu()` holds that CPU's spinlock with interrupts on
+    /// (the interrupt, on the drainer's CPU, spins on the lock; its holder, on the owner's CPU,
+    /// spins on the spinlock): "HARDIRQ-safe -> HARDIRQ-unsafe lock order detected". With
+    /// `qpw=1` as in a `qpw=0` boot that switches qpw on at run time, after the `PerCpu`'s lock
+    /// was first taken as a local_lock: with one lock class for both, that class would be a
+    /// per-CPU lock's, which lockdep leaves out of the check. Lockdep reports once and turns
+    /// itself off, so the case runs in boots of its own (`qpw_cache_exec.inversion=1`, make
+    /// test-matrix), and is skipped elsewhere.
+    #[cfg(all(CONFIG_PROVE_LOCKING, CONFIG_QPW, not(CONFIG_PREEMPT_RT)))]
+    #[test]
+    fn an_irq_inversion_through_the_spinlock_is_reported() -> Result {
+        // SAFETY: Called from a KUnit case, which it marks skipped unless armed.
+        if !unsafe { qpw_cache_inversion_armed() } {
+            return Ok(());
+        }
+        let percpu = kernel::new_qpw_percpu!(|_| 0u32)?;
+        // Its lock as its owner takes it first, a local_lock with qpw off.
+        *percpu.local()? += 1;
+        let was_on = qpw::enabled();
+        // SAFETY: Might sleep: this task holds no lock.
+        let switched = !was_on && unsafe { bindings::qpw_switch_on() };
+        assert!(qpw::enabled());
+        let this = CpuId::current().as_u32();
+        let other = qpw::online_cpus()
+            .find(|cpu| cpu.as_u32() != this)
+            .ok_or(ENODEV)?;
+        // Another CPU's spinlock, interrupts on: HARDIRQ-unsafe.
+        percpu.with_cpu(other, |v| *v += 1)?;
+        // SAFETY: Might sleep: pins this task for the interrupt and the section after it.
+        unsafe { bindings::migrate_disable() };
+        // SAFETY: `local_under_irq_lock` takes the `PerCpu` it is given, which outlives the call.
+        let reported = unsafe {
+            qpw_cache_irq_lock_around(local_under_irq_lock, (&raw const percpu).cast_mut().cast())
+        };
+        // SAFETY: Disabled above.
+        unsafe { bindings::migrate_enable() };
+        let said = match reported {
+            1 => "reported it",
+            0 => "said nothing",
+            _ => "was not asked: the interrupt did not run",
+        };
+        pr_info!(
+            "qpw {}: lockdep {}\n",
+            if switched {
+                "switched on"
+            } else {
+                "on from boot"
+            },
+            said
+        );
+        assert_eq!(reported, 1);
+        Ok(())
+    }
+
     #[test]
     fn recursive_local_lock_is_refused() -> Result {
         let edeadlk = Some(Error::from_errno(-(bindings::EDEADLK as i32)));
@@ -1004,6 +1075,119 @@ mod tests {
         Ok(())
     }
 
+    #[cfg(CONFIG_QPW)]
+    extern "C" {
+        fn qpw_cache_holder_start(
+            cpu: u32,
+            hold: extern "C" fn(*mut c_void),
+            arg: *mut c_void,
+        ) -> i32;
+        fn qpw_cache_hold_irq();
+        fn qpw_cache_holder_stop(cpu: u32, report: *mut HoldReport);
+        fn qpw_cache_corrupt_site(corrupt: bool) -> i32;
+        fn qpw_cache_mode(cpu: u32, mode: *mut Mode) -> i32;
+    }
+
+    /// `struct qpw_cache_hold_report`: what the holder of `qpw_cache_holder_start()` saw.
+    #[repr(C)]
+    #[derive(Default, Debug)]
+    struct HoldReport {
+        steps: u32,
+        refused: u32,
+        written: u32,
+        stalls: u32,
+        sections: u32,
+        int3s: u32,
+        timeouts: u32,
+        locked: bool,
+    }
+
+    /// `struct qpw_cache_mode`: qpw's keys, and whether remote work is queued on its target.
+    #[repr(C)]
+    #[derive(Default, Debug, PartialEq)]
+    struct Mode {
+        spinlocks: bool,
+        enabled: bool,
+        switching: bool,
+        queued: bool,
+    }
+
+    /// The holder's section, on its CPU, when a step of `qpw_switch_on()` is about to begin:
+    /// that CPU's value of the `qpw::PerCpu<u64>` at `arg`, taken with `local()` before the
+    /// step begins and released once it has ended, with `qpw_cache_hold_irq()`'s section,
+    /// interrupts off, inside it.
+    #[cfg(CONFIG_QPW)]
+    extern "C" fn hold(arg: *mut c_void) {
+        // SAFETY: `arg` is the `PerCpu` of `switch_on_holding_sections()`, which outlives the
+        // holder: it stops the holder before it returns.
+        let percpu = unsafe { &*arg.cast::<qpw::PerCpu<u64>>() };
+        let guard = percpu.local();
+        // SAFETY: Called by the holder, in its kthread, for the step the probe announced.
+        unsafe { qpw_cache_hold_irq() };
+        if let Ok(mut v) = guard {
+            *v += 1;
+        }
+    }
+
+    /// What [`switch_on_holding_sections`] saw.
+    #[derive(Default)]
+    struct Switch {
+        /// Where the text-poke batch refuses an update that finds a site changed (the Rust
+        /// batch's): what `qpw_switch_on()` returned with a site of `qpw_remote_key` changed,
+        /// and the mode it left.
+        refused: Option<(bool, Mode)>,
+        /// What `qpw_switch_on()` returned then, and the mode after.
+        on: bool,
+        mode: Mode,
+        report: HoldReport,
+        /// The holder's sections that took its `PerCpu`.
+        held: u64,
+    }
+
+    /// Turns qpw on with a holder on `other` that holds a section, of its own `PerCpu` and,
+    /// inside it, of a qpw lock taken with interrupts off, across each step of the switch.
+    /// With qpw off and the Rust text-poke batch, first has the switch refused at its last
+    /// step, with a site of `qpw_remote_key` changed, and puts the site back.
+    #[cfg(CONFIG_QPW)]
+    fn switch_on_holding_sections(other: CpuId, was_on: bool) -> Result<Switch> {
+        let percpu = kernel::new_qpw_percpu!(|_| 0u64)?;
+        let mut sw = Switch::default();
+        let (cpu, arg) = (other.as_u32(), (&raw const percpu).cast_mut().cast());
+        // SAFETY: `hold` takes `arg` as the `PerCpu<u64>` it is, which outlives the holder:
+        // stopped below.
+        to_result(unsafe { qpw_cache_holder_start(cpu, hold, arg) })?;
+        let changed = if was_on {
+            ENODEV.to_errno()
+        } else {
+            // SAFETY: Changes a site of this suite's own, which nothing runs.
+            unsafe { qpw_cache_corrupt_site(true) }
+        };
+        let mut res = Ok(());
+        if changed == 0 {
+            let mut mode = Mode::default();
+            // SAFETY: Might sleep: this task holds no lock.
+            let first = unsafe { bindings::qpw_switch_on() };
+            // SAFETY: `mode` is valid for writes; `other` is online, not this CPU.
+            res = to_result(unsafe { qpw_cache_mode(cpu, &mut mode) });
+            // SAFETY: Puts back what `qpw_cache_corrupt_site(true)` changed.
+            res = res.and(to_result(unsafe { qpw_cache_corrupt_site(false) }));
+            sw.refused = Some((first, mode));
+        } else if changed != ENODEV.to_errno() {
+            res = to_result(changed);
+        }
+        if res.is_ok() {
+            // SAFETY: Might sleep: this task holds no lock.
+            sw.on = unsafe { bindings::qpw_switch_on() };
+            // SAFETY: As above.
+            res = to_result(unsafe { qpw_cache_mode(cpu, &mut sw.mode) });
+        }
+        // SAFETY: The holder started above; `report` is valid for writes.
+        unsafe { qpw_cache_holder_stop(cpu, &mut sw.report) };
+        res?;
+        sw.held = percpu.with_cpu(other, |v| *v)?;
+        Ok(sw)
+    }
+
     /// qpw turned on at run time (as when a cpuset partition isolates CPUs) while executors
     /// allocate and free on three CPUs, each under its CPU's lock, and this task drains them
     /// all: the locks turn from local_locks into spinlocks, and the drains from work queued on
@@ -1011,11 +1195,22 @@ mod tests {
     /// freed twice, and qpw stays on for the rest of the boot (with `qpw=1` and on `PREEMPT_RT`
     /// it is on already, and the switch does nothing). Last in the suite: the cases before it
     /// run with qpw off in a `qpw=0` boot.
+    ///
+    /// Not by chance only: a holder on another CPU holds a section of its own across each step
+    /// of the switch, each step's key update begun only once it holds it (the `qpw_switch_step`
+    /// event), with a section taken with interrupts off inside it, released while the update
+    /// holds up its sync round on the INT3s it wrote. Where the text-poke batch can refuse the
+    /// update (the Rust batch's), the switch is first refused at its last step, which must
+    /// leave the locks spinlocks and remote work queued, and then turns qpw on.
     #[test]
     fn switched_on_during_remote_drains() -> Result {
         let shared = Shared::new()?;
         let was_on = qpw::enabled();
-        let (mut switched, mut switch_at) = (false, None);
+        let (mut switch, mut switch_at) = (None, None);
+        let this = CpuId::current().as_u32();
+        let other = qpw::online_cpus()
+            .find(|cpu| cpu.as_u32() != this)
+            .ok_or(ENODEV)?;
         let Drains {
             started,
             drained,
@@ -1026,14 +1221,27 @@ mod tests {
         } = drains_during_passes(&shared, |drains| {
             if drains == MIN_DRAINS / 2 {
                 switch_at = Some(shared.passes.load(Ordering::Relaxed));
-                // SAFETY: Might sleep: this task holds no lock.
-                switched = unsafe { bindings::qpw_switch_on() };
+                #[cfg(CONFIG_QPW)]
+                {
+                    switch = Some(switch_on_holding_sections(other, was_on));
+                }
+                #[cfg(not(CONFIG_QPW))]
+                {
+                    // SAFETY: Might sleep: this task holds no lock.
+                    let on = unsafe { bindings::qpw_switch_on() };
+                    switch = Some(Ok(Switch {
+                        on,
+                        ..Switch::default()
+                    }));
+                }
             }
         })?;
+        let sw = switch.ok_or(EINVAL)??;
         let ledger = &shared.ledger;
+        let report = &sw.report;
         pr_info!(
-            "qpw {} after {} of {} passes ({} drains, {} objects drained)\n",
-            if switched {
+            "qpw {} after {} of {} passes ({} drains, {} objects drained); {}\n",
+            if sw.on {
                 "switched on"
             } else {
                 "left as it was"
@@ -1041,13 +1249,58 @@ mod tests {
             switch_at.unwrap_or(0),
             passes,
             drains,
-            drained
+            drained,
+            if sw.refused.is_some() {
+                "refused at its last step first"
+            } else {
+                "no refusal"
+            }
         );
+        pr_info!("holder on CPU {}: {:?}\n", other.as_u32(), report);
         assert!(started >= 1);
         assert!(passes >= MIN_PASSES as c_ulong);
         assert!(switch_at.is_some_and(|p| p > 0 && (p as c_ulong) < passes));
-        assert_eq!(switched, cfg!(CONFIG_QPW) && !was_on);
-        assert_eq!(qpw::enabled(), was_on || switched);
+        assert_eq!(sw.on, cfg!(CONFIG_QPW) && !was_on);
+        assert_eq!(qpw::enabled(), was_on || sw.on);
+        if let Some((first, mode)) = &sw.refused {
+            // Refused at the last step: locks are spinlocks, remote work still queued.
+            assert!(!first);
+            assert_eq!(
+                *mode,
+                Mode {
+                    spinlocks: true,
+                    enabled: false,
+                    switching: false,
+                    queued: true
+                }
+            );
+        }
+        if sw.on {
+            assert_eq!(
+                sw.mode,
+                Mode {
+                    spinlocks: true,
+                    enabled: true,
+                    switching: false,
+                    queued: false
+                }
+            );
+            // Four steps a switch, each begun with the holder's sections held and ended
+            // before it released them; every step that wrote text wrote its INT3s while the
+            // holder's interrupts-off section was held.
+            let switches = if sw.refused.is_some() { 2 } else { 1 };
+            assert_eq!(report.steps, 4 * switches);
+            assert_eq!(report.refused, switches - 1);
+            assert_eq!((report.stalls, report.timeouts), (0, 0));
+            assert_eq!(report.sections, report.steps);
+            assert_eq!(sw.held, u64::from(report.steps));
+            // The locks' and remote work's keys, at least, have sites to write.
+            assert!(report.written >= 2);
+            assert_eq!(report.int3s, report.written);
+            assert!(!report.locked);
+        } else {
+            assert_eq!(report.steps, 0);
+        }
         assert_eq!(wrong, 0);
         assert_eq!(failed, 0);
         assert_eq!(ledger.wrong.load(Ordering::Relaxed), 0);
