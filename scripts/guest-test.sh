@@ -222,7 +222,7 @@ stop_boot() {
 # makes the boot refuse kernel TLB flush deferral for good (tlbrefused.sh);
 # then a boot that must stop.
 boots=("qpw=1 jlrs_tests=${first_tests%,}"
-	"qpw=0 text_poke_defer=maybe tlb_defer=maybe jlrs_tests=qpw,params,isopart"
+	"qpw=0 context_tracking_work.sync_core=maybe context_tracking_work.tlb_flush=maybe jlrs_tests=qpw,params,isopart"
 	"pti=on jlrs_tests=defer,hotplug,modfaults,tlb"
 	"-noiso jlrs_tests=idle,isopart"
 	"percpu_alloc=page jlrs_tests=tlbrefused")

@@ -169,9 +169,15 @@ DECLARE_PER_CPU_ALIGNED(u32, ct_work_words);
 #define CT_WORK_LEVEL_MASK	0x7
 DECLARE_PER_CPU(u32, ct_work_nmi_levels);
 
-/* Whether deferral is on: text_poke_defer= at boot, text_poke/defer later. */
+/*
+ * Whether syncs are deferred: context_tracking_work.sync_core= at boot,
+ * context_tracking_work/sync_core in debugfs later.
+ */
 extern bool ct_work_enabled;
-/* Whether kernel TLB flushes are deferred: tlb_defer=, text_poke/defer_tlb. */
+/*
+ * Whether kernel TLB flushes are deferred: context_tracking_work.tlb_flush=
+ * at boot, context_tracking_work/tlb_flush in debugfs later.
+ */
 extern bool ct_work_tlb_enabled;
 /* Why kernel TLB flushes may never be deferred on this machine, or NULL. */
 extern const char *ct_work_tlb_refused;
@@ -306,7 +312,7 @@ static __always_inline void ct_work_nmi_exit(void)
 			      levels >> CT_WORK_LEVEL_BITS);
 }
 
-/* How long a sender waits for an isolated CPU in the kernel (defer_wait_ns). */
+/* How long a sender waits for an isolated CPU in the kernel (wait_ns in debugfs). */
 extern unsigned long ct_work_wait_ns;
 
 /* The next online CPU after @cpu, or nr_cpu_ids. */
@@ -391,8 +397,6 @@ static __always_inline void ct_work_watched(void)
 		__ct_work_watched();
 }
 
-/* Deferral's files in text_poke/. */
-void ct_work_debugfs_init(struct dentry *dir);
 #ifdef CONFIG_CONTEXT_TRACKING_WORK_STATS
 /* The word's lines of text_poke/stats: work run at entry, the audit's. */
 void ct_work_stats_show(struct seq_file *m);
@@ -432,7 +436,6 @@ static __always_inline void ct_work_nmi_exit(void) { }
 static __always_inline void ct_work_watched(void) { }
 static inline void ct_work_cpuidle_driver(struct cpuidle_driver *drv) { }
 static inline void ct_work_stats_show(struct seq_file *m) { }
-static inline void ct_work_debugfs_init(struct dentry *dir) { }
 
 #endif /* CONFIG_CONTEXT_TRACKING_WORK */
 

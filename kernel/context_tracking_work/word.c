@@ -169,7 +169,7 @@ static __always_inline void ct_work_count_run(void) { }
  * exchanges the word, and counts right after, so @ran can only lag @added
  * while work is pending: at the end of an entry that took work, and on a
  * CPU that is not in user space, @added == @ran + @lost, and @lost is
- * @skipped, the work entries dropped on purpose (text_poke/defer_skip_work):
+ * @skipped, the work entries dropped on purpose (context_tracking_work/skip_work):
  * anything else lost is a bug, which every boot of make test's user-space
  * tests checks for at its end (scripts/guest-test/audit.inc).
  */
@@ -183,7 +183,7 @@ struct ct_work_audit {
 };
 
 static DEFINE_PER_CPU(struct ct_work_audit, ct_work_audit);
-/* The next entries that take work drop it (text_poke/defer_skip_work). */
+/* The next entries that take work drop it (context_tracking_work/skip_work). */
 static atomic_t ct_work_skip = ATOMIC_INIT(0);
 
 /**
@@ -310,7 +310,7 @@ DEFINE_DEBUGFS_ATTRIBUTE(ct_work_skip_fops, ct_work_skip_get,
 
 static void ct_work_audit_debugfs_init(struct dentry *dir)
 {
-	debugfs_create_file_unsafe("defer_skip_work", 0600, dir, NULL,
+	debugfs_create_file_unsafe("skip_work", 0600, dir, NULL,
 				   &ct_work_skip_fops);
 }
 
@@ -359,7 +359,7 @@ static noinstr noinline unsigned int ct_work_sync_core(void)
 /*
  * Out of line: the hooks' path with no work stays a few instructions.
  * Returns the kinds of work it ran. Only an entry whose work the audit
- * checks (@audited) may drop it on purpose (text_poke/defer_skip_work).
+ * checks (@audited) may drop it on purpose (context_tracking_work/skip_work).
  */
 static noinstr noinline unsigned int ct_work_run_work(unsigned int work,
 						      bool audited)
@@ -717,7 +717,7 @@ bool ct_work_defer(int cpu, unsigned int work)
  *
  * Idle CPUs, and isolated CPUs in user space, take the work. An isolated
  * CPU found running a task in the kernel, or on its way into or out of
- * user space, gets a short while (ct_work_wait_ns, text_poke/defer_wait_ns)
+ * user space, gets a short while (ct_work_wait_ns, context_tracking_work/wait_ns)
  * to be in user space: once it is, it runs no text that may have changed
  * without taking the work first, so it needs no IPI either. Isolated CPUs
  * in a guest, and those that returned to user space while deferral was
@@ -1082,13 +1082,13 @@ static int ct_work_cpu_online(unsigned int cpu)
 static int __init ct_work_setup(char *str)
 {
 	if (!str || kstrtobool(str, &ct_work_enabled)) {
-		pr_warn("text_poke_defer=%s: expected on or off; keeping %s\n",
+		pr_warn("context_tracking_work.sync_core=%s: expected on or off; keeping %s\n",
 			str ?: "", str_on_off(ct_work_enabled));
 		return -EINVAL;
 	}
 	return 0;
 }
-early_param("text_poke_defer", ct_work_setup);
+early_param("context_tracking_work.sync_core", ct_work_setup);
 
 /* A switch's file: its data is the switch. */
 static int ct_work_defer_show(struct seq_file *m, void *v)
@@ -1116,7 +1116,7 @@ static ssize_t ct_work_defer_write(struct file *file,
 	if (ret)
 		return ret;
 	if (on && sw == &ct_work_tlb_enabled && ct_work_tlb_refused) {
-		pr_warn("text_poke/defer_tlb: refused: %s: kernel TLB flushes are not deferred\n",
+		pr_warn("context_tracking_work/tlb_flush: refused: %s: kernel TLB flushes are not deferred\n",
 			ct_work_tlb_refused);
 		return -EPERM;
 	}
@@ -1179,35 +1179,37 @@ static int ct_work_wait_ns_set(void *data, u64 val)
 DEFINE_DEBUGFS_ATTRIBUTE(ct_work_wait_ns_fops, ct_work_wait_ns_get,
 			 ct_work_wait_ns_set, "%llu\n");
 
-/**
- * ct_work_debugfs_init - make the deferral's debugfs files
- * @dir: /sys/kernel/debug/text_poke/
- *
- * In @dir: "defer", "on" or "off", which a write
- * (any kstrtobool() spelling) switches at once, even during a storm: rounds
- * already deferred are run at entry either way, and a CPU takes part from
- * its next return to user space on; "cpus", each online CPU's word and the
- * work it ran at entry (and its audit, with
- * CONFIG_CONTEXT_TRACKING_WORK_DEBUG); "defer_wait_ns", how long a round waits
- * for an isolated CPU in the kernel to return to user space; "defer_tlb",
- * the switch of kernel TLB flush deferral, as "defer", but that it refuses
- * (-EPERM) to turn on what the boot found unsafe; with
- * CONFIG_CONTEXT_TRACKING_WORK_DEBUG, "defer_skip_work": the next N entries
+/*
+ * /sys/kernel/debug/context_tracking_work/: "sync_core", "on" or "off",
+ * which a write (any kstrtobool() spelling) switches at once, even during
+ * a storm: rounds already deferred are run at entry either way, and a CPU
+ * takes part from its next return to user space on; "tlb_flush", the
+ * switch of kernel TLB flush deferral, as "sync_core", but that it refuses
+ * (-EPERM) to turn on what the boot found unsafe; "cpus", each online
+ * CPU's word and the work it ran at entry (and its audit, with
+ * CONFIG_CONTEXT_TRACKING_WORK_DEBUG); "wait_ns", how long a round waits
+ * for an isolated CPU in the kernel to return to user space; with
+ * CONFIG_CONTEXT_TRACKING_WORK_DEBUG, "skip_work": the next N entries
  * that take work drop it, for the test that the audit sees it.
  */
-void ct_work_debugfs_init(struct dentry *dir)
+static int __init ct_work_debugfs_init(void)
 {
-	debugfs_create_file("defer", 0644, dir, &ct_work_enabled,
-			    &ct_work_defer_fops);
+	struct dentry *dir = debugfs_create_dir("context_tracking_work", NULL);
+
+	if (CT_WORK_SYNCS_SENT)
+		debugfs_create_file("sync_core", 0644, dir, &ct_work_enabled,
+				    &ct_work_defer_fops);
 	if (CT_WORK_TLB_FLUSHES_DEFERRED)
-		debugfs_create_file("defer_tlb", 0644, dir,
+		debugfs_create_file("tlb_flush", 0644, dir,
 				    &ct_work_tlb_enabled,
 				    &ct_work_defer_fops);
 	debugfs_create_file("cpus", 0444, dir, NULL, &ct_work_cpus_fops);
-	debugfs_create_file_unsafe("defer_wait_ns", 0644, dir, NULL,
+	debugfs_create_file_unsafe("wait_ns", 0644, dir, NULL,
 				   &ct_work_wait_ns_fops);
 	ct_work_audit_debugfs_init(dir);
+	return 0;
 }
+late_initcall(ct_work_debugfs_init);
 
 static int __init ct_work_init(void)
 {

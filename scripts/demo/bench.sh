@@ -12,8 +12,8 @@
 m=/sys/kernel/debug/text_poke/mode
 b=/sys/kernel/debug/text_poke_bench/run
 st=/sys/kernel/debug/text_poke/stats
-d=/sys/kernel/debug/text_poke/defer
-dt=/sys/kernel/debug/text_poke/defer_tlb
+d=/sys/kernel/debug/context_tracking_work/sync_core
+dt=/sys/kernel/debug/context_tracking_work/tlb_flush
 t=/sys/kernel/tracing
 # ftrace needs no benchmark keys: the bench's file only when another
 # scenario is asked for.
@@ -662,7 +662,7 @@ for scenario in "$@"; do
 		done
 		echo "@@ progress isolation: kernel entry cost, getpid() on isolated CPU 2, deferral off and on"
 		# Off means both kinds: the word says user if either is on.
-		dt=/sys/kernel/debug/text_poke/defer_tlb
+		dt=/sys/kernel/debug/context_tracking_work/tlb_flush
 		for rep in 1 2 3; do
 			for defer in off on; do
 				echo $defer > $d
@@ -722,7 +722,7 @@ for scenario in "$@"; do
 		done
 		use_mode rust
 		echo on > $d
-		dt=/sys/kernel/debug/text_poke/defer_tlb
+		dt=/sys/kernel/debug/context_tracking_work/tlb_flush
 		if [ -e $dt ]; then
 			for tlb in off on; do
 				echo $tlb > $dt

@@ -906,7 +906,7 @@ def report(doc):
                   f"4 vCPUs booted with `{iso['boot']}`; a user-space busy loop pinned on "
                   f"each of CPUs {', '.join(map(str, ISOLATED))}; the keys flipped from CPU "
                   f"{FLIPPER}, with `text_poke=c` (upstream's batch, which always interrupts) "
-                  f"and `text_poke=rust` with deferral (`text_poke/defer`) off and on. IPIs: "
+                  f"and `text_poke=rust` with deferral (`context_tracking_work/sync_core`) off and on. IPIs: "
                   f"each CPU's CAL count in /proc/interrupts. Share of each CPU's time in user "
                   f"space during the flips: {shares or '-'}. Cost: guest instructions per "
                   f"flip under `-icount shift=0`, the cheapest flip of the row, and against "
@@ -923,7 +923,7 @@ def report(doc):
                   "1000 vmalloc()/vfree() pairs of 16 pages on a housekeeping CPU, "
                   "`vm_unmap_aliases()` every 64 (lazy purges: `flush_tlb_kernel_range_deferrable()`), "
                   "while user-space loops run on CPUs 2 and 3, kernel TLB flush deferral "
-                  "(`text_poke/defer_tlb`) off and on, same boot. x86 sends a kernel range "
+                  "(`context_tracking_work/tlb_flush`) off and on, same boot. x86 sends a kernel range "
                   "flush as a function call: it shows in CAL, not in TLB (which counts user "
                   "address-space shootdowns). Flushes deferred: the `tlb_deferred` count of "
                   "`text_poke/stats` (one per isolated CPU per flush). Storm cost: guest "
@@ -1139,7 +1139,7 @@ def report(doc):
             lines += [f"What deferral on adds over off, cheapest samples: {text}; context "
                       f"tracking's own pair of `ct_state_inc()` costs {fmt(ct.get('ticks'), 2)} "
                       f"ticks.{exit_} Idle deferral is on by default: its hooks run while "
-                      f"sync deferral is on (`text_poke_defer=`; an idle CPU takes no kernel TLB "
+                      f"sync deferral is on (`context_tracking_work.sync_core=`; an idle CPU takes no kernel TLB "
                       f"flush), and it stays on by default while what it adds is under 1% of an "
                       f"idle exit.", ""]
     if "scale" in doc:

@@ -16,8 +16,8 @@
 # audit must see.
 b=/sys/kernel/debug/text_poke_bench/run
 m=/sys/kernel/debug/text_poke/mode
-d=/sys/kernel/debug/text_poke/defer
-cpus=/sys/kernel/debug/text_poke/cpus
+d=/sys/kernel/debug/context_tracking_work/sync_core
+cpus=/sys/kernel/debug/context_tracking_work/cpus
 st=/sys/kernel/debug/text_poke/stats
 iso="2 3"
 
@@ -88,7 +88,7 @@ fi
 # residual tick, say) to go back to user space, 50 us by default: under
 # TCG a guest microsecond takes far longer than on hardware, and a vCPU
 # may wait a whole time slice for its turn.
-echo 10000000 > /sys/kernel/debug/text_poke/defer_wait_ns
+echo 10000000 > /sys/kernel/debug/context_tracking_work/wait_ns
 
 # start CMD...: CMD on each isolated CPU, in the background.
 start() {
@@ -113,7 +113,7 @@ stop() {
 # KCSAN): a switch whose storm saw that is tried once more. A CPU whose
 # word cannot take work waits every round after each switch, both times.
 t=defer_switched_on_no_wait
-dt=/sys/kernel/debug/text_poke/defer_tlb
+dt=/sys/kernel/debug/context_tracking_work/tlb_flush
 # switched_on: one switch and storm; sets why, e and dd.
 switched_on() {
 	why=
@@ -398,13 +398,13 @@ else
 fi
 
 # The audit sees work dropped at entry: the next two entries that take
-# work drop it (text_poke/defer_skip_work), a key flips while CPUs 2-3 are
+# work drop it (context_tracking_work/skip_work), a key flips while CPUs 2-3 are
 # in user space, then a task runs on each, which makes it enter the kernel
 # and take its sync. Both syncs are lost (there, or on an idle CPU that
 # woke first), and the audit says so: the comparison of added and run
 # above fails when entry work is skipped.
 t=defer_dropped_sync_is_seen
-sk=/sys/kernel/debug/text_poke/defer_skip_work
+sk=/sys/kernel/debug/context_tracking_work/skip_work
 why=
 if [ ! -e $sk ]; then
 	fail $t "$sk missing (CONFIG_TEXT_POKE_RS_DEFER_DEBUG off?)"
@@ -437,5 +437,5 @@ fi
 
 no_warning defer_no_warning
 echo on > $d
-echo 50000 > /sys/kernel/debug/text_poke/defer_wait_ns
+echo 50000 > /sys/kernel/debug/context_tracking_work/wait_ns
 exit $rc

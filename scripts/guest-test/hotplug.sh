@@ -12,7 +12,7 @@
 # has no warning. The guest boots with nohz_full=2-3.
 b=/sys/kernel/debug/text_poke_bench/run
 st=/sys/kernel/debug/text_poke/stats
-d=/sys/kernel/debug/text_poke/defer
+d=/sys/kernel/debug/context_tracking_work/sync_core
 iso="2 3"
 
 . /tests/cases.inc

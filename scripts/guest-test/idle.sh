@@ -14,8 +14,8 @@
 # CPU's word was run, exactly once.
 b=/sys/kernel/debug/text_poke_bench/run
 m=/sys/kernel/debug/text_poke/mode
-d=/sys/kernel/debug/text_poke/defer
-cpus=/sys/kernel/debug/text_poke/cpus
+d=/sys/kernel/debug/context_tracking_work/sync_core
+cpus=/sys/kernel/debug/context_tracking_work/cpus
 st=/sys/kernel/debug/text_poke/stats
 idle="1 2 3"
 # Flips per storm. Other senders IPI idle CPUs meanwhile, more in the

@@ -10,8 +10,8 @@
 # deferral off and on.
 b=/sys/kernel/debug/text_poke_bench/run
 m=/sys/kernel/debug/text_poke/mode
-d=/sys/kernel/debug/text_poke/defer
-dt=/sys/kernel/debug/text_poke/defer_tlb
+d=/sys/kernel/debug/context_tracking_work/sync_core
+dt=/sys/kernel/debug/context_tracking_work/tlb_flush
 t=/sys/kernel/tracing
 iso="2 3"
 events="irq_noise softirq_noise thread_noise nmi_noise"

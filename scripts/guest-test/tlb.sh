@@ -14,7 +14,7 @@
 # table for a 2M entry, a PMD table for a 1G one), which must never wait:
 # both isolated CPUs, in user space with deferral on, take its IPI at once.
 b=/sys/kernel/debug/text_poke_bench/run
-dt=/sys/kernel/debug/text_poke/defer_tlb
+dt=/sys/kernel/debug/context_tracking_work/tlb_flush
 st=/sys/kernel/debug/text_poke/stats
 iso="2 3"
 
@@ -22,7 +22,7 @@ iso="2 3"
 plan 10
 stat() { sed -n "s/^$1 //p" $st; }
 # The work CPU $1 ran at entry or idle exit.
-runs() { sed -n "s/^cpu$1 .* runs \([0-9]*\) .*/\1/p" /sys/kernel/debug/text_poke/cpus; }
+runs() { sed -n "s/^cpu$1 .* runs \([0-9]*\) .*/\1/p" /sys/kernel/debug/context_tracking_work/cpus; }
 counts() { for c in $iso; do printf '%s/%s ' "$(irq CAL $c)" "$(irq TLB $c)"; done; }
 
 rc=0

@@ -4,12 +4,12 @@
 # vmapped per-CPU first chunk an entry could reach through a stale TLB
 # entry before its own flush, kernel TLB flush deferral is turned off at
 # boot with a warning naming the cause (ct_work_tlb_check()). Writing
-# "on" to text_poke/defer_tlb is then refused (EPERM) with a message
+# "on" to context_tracking_work/tlb_flush is then refused (EPERM) with a message
 # naming it again, the switch still reads "off", and a vmalloc/vfree storm
 # afterwards still sends its flushes to the isolated CPUs in user space
 # (CPUs 2-3), none deferred. make test boots it on its own with percpu_alloc=page.
 b=/sys/kernel/debug/text_poke_bench/run
-dt=/sys/kernel/debug/text_poke/defer_tlb
+dt=/sys/kernel/debug/context_tracking_work/tlb_flush
 st=/sys/kernel/debug/text_poke/stats
 iso="2 3"
 cause="the per-CPU first chunk is vmapped"
@@ -28,7 +28,7 @@ esac
 
 t=tlb_defer_refused_at_boot
 why=
-dmesg | grep -q "tlb_defer: $cause .*: kernel TLB flushes are not deferred" ||
+dmesg | grep -q "context_tracking_work.tlb_flush: $cause .*: kernel TLB flushes are not deferred" ||
 	why="no warning naming '$cause' at boot"
 [ "$(cat $dt)" = off ] || why="$why; $dt reads '$(cat $dt)'"
 if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
@@ -45,7 +45,7 @@ else
 	esac
 fi
 [ "$(cat $dt)" = off ] || why="$why; $dt reads '$(cat $dt)' afterwards"
-log_since | grep -q "text_poke/defer_tlb: refused: $cause" ||
+log_since | grep -q "context_tracking_work/tlb_flush: refused: $cause" ||
 	why="$why; no message naming '$cause' for the write"
 # Any spelling kstrtobool() takes.
 for v in 1 y; do

@@ -774,17 +774,16 @@ void text_poke_rs_sync_round(struct text_poke_rs_round *round)
 #endif /* CONFIG_TEXT_POKE_RS_DEFER */
 
 /*
- * /sys/kernel/debug/text_poke/: with deferral, "defer" and "cpus"
- * (kernel/context_tracking_work/word.c); with CONFIG_TEXT_POKE_RS_MEASURE,
- * "stats", the counters, one "name value" a line, whose maxima a write
- * resets, and "mode", the implementation in use, which a write of rust, c
- * or serial switches.
+ * /sys/kernel/debug/text_poke/: with CONFIG_TEXT_POKE_RS_MEASURE, "stats",
+ * the counters (deferral's among them), one "name value" a line, whose
+ * maxima a write resets, and "mode", the implementation in use, which a
+ * write of rust, c or serial switches. Deferral's switches are in
+ * context_tracking_work/ (kernel/context_tracking_work/word.c).
  */
 static int __init text_poke_rs_debugfs_init(void)
 {
 	struct dentry *dir = debugfs_create_dir("text_poke", NULL);
 
-	ct_work_debugfs_init(dir);
 	text_poke_rs_measure_debugfs(dir);
 	return 0;
 }

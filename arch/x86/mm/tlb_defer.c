@@ -199,9 +199,10 @@ int ct_work_flush_tlb_local(int way)
 }
 
 /*
- * Kernel TLB flush deferral is unsafe on this machine, whatever tlb_defer=
- * said: its switch is turned off for good (text_poke/defer_tlb refuses to
- * turn it on again, naming the cause).
+ * Kernel TLB flush deferral is unsafe on this machine, whatever
+ * context_tracking_work.tlb_flush= said: its switch is turned off for good
+ * (context_tracking_work/tlb_flush in debugfs refuses to turn it on again,
+ * naming the cause).
  */
 static int __init ct_work_tlb_check(void)
 {
@@ -225,7 +226,7 @@ static int __init ct_work_tlb_check(void)
 	if (!ct_work_tlb_refused)
 		return 0;
 	if (ct_work_tlb_enabled)
-		pr_warn("tlb_defer: %s: kernel TLB flushes are not deferred\n",
+		pr_warn("context_tracking_work.tlb_flush: %s: kernel TLB flushes are not deferred\n",
 			ct_work_tlb_refused);
 	WRITE_ONCE(ct_work_tlb_enabled, false);
 	return 0;
@@ -235,10 +236,10 @@ early_initcall(ct_work_tlb_check);
 static int __init ct_work_tlb_setup(char *str)
 {
 	if (!str || kstrtobool(str, &ct_work_tlb_enabled)) {
-		pr_warn("tlb_defer=%s: expected on or off; keeping %s\n",
+		pr_warn("context_tracking_work.tlb_flush=%s: expected on or off; keeping %s\n",
 			str ?: "", str_on_off(ct_work_tlb_enabled));
 		return -EINVAL;
 	}
 	return 0;
 }
-early_param("tlb_defer", ct_work_tlb_setup);
+early_param("context_tracking_work.tlb_flush", ct_work_tlb_setup);
