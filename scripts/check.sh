@@ -84,7 +84,7 @@ fi
 # (CONFIG_TEXT_POKE_RS_BENCH) and on the idle code, and with the
 # trampolines' range left out, on a static call.
 rc=0
-if grep -q '^CONFIG_TEXT_POKE_RS_DEFER=y' "$JLRS_BUILD/.config"; then
+if grep -q '^CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE=y' "$JLRS_BUILD/.config"; then
 	dz=(python3 "$JLRS_TOP/scripts/danger-zone.py" "$JLRS_BUILD/vmlinux"
 		--nm "llvm-nm$JLRS_LLVM" --objdump "llvm-objdump$JLRS_LLVM")
 	"${dz[@]}" --strict || rc=1
@@ -100,7 +100,7 @@ result "danger zone of deferred work (scripts/danger-zone.py)" $rc
 # own test: told to distrust the task_struct, it must find the entry
 # code's write to it (and so for per-CPU data).
 rc=0
-if grep -q '^CONFIG_TEXT_POKE_RS_DEFER=y' "$JLRS_BUILD/.config"; then
+if grep -q '^CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE=y' "$JLRS_BUILD/.config"; then
 	dd=(python3 "$JLRS_TOP/scripts/danger-data.py" "$JLRS_BUILD/vmlinux"
 		--nm "llvm-nm$JLRS_LLVM" --objdump "llvm-objdump$JLRS_LLVM")
 	"${dd[@]}" || rc=1
@@ -117,7 +117,7 @@ result "data side of the danger zone (scripts/danger-data.py)" $rc
 # check's own test: with SERIALIZE and IRET not counted, it must find
 # both functions' paths.
 rc=0
-if grep -q '^CONFIG_TEXT_POKE_RS_DEFER=y' "$JLRS_BUILD/.config"; then
+if grep -q '^CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE=y' "$JLRS_BUILD/.config"; then
 	sc=(python3 "$JLRS_TOP/scripts/serialize-check.py" "$JLRS_BUILD/vmlinux"
 		--nm "llvm-nm$JLRS_LLVM" --objdump "llvm-objdump$JLRS_LLVM")
 	"${sc[@]}" || rc=1
@@ -125,7 +125,7 @@ if grep -q '^CONFIG_TEXT_POKE_RS_DEFER=y' "$JLRS_BUILD/.config"; then
 	[ $? = 1 ] && [ "$(grep -c 'returns without serializing' <<< "$out")" -ge 2 ] ||
 		{ echo "serialize-check.py without SERIALIZE and IRET found nothing: it cannot see a path"; rc=1; }
 else
-	echo "CONFIG_TEXT_POKE_RS_DEFER is off in $JLRS_BUILD: no sync to check"
+	echo "CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE is off in $JLRS_BUILD: no sync to check"
 	rc=1
 fi
 result "every sync serializes (scripts/serialize-check.py)" $rc
@@ -214,7 +214,7 @@ generic=(include/linux/context_tracking_work.h kernel/context_tracking_work/word
 named=$( (cd "$JLRS_SRC" && grep -Hno 'CONFIG_[A-Z0-9_]*' "${generic[@]}";
 	sed -n '/^+++ b\/kernel\/time\/Kconfig/,/^diff /p' "$JLRS_TOP"/patches/0005-*.patch |
 		grep -no '^+.*\(depends on\|select\|if\) .*' | sed 's/^/kernel\/time\/Kconfig (0005):/') |
-	grep -E 'TEXT_POKE|TLB_FLUSH_DEFER|X86|JUMP_LABEL_RS')
+	grep -E 'TEXT_POKE|CONTEXT_TRACKING_WORK_(SYNC_CORE|TLB_FLUSH)|X86|JUMP_LABEL_RS')
 if [ -n "$named" ]; then
 	echo "$named"
 	echo "generic context-tracking code names an architecture's or the batch's option"

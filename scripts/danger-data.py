@@ -183,7 +183,7 @@ def main():
     missing = [n for n in need if n not in syms]
     if missing:
         die(f"{args.vmlinux} has no {', '.join(missing)}: not an x86-64 vmlinux with "
-            "CONFIG_TEXT_POKE_RS_DEFER?")
+            "CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE?")
     if "ct_work_tlb_needs_ipi" not in syms:
         print("danger-data: this kernel does not defer kernel TLB flushes: nothing to check")
         return 0

@@ -32,7 +32,7 @@ if [ ! -f "$config" ] || [ ! -f "$build/vmlinux" ]; then
 fi
 bad=()
 grep -qx 'CONFIG_TEXT_POKE_RS=y' "$config" || bad+=("CONFIG_TEXT_POKE_RS is not y")
-grep -qx 'CONFIG_TEXT_POKE_RS_DEFER=y' "$config" || bad+=("CONFIG_TEXT_POKE_RS_DEFER is not y")
+grep -qx 'CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE=y' "$config" || bad+=("CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE is not y")
 for opt in MEASURE BENCH KUNIT_TEST DEFER_DEBUG; do
 	if grep -q "^CONFIG_TEXT_POKE_RS_$opt=" "$config"; then
 		bad+=("CONFIG_TEXT_POKE_RS_$opt is set")

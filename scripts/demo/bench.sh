@@ -385,7 +385,7 @@ figures() {
 	tr '\n' ' ' < $b | sed 's/\([a-z_]*\) \([^ ]*\) */\1=\2 /g'
 }
 
-# Deferral to idle and isolated CPUs: on, off, or none (CONFIG_TEXT_POKE_RS_DEFER off).
+# Deferral to idle and isolated CPUs: on, off, or none (CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE off).
 defer_state() {
 	cat $d 2>/dev/null || echo none
 }
@@ -637,7 +637,7 @@ for scenario in "$@"; do
 			continue
 		fi
 		if [ ! -e $d ]; then
-			echo "@@ error isolation: $d missing (CONFIG_TEXT_POKE_RS_DEFER off?)"
+			echo "@@ error isolation: $d missing (CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE off?)"
 			rc=1
 			continue
 		fi

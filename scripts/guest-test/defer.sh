@@ -69,7 +69,7 @@ check() {
 
 rc=0
 for f in $b $m $d $cpus /demo/spin /demo/syscalls; do
-	[ -e $f ] || error "$f missing (CONFIG_TEXT_POKE_RS_DEFER or the bench off?)"
+	[ -e $f ] || error "$f missing (CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE or the bench off?)"
 done
 [ "$(cat /sys/devices/system/cpu/nohz_full)" = 2-3 ] ||
 	error "nohz_full is '$(cat /sys/devices/system/cpu/nohz_full)', not 2-3"

@@ -42,7 +42,7 @@ storm() {
 
 rc=0
 for f in $b $m $d $cpus $st; do
-	[ -e $f ] || error "$f missing (CONFIG_TEXT_POKE_RS_DEFER, _MEASURE or the bench off?)"
+	[ -e $f ] || error "$f missing (CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE, _MEASURE or the bench off?)"
 done
 iso=$(cat /sys/devices/system/cpu/nohz_full 2>/dev/null)
 [ -z "$iso" ] || [ "$iso" = "(null)" ] || error "nohz_full is '$iso': this test needs no CPU isolated"

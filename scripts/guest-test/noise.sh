@@ -67,7 +67,7 @@ bench() { echo "$*" > $b; }
 rc=0
 [ -d $t/events ] || mount -t tracefs nodev $t
 for f in $b $m $d $dt $t/osnoise/options /demo/spin; do
-	[ -e $f ] || error "$f missing (CONFIG_OSNOISE_TRACER, CONFIG_TEXT_POKE_RS_DEFER or the bench off?)"
+	[ -e $f ] || error "$f missing (CONFIG_OSNOISE_TRACER, CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE or the bench off?)"
 done
 [ "$(cat /sys/devices/system/cpu/nohz_full)" = 2-3 ] ||
 	error "nohz_full is '$(cat /sys/devices/system/cpu/nohz_full)', not 2-3"

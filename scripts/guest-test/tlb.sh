@@ -27,7 +27,7 @@ counts() { for c in $iso; do printf '%s/%s ' "$(irq CAL $c)" "$(irq TLB $c)"; do
 
 rc=0
 for f in $b $dt /demo/spin /demo/syscalls; do
-	[ -e $f ] || error "$f missing (CONFIG_TLB_FLUSH_DEFER or the bench off?)"
+	[ -e $f ] || error "$f missing (CONFIG_CONTEXT_TRACKING_WORK_TLB_FLUSH or the bench off?)"
 done
 
 t=tlb_defer_switch_bad_input

@@ -19,7 +19,7 @@ plan 3
 rc=0
 stat() { sed -n "s/^$1 //p" $st; }
 for f in $b $dt $st /demo/spin; do
-	[ -e $f ] || error "$f missing (CONFIG_TLB_FLUSH_DEFER or the bench off?)"
+	[ -e $f ] || error "$f missing (CONFIG_CONTEXT_TRACKING_WORK_TLB_FLUSH or the bench off?)"
 done
 case " $(cat /proc/cmdline) " in
 *" percpu_alloc=page "*) ;;

@@ -718,7 +718,7 @@ void text_poke_rs_poked(const void *addr, const void *old, const void *new,
 	perf_event_text_poke(addr, old, len, new, len);
 }
 
-#ifdef CONFIG_TEXT_POKE_RS_DEFER
+#ifdef CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE
 /* Every path through it serializes: lint checks it (scripts/serialize-check.py). */
 static void text_poke_rs_do_sync_core(void *info)
 {
@@ -771,7 +771,7 @@ void text_poke_rs_sync_round(struct text_poke_rs_round *round)
 	}
 	text_poke_rs_note_deferral(&round->asked);
 }
-#endif /* CONFIG_TEXT_POKE_RS_DEFER */
+#endif /* CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE */
 
 /*
  * /sys/kernel/debug/text_poke/: with CONFIG_TEXT_POKE_RS_MEASURE, "stats",

@@ -333,7 +333,7 @@ static int text_poke_rs_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "refused %llu\n", s.refused);
 	seq_printf(m, "unmapped %llu\n", s.unmapped);
 	seq_printf(m, "mm_switches %llu\n", s.mm_switches);
-	if (IS_ENABLED(CONFIG_TEXT_POKE_RS_DEFER)) {
+	if (IS_ENABLED(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE)) {
 		seq_printf(m, "deferred %lld\n",
 			   atomic64_read(&text_poke_rs_deferred));
 		seq_printf(m, "deferred_idle %lld\n",
@@ -344,7 +344,7 @@ static int text_poke_rs_stats_show(struct seq_file *m, void *v)
 			   atomic64_read(&text_poke_rs_wait_expired));
 	}
 	ct_work_stats_show(m);
-	if (IS_ENABLED(CONFIG_TLB_FLUSH_DEFER)) {
+	if (IS_ENABLED(CONFIG_CONTEXT_TRACKING_WORK_TLB_FLUSH)) {
 		seq_printf(m, "tlb_deferred %lld\n",
 			   atomic64_read(&ct_work_tlb_deferred));
 		seq_printf(m, "tlb_sent %lld\n",

@@ -15,11 +15,12 @@ DECLARE_PER_CPU_ALIGNED(u32, ct_work_words);
 
 /*
  * The kinds of work x86 defers: the Rust text-poke batch's syncs
- * (CONFIG_TEXT_POKE_RS_DEFER), and kernel TLB flushes (CONFIG_TLB_FLUSH_DEFER,
- * ct_work_tlb_flush_at_entry() below).
+ * (CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE), and kernel TLB flushes
+ * (CONFIG_CONTEXT_TRACKING_WORK_TLB_FLUSH, ct_work_tlb_flush_at_entry()
+ * below).
  */
-#define CT_WORK_SYNCS_SENT		IS_ENABLED(CONFIG_TEXT_POKE_RS_DEFER)
-#define CT_WORK_TLB_FLUSHES_DEFERRED	IS_ENABLED(CONFIG_TLB_FLUSH_DEFER)
+#define CT_WORK_SYNCS_SENT		IS_ENABLED(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE)
+#define CT_WORK_TLB_FLUSHES_DEFERRED	IS_ENABLED(CONFIG_CONTEXT_TRACKING_WORK_TLB_FLUSH)
 
 /*
  * ct_work_leave() (<linux/context_tracking_work.h>): this CPU's word from
@@ -75,7 +76,7 @@ enum ct_work_flush {
 /* The entry's TLB flush, noinstr, where they are deferred: the way it took. */
 enum ct_work_flush ct_work_tlb_flush_at_entry(void);
 
-#ifdef CONFIG_TLB_FLUSH_DEFER
+#ifdef CONFIG_CONTEXT_TRACKING_WORK_TLB_FLUSH
 /* The condition of flush_tlb_kernel_range_deferrable()'s IPIs. */
 bool ct_work_tlb_needs_ipi(int cpu, void *info);
 /* The entry's TLB flush on this CPU: its own way (@way < 0), or @way. */

@@ -325,7 +325,7 @@ bool jump_label_rs_batches(void);
 void text_poke_rs_publish(const void *sites, size_t nr, const void *index);
 void text_poke_rs_retire(void);
 
-#ifdef CONFIG_TEXT_POKE_RS_DEFER
+#ifdef CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE
 /**
  * struct text_poke_rs_round - one sync round of the Rust batch
  * @deferred_cpus: the CPUs that took a work bit instead of the IPI (set
@@ -346,7 +346,7 @@ struct text_poke_rs_round {
 struct cpumask *text_poke_rs_round_mask(void);
 /* sync_core() on every online CPU, by IPI but to @round->deferred_cpus. */
 void text_poke_rs_sync_round(struct text_poke_rs_round *round);
-#endif /* CONFIG_TEXT_POKE_RS_DEFER */
+#endif /* CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE */
 
 /* Implemented in Rust. */
 void text_poke_rs_batch_add(void *addr, const void *opcode, size_t len,

@@ -357,7 +357,7 @@ fn batch(_text: &mut TextMutex) -> &mut Queue<Storage> {
 struct KernelText {
     /// Idle CPUs, and isolated CPUs in user space, may take the syncs at their next kernel entry
     /// or idle exit: the batch writes no text they can run before that.
-    #[cfg_attr(not(CONFIG_TEXT_POKE_RS_DEFER), allow(dead_code))]
+    #[cfg_attr(not(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE), allow(dead_code))]
     may_defer: bool,
     /// The run mapped, between `map_run()` and `unmap_run()`.
     run: bindings::text_poke_rs_run,
@@ -370,9 +370,9 @@ impl KernelText {
     /// The text of the batch `sites`; fault injection is asked about it if `refusable` (its
     /// caller can be told it was not applied: a key flip or a transaction).
     fn of(sites: &[PokeLoc], refusable: bool) -> Self {
-        #[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
+        #[cfg(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE)]
         let may_defer = crate::defer::may_defer(sites, base());
-        #[cfg(not(CONFIG_TEXT_POKE_RS_DEFER))]
+        #[cfg(not(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE))]
         let may_defer = {
             let _ = sites;
             false
@@ -508,7 +508,7 @@ impl TextOps for KernelText {
         self.faults = false;
     }
 
-    #[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
+    #[cfg(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE)]
     fn sync(&mut self) {
         if self.may_defer {
             // SAFETY: A `KernelText` only lives in a batch being applied, under `text_mutex`.
@@ -519,7 +519,7 @@ impl TextOps for KernelText {
         }
     }
 
-    #[cfg(not(CONFIG_TEXT_POKE_RS_DEFER))]
+    #[cfg(not(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE))]
     fn sync(&mut self) {
         // SAFETY: An IPI round; may be called from any context that may sleep.
         unsafe { bindings::smp_text_poke_sync_each_cpu() };

@@ -8,9 +8,9 @@
 //! (`CONFIG_TEXT_POKE_RS_MEASURE`) also has upstream's batch, booted with `text_poke=c`, and
 //! `text_poke=serial`, which applies every site as a batch of its own. The generic
 //! jump-label update of a key goes through [`jump_label`], which checks every site before it
-//! queues any. With `CONFIG_TEXT_POKE_RS_DEFER`, [`defer`] lets isolated CPUs in user space take
-//! a batch's syncs at their next kernel entry instead of as IPIs, through context tracking's work
-//! word (`kernel/context_tracking_work/`).
+//! queues any. With `CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE`, [`defer`] lets isolated CPUs in
+//! user space take a batch's syncs at their next kernel entry instead of as IPIs, through context
+//! tracking's work word (`kernel/context_tracking_work/`).
 //!
 //! C header: [`arch/x86/include/asm/text_poke_rs.h`](srctree/arch/x86/include/asm/text_poke_rs.h).
 
@@ -18,7 +18,7 @@
 pub(crate) use kernel::jump_label::x86;
 
 pub mod batch;
-#[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
+#[cfg(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE)]
 pub mod defer;
 pub mod jump_label;
 pub mod poke;

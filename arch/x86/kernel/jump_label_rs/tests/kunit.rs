@@ -34,7 +34,7 @@ static TXN_7: StaticKeyFalse = StaticKeyFalse::new();
 static KEY_CORRUPT: StaticKeyFalse = StaticKeyFalse::new();
 static KEY_RACE: StaticKeyFalse = StaticKeyFalse::new();
 static KEY_CLAIMED: StaticKeyFalse = StaticKeyFalse::new();
-#[cfg(all(CONFIG_TEXT_POKE_RS_DEFER, CONFIG_TEXT_POKE_RS_MEASURE))]
+#[cfg(all(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE, CONFIG_TEXT_POKE_RS_MEASURE))]
 static KEY_IDLE: StaticKeyFalse = StaticKeyFalse::new();
 
 include!("sites.rs");
@@ -55,7 +55,7 @@ sites_of!(site_txn_7, TXN_7);
 sites_of!(site_corrupt, KEY_CORRUPT);
 sites_of!(site_race, KEY_RACE);
 sites_of!(site_claimed, KEY_CLAIMED);
-#[cfg(all(CONFIG_TEXT_POKE_RS_DEFER, CONFIG_TEXT_POKE_RS_MEASURE))]
+#[cfg(all(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE, CONFIG_TEXT_POKE_RS_MEASURE))]
 sites_of!(site_idle, KEY_IDLE);
 
 /// The sites of [`KEY_STRESS`].
@@ -234,18 +234,18 @@ fn mode() -> u32 {
 struct DeferralOff(bool);
 
 impl DeferralOff {
-    #[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
+    #[cfg(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE)]
     fn new() -> Self {
         Self(Self::set(false))
     }
 
-    #[cfg(not(CONFIG_TEXT_POKE_RS_DEFER))]
+    #[cfg(not(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE))]
     fn new() -> Self {
         Self(false)
     }
 
     /// Sets the switch to `on`; returns what it was.
-    #[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
+    #[cfg(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE)]
     fn set(on: bool) -> bool {
         // SAFETY: `ct_work_enabled` is a `bool` that lives as long as the kernel, only read
         // with `READ_ONCE()` and marked loads, and written with `WRITE_ONCE()`, as here.
@@ -256,9 +256,9 @@ impl DeferralOff {
 
 impl Drop for DeferralOff {
     fn drop(&mut self) {
-        #[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
+        #[cfg(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE)]
         Self::set(self.0);
-        #[cfg(not(CONFIG_TEXT_POKE_RS_DEFER))]
+        #[cfg(not(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE))]
         let _ = self.0;
     }
 }
@@ -961,11 +961,11 @@ mod tests {
     }
 }
 
-#[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
+#[cfg(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE)]
 static KEY_NOINSTR: StaticKeyFalse = StaticKeyFalse::new();
 
 /// A site in `.noinstr.text`, where the kernel entry code lives.
-#[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
+#[cfg(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE)]
 #[inline(never)]
 #[link_section = ".noinstr.text"]
 fn site_noinstr(x: u32) -> u32 {
@@ -980,14 +980,14 @@ fn site_noinstr(x: u32) -> u32 {
 /// word (whose own suite is `ct_work`): which text it never defers, and the entry's kernel
 /// TLB flush. `make test` boots KUnit with `nohz_full=3`; its user-space boot checks deferral
 /// itself.
-#[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
+#[cfg(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE)]
 #[kernel::prelude::kunit_tests(text_poke_rs_defer)]
 mod defer_tests {
     use super::site_noinstr;
     use crate::defer;
     use kernel::bindings;
 
-    #[cfg(CONFIG_TLB_FLUSH_DEFER)]
+    #[cfg(CONFIG_CONTEXT_TRACKING_WORK_TLB_FLUSH)]
     extern "C" {
         // In text_poke_stress.c.
         fn text_poke_tlb_selftest(
@@ -999,16 +999,16 @@ mod defer_tests {
     }
 
     /// The page contents of `text_poke_tlb_selftest()`: before and after the PTE changed.
-    #[cfg(CONFIG_TLB_FLUSH_DEFER)]
+    #[cfg(CONFIG_CONTEXT_TRACKING_WORK_TLB_FLUSH)]
     const OLD: u64 = 0xa1a1_a1a1_a1a1_a1a1;
-    #[cfg(CONFIG_TLB_FLUSH_DEFER)]
+    #[cfg(CONFIG_CONTEXT_TRACKING_WORK_TLB_FLUSH)]
     const NEW: u64 = 0xb2b2_b2b2_b2b2_b2b2;
 
     /// The kernel-entry TLB flush drops a translation the TLB kept after its PTE changed, every
     /// way that is correct on this CPU: the entry's own, a CR3 reload (with page table
     /// isolation only), INVPCID (where the CPU has it) and the CR4.PGE toggle. The entry reloads
     /// CR3, which leaves global entries, exactly when vmalloc mappings are not global.
-    #[cfg(CONFIG_TLB_FLUSH_DEFER)]
+    #[cfg(CONFIG_CONTEXT_TRACKING_WORK_TLB_FLUSH)]
     #[test]
     fn entry_tlb_flush_drops_stale_translations() {
         const CR3: i32 = bindings::ct_work_flush_CT_WORK_FLUSH_CR3 as i32;

@@ -1078,7 +1078,7 @@ impl Bench {
     /// The entry hook of deferred work, `n` times on this (housekeeping) CPU for each state of
     /// the word kernel entry finds: not taking part (deferral off), in user space with nothing
     /// pending, with a sync pending, and with a TLB flush pending.
-    #[cfg(CONFIG_TEXT_POKE_RS_DEFER)]
+    #[cfg(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE)]
     fn entry(&self, n: u64) -> Result {
         let mut values = [0u64; FIELDS.len()];
         values[1] = n;
@@ -1099,7 +1099,7 @@ impl Bench {
         Ok(())
     }
 
-    #[cfg(not(CONFIG_TEXT_POKE_RS_DEFER))]
+    #[cfg(not(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE))]
     fn entry(&self, _n: u64) -> Result {
         Err(ENODEV)
     }

@@ -1231,7 +1231,7 @@ out:
 	return ret;
 }
 
-#ifdef CONFIG_TLB_FLUSH_DEFER
+#ifdef CONFIG_CONTEXT_TRACKING_WORK_TLB_FLUSH
 /**
  * text_poke_tlb_selftest() - the KUnit test of the entry's TLB flush
  * @way: an enum ct_work_flush, or negative for the entry's own way
@@ -1244,7 +1244,7 @@ out:
  * it again (QEMU's TLB, as a CPU's, keeps the old translation), flushes as
  * the entry does (ct_work_flush_tlb_local()) and reads a third time. The
  * reads see TEXT_POKE_VOLD or TEXT_POKE_VNEW. Then puts the PTE back,
- * flushes and frees both pages. Built with CONFIG_TLB_FLUSH_DEFER.
+ * flushes and frees both pages. Built with CONFIG_CONTEXT_TRACKING_WORK_TLB_FLUSH.
  *
  * Context: Process context; sleeps.
  * Return: the way that flushed; -EINVAL for a way not correct on this CPU,
@@ -1298,7 +1298,7 @@ int text_poke_tlb_selftest(int way, u64 *stale, u64 *flushed, bool *global)
  * configuration of these tests has it (QEMU calibrates the TSC from its
  * tables).
  */
-#if defined(CONFIG_TEXT_POKE_RS_DEFER) && defined(CONFIG_TEXT_POKE_RS_MEASURE) && \
+#if defined(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE) && defined(CONFIG_TEXT_POKE_RS_MEASURE) && \
 	defined(CONFIG_HAVE_ACPI_APEI_NMI)
 /* What text_poke_nmi_probe() saw on the CPU it was sent to. */
 static struct {
