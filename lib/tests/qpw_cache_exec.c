@@ -26,6 +26,7 @@
 #include <linux/percpu.h>
 #include <linux/processor.h>
 #include <linux/qpw.h>
+#include <linux/rtmutex.h>
 #include <linux/sched.h>
 #include <linux/smp.h>
 #include <linux/string.h>
@@ -591,7 +592,8 @@ int qpw_cache_holder_start(unsigned int cpu, void (*hold)(void *arg), void *arg)
  * @report: set to what the holder and the probe saw
  *
  * Also says whether the holder's CPU was left holding its lock: its
- * spinlock or, with lockdep, its local_lock.
+ * spinlock (on PREEMPT_RT the local_lock) or, with lockdep, its
+ * local_lock.
  *
  * Context: Process context; sleeps.
  */
@@ -604,10 +606,17 @@ void qpw_cache_holder_stop(unsigned int cpu, struct qpw_cache_hold_report *repor
 	kthread_stop(h->task);
 	h->task = NULL;
 	*report = h->report;
+#ifdef CONFIG_PREEMPT_RT
+	/*
+	 * The local_lock is the spinlock other CPUs take; the caller holds
+	 * it by definition to __qpw_spinlock_held(): ask the lock.
+	 */
+	report->locked = rt_mutex_base_is_locked(&__qpw_spinlock(&qpw_cache_hold_lock, cpu)->lock);
+#else
 	report->locked = __qpw_spinlock_held(&qpw_cache_hold_lock, cpu);
-#if defined(CONFIG_DEBUG_LOCK_ALLOC) && !defined(CONFIG_PREEMPT_RT)
-	/* On PREEMPT_RT the local_lock is the spinlock looked at above. */
+#ifdef CONFIG_DEBUG_LOCK_ALLOC
 	report->locked |= !!READ_ONCE(per_cpu_ptr(&qpw_cache_hold_lock, cpu)->ll.owner);
+#endif
 #endif
 }
 
