@@ -65,7 +65,7 @@ else
 	# A warning names a project file on its own line or on a following
 	# "--> file:line" line; objtool names the object.
 	warn=$(grep -E -A4 '^(warning|error)' "$logs/clippy.log" | grep -E "($ours_re)" ; \
-	       grep -E 'objtool.*(static_key|jump_label_rs|text_poke_rs|ct_work|context_tracking_work|tlb_defer|qpw)|(static_key|jump_label_rs|text_poke_rs|ct_work|context_tracking_work|tlb_defer|qpw)[^ ]*\.o: warning' "$logs/clippy.log")
+	       grep -E 'objtool.*(static_key|jump_label_rs|text_poke_batch|ct_work|context_tracking_work|tlb_defer|qpw)|(static_key|jump_label_rs|text_poke_batch|ct_work|context_tracking_work|tlb_defer|qpw)[^ ]*\.o: warning' "$logs/clippy.log")
 	rc=0
 	if [ -n "$warn" ]; then
 		grep -E -B2 -A12 '^(warning|error)' "$logs/clippy.log" | head -n 200
@@ -81,7 +81,7 @@ fi
 # defer (ct_work_danger_text[], read from the image), and so is the idle
 # code. The check's own test: with the noinstr range left out of the rule
 # it must fail on the bench's key whose site is in noinstr text
-# (CONFIG_TEXT_POKE_RS_BENCH) and on the idle code, and with the
+# (CONFIG_TEXT_POKE_BATCH_BENCH) and on the idle code, and with the
 # trampolines' range left out, on a static call.
 rc=0
 if grep -q '^CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE=y' "$JLRS_BUILD/.config"; then

@@ -86,12 +86,12 @@ if [ ! -d "$demo_build" ] && [ -f "$JLRS_BUILD/.config" ]; then
 	cp -a "$JLRS_BUILD" "$demo_build.tmp" && mv "$demo_build.tmp" "$demo_build" ||
 		die "cannot copy $JLRS_BUILD to $demo_build"
 fi
-no_debug=--kconfig_add=CONFIG_TEXT_POKE_RS_DEFER_DEBUG=n
+no_debug=--kconfig_add=CONFIG_CONTEXT_TRACKING_WORK_DEBUG=n
 kernel=$demo_build/arch/x86/boot/bzImage
 # .jlrs-built: the demo's kernel is built (.ci/run starts make
 # test-matrix's builds, some of them copies of this one, after it).
 rm -f "$demo_build/.jlrs-built"
-build_kernel "$demo_build" "$JLRS_SRC/arch/x86/kernel/jump_label_rs/.kunitconfig" "$no_debug"
+build_kernel "$demo_build" "$JLRS_SRC/arch/x86/kernel/text_poke_batch/.kunitconfig" "$no_debug"
 date > "$demo_build/.jlrs-built"
 
 # Whether anything failed.
@@ -134,9 +134,9 @@ variant_build() {
 		;;
 	irqsoff)
 		build_kernel "$(variant_dir irqsoff)" \
-			"$JLRS_SRC/arch/x86/kernel/jump_label_rs/.kunitconfig" \
+			"$JLRS_SRC/arch/x86/kernel/text_poke_batch/.kunitconfig" \
 			--kconfig_add=CONFIG_IRQSOFF_TRACER=y --kconfig_add=CONFIG_PREEMPT_TRACER=y \
-			--kconfig_add=CONFIG_TEXT_POKE_RS_BENCH_LARGE=y "$no_debug"
+			--kconfig_add=CONFIG_TEXT_POKE_BATCH_BENCH_LARGE=y "$no_debug"
 		;;
 	esac
 }

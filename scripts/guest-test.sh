@@ -32,12 +32,12 @@ timeout=${JLRS_GUEST_TIMEOUT:-600}
 log=${1:-$JLRS_CACHE/$JLRS_BASE_VERSION/logs/guest-test.log}
 kernel=$JLRS_BUILD/arch/x86/boot/bzImage
 [ -f "$kernel" ] || die "no kernel image at $kernel: run scripts/kunit.sh first"
-modules=("$JLRS_BUILD/arch/x86/kernel/jump_label_rs/tests/text_poke_mod_test.ko"
-	"$JLRS_BUILD/arch/x86/kernel/jump_label_rs/tests/text_poke_mod_bad.ko"
-	"$JLRS_BUILD/arch/x86/kernel/jump_label_rs/tests/text_poke_mod_idle.ko"
-	"$JLRS_BUILD/arch/x86/kernel/jump_label_rs/tests/text_poke_mod_rs.ko")
+modules=("$JLRS_BUILD/arch/x86/kernel/text_poke_batch/tests/text_poke_mod_test.ko"
+	"$JLRS_BUILD/arch/x86/kernel/text_poke_batch/tests/text_poke_mod_bad.ko"
+	"$JLRS_BUILD/arch/x86/kernel/text_poke_batch/tests/text_poke_mod_idle.ko"
+	"$JLRS_BUILD/arch/x86/kernel/text_poke_batch/tests/text_poke_mod_rs.ko")
 for ko in "${modules[@]}"; do
-	[ -f "$ko" ] || die "$ko missing: are CONFIG_TEXT_POKE_RS_MOD_TEST and _MOD_TEST_RS =m in the kunitconfig?"
+	[ -f "$ko" ] || die "$ko missing: are CONFIG_TEXT_POKE_BATCH_MOD_TEST and _MOD_TEST_RS =m in the kunitconfig?"
 done
 jlrs_initramfs_tools
 
@@ -106,7 +106,7 @@ first_tests=${first_tests/isopart,/}
 first_tests=${first_tests/idle,/}
 first_tests=${first_tests/tlbrefused,/}
 after_tests=
-if grep -qx 'CONFIG_TEXT_POKE_RS_DEFER_DEBUG=y' "$JLRS_BUILD/.config" 2>/dev/null; then
+if grep -qx 'CONFIG_CONTEXT_TRACKING_WORK_DEBUG=y' "$JLRS_BUILD/.config" 2>/dev/null; then
 	after_tests=audit,
 fi
 if grep -qx 'CONFIG_DEBUG_KMEMLEAK=y' "$JLRS_BUILD/.config" 2>/dev/null; then

@@ -6,7 +6,7 @@
 # guest at once (oops=panic panic=-1): a test that crashes while holding a
 # lock would otherwise leave the run hanging until the timeout. CPU 3 is
 # isolated (nohz_full=3) for the deferral suites, ct_work and
-# text_poke_rs_defer.
+# text_poke_batch_defer.
 # tsc=reliable: no clocksource watchdog. The switch to the TSC still comes
 # a second or so into the boot and sends every CPU function calls: the IPI
 # counting test retries a count such noise inflated. Extra arguments go to
@@ -22,7 +22,7 @@ JLRS_BUILD=${JLRS_KUNIT_BUILD:-$JLRS_BUILD}
 
 # $JLRS_KUNITCONFIG: another configuration (scripts/kunitconfig/), in a
 # build directory of its own.
-KUNITCONFIG=${JLRS_KUNITCONFIG:-$JLRS_SRC/arch/x86/kernel/jump_label_rs/.kunitconfig}
+KUNITCONFIG=${JLRS_KUNITCONFIG:-$JLRS_SRC/arch/x86/kernel/text_poke_batch/.kunitconfig}
 action=${JLRS_KUNIT_ACTION:-run}
 # A boot of what was built reads the configuration the build recorded
 # (kunit.py's last_used_kunitconfig), not the source tree's: make series

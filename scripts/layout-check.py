@@ -33,7 +33,7 @@ import sys
 CRATES = {
     "15rust_static_key": 64,          # samples/rust/rust_static_key.rs
     "10jump_label3key5tests": 8,      # the rust_static_key KUnit suite
-    "13jump_label_rs5kunit": 1024,    # the text_poke_rs KUnit suite
+    "15text_poke_batch5kunit": 1024,  # the text_poke_batch KUnit suite
 }
 
 NOP2 = bytes([0x66, 0x90])

@@ -5,7 +5,7 @@
 # (make test-matrix's production configuration, scripts/kunitconfig/
 # production) is one a production kernel would be: the Rust batch, its INT3
 # handler and deferral in it, and nothing that only measurement needs
-# (CONFIG_TEXT_POKE_RS_MEASURE): no text_poke= switch of implementations,
+# (CONFIG_TEXT_POKE_BATCH_MEASURE): no text_poke_batch= switch of implementations,
 # no counters on the INT3 or entry path or elsewhere, no benchmark hooks.
 # Reads the image's symbol table. Prints one "check: NAME: ok|FAILED" line
 # per check, the symbols that should not be there (or are missing) named;
@@ -31,11 +31,11 @@ if [ ! -f "$config" ] || [ ! -f "$build/vmlinux" ]; then
 	exit 1
 fi
 bad=()
-grep -qx 'CONFIG_TEXT_POKE_RS=y' "$config" || bad+=("CONFIG_TEXT_POKE_RS is not y")
+grep -qx 'CONFIG_TEXT_POKE_BATCH_RUST=y' "$config" || bad+=("CONFIG_TEXT_POKE_BATCH_RUST is not y")
 grep -qx 'CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE=y' "$config" || bad+=("CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE is not y")
 for opt in MEASURE BENCH KUNIT_TEST DEFER_DEBUG; do
-	if grep -q "^CONFIG_TEXT_POKE_RS_$opt=" "$config"; then
-		bad+=("CONFIG_TEXT_POKE_RS_$opt is set")
+	if grep -q "^CONFIG_TEXT_POKE_BATCH_$opt=" "$config"; then
+		bad+=("CONFIG_TEXT_POKE_BATCH_$opt is set")
 	fi
 done
 result "production configuration" "${#bad[@]}" "${bad[*]:-}"
@@ -48,8 +48,8 @@ has() { grep -qx -- "$1" <<< "$syms"; }
 
 # What ships: the batch, its INT3 handler, the entry's work and the update.
 missing=()
-for s in text_poke_rs_publish text_poke_rs_retire text_poke_rs_emulate \
-	text_poke_rs_run_write smp_text_poke_int3_handler jump_label_rs_update \
+for s in text_poke_batch_publish text_poke_batch_retire text_poke_batch_emulate \
+	text_poke_batch_run_write smp_text_poke_int3_handler jump_label_rs_update \
 	ct_work_words __ct_work_take __ct_work_nmi_enter \
 	ct_work_ask ct_work_tlb_flush_at_entry; do
 	has "$s" || missing+=("$s")
@@ -63,14 +63,14 @@ result "production image: the Rust batch and deferral" "${#missing[@]}" \
 # upstream's batch (its vector, text_poke_array), which the Rust batch
 # replaces; and test code.
 found=()
-for s in text_poke_rs_mode text_poke_rs_set_mode text_poke_rs_int3_hits \
-	text_poke_rs_note_sync text_poke_rs_note_batch text_poke_rs_note_batch_done \
-	text_poke_rs_note_mm_switch text_poke_rs_counts text_poke_rs_track \
-	text_poke_rs_read_stats text_poke_rs_ipis_received text_poke_rs_stats_fops \
-	ct_work_run ct_work_stats_show ct_work_bench_entry \
-	text_poke_rs_deferred text_poke_rs_sent ct_work_tlb_deferred \
-	text_poke_rs_note_deferral text_poke_rs_note_tlb \
-	__tracepoint_text_poke_rs_batch text_poke_array; do
+for s in text_poke_batch_mode text_poke_batch_set_mode text_poke_batch_int3_hits \
+	text_poke_batch_note_sync text_poke_batch_note_batch text_poke_batch_note_batch_done \
+	text_poke_batch_note_mm_switch text_poke_batch_counts text_poke_batch_track \
+	text_poke_batch_read_stats text_poke_batch_ipis_received text_poke_batch_stats_fops \
+	ct_work_run ct_work_stats_show ct_work_stats_fops ct_work_bench_entry \
+	text_poke_batch_deferred text_poke_batch_sent ct_work_tlb_counts \
+	text_poke_batch_note_deferral arch_ct_work_stats_show \
+	__tracepoint_text_poke_batch_applied text_poke_array; do
 	has "$s" && found+=("$s")
 done
 # The qpw object cache, which only its KUnit suite uses (Rust symbols of

@@ -6,7 +6,7 @@
 # own) in QEMU as make demo does (single-threaded TCG, 4 vCPUs, -icount)
 # with a TCG plugin that counts the instructions each translation block of
 # the kernel executes, flips the benchmark key of SITES sites (default
-# 1024) FLIPS times (default 10) with text_poke=MODE (default rust), and
+# 1024) FLIPS times (default 10) with text_poke_batch=MODE (default rust), and
 # prints the instructions per flip and per site of each function: every
 # CPU's, everything the guest ran meanwhile. With JLRS_PROFILE_BLOCKS=NAME,
 # also the translation blocks of function NAME (its symbol, printed under
@@ -47,9 +47,9 @@ jlrs_initramfs_base "$JLRS_TOP/scripts/profile/init.sh" > "$work/initramfs.list"
 
 # The benchmark's command handler: one dump of the counts per command.
 mark=$(awk '$3 ~ /^_R.*15text_poke_bench.*5Bench3run$/ { print $1; exit }' "$build/System.map")
-[ -n "$mark" ] || die "the benchmark's Bench::run is not in $build/System.map (CONFIG_TEXT_POKE_RS_BENCH off?)"
+[ -n "$mark" ] || die "the benchmark's Bench::run is not in $build/System.map (CONFIG_TEXT_POKE_BATCH_BENCH off?)"
 
-msg "profiling $flips flips of the $sites-site key, text_poke=$mode ($kernel)"
+msg "profiling $flips flips of the $sites-site key, text_poke_batch=$mode ($kernel)"
 set +e
 timeout 1200 qemu-system-x86_64 -accel tcg,thread=single -smp 4 -m 1024 \
 	-icount shift=0,sleep=off -nographic -no-reboot -bios qboot.rom \

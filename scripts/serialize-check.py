@@ -4,7 +4,7 @@
 
 A sync round of a text-poke batch is only a sync if every CPU it reaches runs a
 serializing instruction before it reports the round done: the IPI handler
-(text_poke_rs_do_sync_core(), arch/x86/kernel/text_poke_rs.c) before it
+(text_poke_batch_do_sync_core(), arch/x86/kernel/text_poke_batch.c) before it
 returns to the IPI's sender, and a CPU that was deferred the round
 (ct_work_sync_core(), kernel/context_tracking_work/word.c) before it
 reports the work run. Single-threaded TCG keeps cross-modified code coherent
@@ -33,7 +33,7 @@ import re
 import subprocess
 import sys
 
-FUNCTIONS = ["text_poke_rs_do_sync_core", "ct_work_sync_core"]
+FUNCTIONS = ["text_poke_batch_do_sync_core", "ct_work_sync_core"]
 SERIALIZING = {"iretq", "iret", "iretl", "serialize", "cpuid", "invd", "wbinvd"}
 LINE = re.compile(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*)$")
 TARGET = re.compile(r"^(?:0x)?([0-9a-f]+)\b")

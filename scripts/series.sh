@@ -37,7 +37,7 @@ elif [ "${JLRS_SERIES_BUILD:-1}" != 0 ]; then
 	mo=()
 	while read -r o; do mo+=("--make_options=$o"); done < <(jlrs_make_opts)
 	build=(--build "python3 tools/testing/kunit/kunit.py build --arch=x86_64 \
---kunitconfig=arch/x86/kernel/jump_label_rs/.kunitconfig --build_dir=$dir/build --jobs=$(nproc) ${mo[*]} \
+--kunitconfig=arch/x86/kernel/text_poke_batch/.kunitconfig --build_dir=$dir/build --jobs=$(nproc) ${mo[*]} \
 > $dir/build.log 2>&1 || { tail -20 $dir/build.log; exit 1; }")
 fi
 bisect=()

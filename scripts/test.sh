@@ -3,7 +3,7 @@
 #
 # make test (scripts/test.sh): set up what is missing, fetch the base,
 # apply the overlay, build the main configuration and run the project's
-# KUnit suites in QEMU, once per text_poke= mode, with the host tests
+# KUnit suites in QEMU, once per text_poke_batch= mode, with the host tests
 # beside them, run the lint checks on the built tree, then boot the same
 # image once more with a busybox user space for the tests KUnit cannot run
 # (scripts/guest-test/).
@@ -76,7 +76,7 @@ kunit_boot() {
 
 if [ "$what" = main ]; then
 	# After make demo, whose kernel is this one without the audit of
-	# deferred work (CONFIG_TEXT_POKE_RS_DEFER_DEBUG), start from its build
+	# deferred work (CONFIG_CONTEXT_TRACKING_WORK_DEBUG), start from its build
 	# rather than from nothing, as make demo starts from make test's.
 	demo_build=$JLRS_CACHE/$JLRS_BASE_VERSION/build-demo
 	if [ ! -f "$JLRS_BUILD/.config" ] && [ -f "$demo_build/.config" ]; then
@@ -101,7 +101,7 @@ if [ "$what" = main ]; then
 	# The same image, booted once per text-poke implementation.
 	for mode in "${MODES[@]}"; do
 		[ "$build_rc" = 0 ] || break
-		msg "KUnit, text_poke=$mode"
+		msg "KUnit, text_poke_batch=$mode"
 		jsons+=(--kunit "$JLRS_CACHE/$JLRS_BASE_VERSION/kunit-$mode.json")
 		# ftrace's startup self-tests run in every mode: with serial,
 		# three sync rounds for each of about 18,700 sites per test.
@@ -115,7 +115,7 @@ if [ "$what" = main ]; then
 			extra+=(--kernel_args=qpw=1)
 		fi
 		JLRS_KUNIT_ACTION=exec kunit_boot "$mode" "$JLRS_BUILD" \
-			--kernel_args="text_poke=$mode" "${extra[@]}"
+			--kernel_args="text_poke_batch=$mode" "${extra[@]}"
 	done
 	# The tree the main build was made from, for make series.
 	rm -f "$JLRS_BUILD/.jlrs-tree"
@@ -150,7 +150,7 @@ if [ "$what" != main ]; then
 	# concurrent drains, and in user space the deferral storms, the remote
 	# drains and the hotplug torture. rustc has no KCSAN: the C side is
 	# instrumented, the shims (word.c, qpw.c, the C halves of the tests;
-	# not text_poke_rs.c, which arch/x86/kernel/ builds without KCSAN, as
+	# not text_poke_batch.c, which arch/x86/kernel/ builds without KCSAN, as
 	# it does alternative.c) and every C path the Rust side shares
 	# (jump_label.c, mm/swap.c), and sees the Rust side's marked accesses
 	# as such. No ftrace self-tests: they are slow under
@@ -175,7 +175,7 @@ if [ "$what" != main ]; then
 	#
 	# Both carry the Rust crates' debug assertions and overflow checks (a
 	# failed one panics) in every crate but the INT3 handler's, which runs
-	# in noinstr code (arch/x86/kernel/jump_label_rs/Makefile), and
+	# in noinstr code (arch/x86/kernel/text_poke_batch/Makefile), and
 	# CONFIG_DEBUG_ENTRY, with which objtool validates noinstr code (nothing
 	# it calls before instrumentation is allowed may be instrumented: the
 	# entry hooks and the INT3 handler among it); CONFIG_OBJTOOL_WERROR
@@ -198,7 +198,7 @@ if [ "$what" != main ]; then
 		--kconfig_add=CONFIG_XEN=y --kconfig_add=CONFIG_XEN_PV=y
 		--kconfig_add=CONFIG_PARAVIRT_XXL=y "${debug[@]}")
 	# The overlay in other configurations (scripts/kunitconfig/): one with
-	# Rust but CONFIG_TEXT_POKE_RS=n, where Rust static keys go through
+	# Rust but CONFIG_TEXT_POKE_BATCH_RUST=n, where Rust static keys go through
 	# upstream's C update and batch, and one without Rust. Each boots: the
 	# Rust static-key suite in the first, upstream's list suite in the
 	# second as a sign of life. The first's spinlocks are paravirtualised
@@ -207,7 +207,7 @@ if [ "$what" != main ]; then
 	# for the qpw_cache suite, which switches qpw on.
 	#
 	# And the production configuration: the Rust batch and deferral
-	# without what only measurement needs (CONFIG_TEXT_POKE_RS_MEASURE),
+	# without what only measurement needs (CONFIG_TEXT_POKE_BATCH_MEASURE),
 	# whose image scripts/production-check.sh checks before it boots the
 	# Rust static-key suites, the kprobes suite and the ftrace self-tests.
 	#
@@ -366,7 +366,7 @@ else
 	msg "PREEMPT_RT, lockdep, kmemleak and KCSAN: KUnit, then user space"
 	jsons+=(--kunit "$v/kunit-rt.json")
 	if built rt; then
-		matrix_boot rt rt --kernel_args=text_poke=rust --kernel_args=ftrace=nop
+		matrix_boot rt rt --kernel_args=text_poke_batch=rust --kernel_args=ftrace=nop
 		# Its boots of the tests take about 20 minutes, with the KASAN
 		# build beside them at a lower priority.
 		guest_boots " under PREEMPT_RT, lockdep, kmemleak and KCSAN" guest-test-rt.log \
@@ -375,7 +375,7 @@ else
 	msg "KASAN, UBSAN, lockdep and PARAVIRT_XXL: KUnit, then user space"
 	jsons+=(--kunit "$v/kunit-kasan.json")
 	if built kasan; then
-		kasan_args=(--kernel_args=text_poke=rust --kernel_args=ftrace=nop --kernel_args=pti=on)
+		kasan_args=(--kernel_args=text_poke_batch=rust --kernel_args=ftrace=nop --kernel_args=pti=on)
 		matrix_boot kasan kasan "${kasan_args[@]}"
 		msg "KASAN, UBSAN and lockdep: KUnit qpw_cache qpw=0"
 		jsons+=(--kunit-of "$v/kunit-kasan-qpw0.json" qpw_cache)

@@ -398,14 +398,10 @@ static __always_inline void ct_work_watched(void)
 }
 
 #ifdef CONFIG_CONTEXT_TRACKING_WORK_STATS
-/* The word's lines of text_poke/stats: work run at entry, the audit's. */
-void ct_work_stats_show(struct seq_file *m);
 /* How many times @cpu ran work it took at entry or idle exit. */
 unsigned long ct_work_runs(int cpu);
 /* The entry hook's cost, for make demo: ns per entry of @n with @word. */
 int ct_work_bench_entry(u32 word, unsigned int n, u64 *ns);
-#else
-static inline void ct_work_stats_show(struct seq_file *m) { }
 #endif
 
 /* The senders (word.c). */
@@ -435,7 +431,6 @@ static __always_inline void ct_work_nmi_enter(void) { }
 static __always_inline void ct_work_nmi_exit(void) { }
 static __always_inline void ct_work_watched(void) { }
 static inline void ct_work_cpuidle_driver(struct cpuidle_driver *drv) { }
-static inline void ct_work_stats_show(struct seq_file *m) { }
 
 #endif /* CONFIG_CONTEXT_TRACKING_WORK */
 

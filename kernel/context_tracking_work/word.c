@@ -1004,11 +1004,12 @@ void ct_work_cpuidle_driver(struct cpuidle_driver *drv)
 }
 
 #ifdef CONFIG_CONTEXT_TRACKING_WORK_STATS
-/**
- * ct_work_stats_show - show the work CPUs ran at entry, and the audit's counts
- * @m: the text_poke/stats file
+/*
+ * /sys/kernel/debug/context_tracking_work/stats: the work CPUs ran at entry
+ * or idle exit, the audit's counts (CONFIG_CONTEXT_TRACKING_WORK_DEBUG) and
+ * the architecture's, one "name value" a line.
  */
-void ct_work_stats_show(struct seq_file *m)
+static int ct_work_stats_show(struct seq_file *m, void *v)
 {
 	u64 runs = 0;
 	int cpu;
@@ -1017,7 +1018,10 @@ void ct_work_stats_show(struct seq_file *m)
 		runs += ct_work_runs(cpu);
 	seq_printf(m, "run_at_entry %llu\n", runs);
 	ct_work_audit_stats(m);
+	arch_ct_work_stats_show(m);
+	return 0;
 }
+DEFINE_SHOW_ATTRIBUTE(ct_work_stats);
 
 /**
  * ct_work_bench_entry - what the entry hook costs, for make demo
@@ -1189,6 +1193,8 @@ DEFINE_DEBUGFS_ATTRIBUTE(ct_work_wait_ns_fops, ct_work_wait_ns_get,
  * CPU's word and the work it ran at entry (and its audit, with
  * CONFIG_CONTEXT_TRACKING_WORK_DEBUG); "wait_ns", how long a round waits
  * for an isolated CPU in the kernel to return to user space; with
+ * CONFIG_CONTEXT_TRACKING_WORK_STATS, "stats", the work run at entry and
+ * the audit's and the architecture's counts; with
  * CONFIG_CONTEXT_TRACKING_WORK_DEBUG, "skip_work": the next N entries
  * that take work drop it, for the test that the audit sees it.
  */
@@ -1206,6 +1212,9 @@ static int __init ct_work_debugfs_init(void)
 	debugfs_create_file("cpus", 0444, dir, NULL, &ct_work_cpus_fops);
 	debugfs_create_file_unsafe("wait_ns", 0644, dir, NULL,
 				   &ct_work_wait_ns_fops);
+#ifdef CONFIG_CONTEXT_TRACKING_WORK_STATS
+	debugfs_create_file("stats", 0444, dir, NULL, &ct_work_stats_fops);
+#endif
 	ct_work_audit_debugfs_init(dir);
 	return 0;
 }

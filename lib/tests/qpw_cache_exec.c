@@ -35,10 +35,10 @@
 #include <kunit/test-bug.h>
 #include <trace/events/qpw.h>
 
-#ifdef CONFIG_TEXT_POKE_RS
+#ifdef CONFIG_TEXT_POKE_BATCH_RUST
 #include <linux/memory.h>
 #include <linux/text-patching.h>
-#include <asm/text_poke_rs.h>
+#include <asm/text_poke_batch.h>
 #endif
 
 #include "qpw_cache_exec.h"
@@ -641,7 +641,7 @@ static noinline bool qpw_cache_remote_site(void)
  */
 int qpw_cache_corrupt_site(bool corrupt)
 {
-#ifdef CONFIG_TEXT_POKE_RS
+#ifdef CONFIG_TEXT_POKE_BATCH_RUST
 	static const u8 nop5[] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
 	static const u8 nop2[] = { 0x66, 0x90 };
 	static unsigned long changed;
@@ -650,7 +650,7 @@ int qpw_cache_corrupt_site(bool corrupt)
 	struct jump_entry *e;
 	u8 *at, by;
 
-	if (!text_poke_rs_active())
+	if (!text_poke_batch_active())
 		return -ENODEV;
 	if (!corrupt) {
 		if (!changed)
@@ -684,7 +684,7 @@ int qpw_cache_corrupt_site(bool corrupt)
 	by = at == (u8 *)site ? 0x90 : 0x08;
 	changed = (unsigned long)at;
 	/* For scripts/summarize.py: the refused update warns. */
-	pr_warn("@@ expect-warnings qpw_cache jump_label_rs/jump_label\\.rs\n");
+	pr_warn("@@ expect-warnings qpw_cache text_poke_batch/jump_label\\.rs\n");
 poke:
 	mutex_lock(&text_mutex);
 	text_poke(at, &by, 1);

@@ -9,9 +9,10 @@
 #
 # Usage: bench.sh SCENARIO...   (flip, lookup, txn, ftrace, scale, isolation, noise, qpw, branch,
 # pipe, irqsoff)
-m=/sys/kernel/debug/text_poke/mode
+m=/sys/kernel/debug/text_poke_batch/mode
 b=/sys/kernel/debug/text_poke_bench/run
-st=/sys/kernel/debug/text_poke/stats
+st=/sys/kernel/debug/text_poke_batch/stats
+cst=/sys/kernel/debug/context_tracking_work/stats
 d=/sys/kernel/debug/context_tracking_work/sync_core
 dt=/sys/kernel/debug/context_tracking_work/tlb_flush
 t=/sys/kernel/tracing
@@ -23,13 +24,13 @@ for scenario in "$@"; do
 done
 for f in $need; do
 	if [ ! -e $f ]; then
-		echo "@@ error bench: $f missing (CONFIG_TEXT_POKE_RS or CONFIG_TEXT_POKE_RS_BENCH off?)"
+		echo "@@ error bench: $f missing (CONFIG_TEXT_POKE_BATCH_RUST or CONFIG_TEXT_POKE_BATCH_BENCH off?)"
 		exit 1
 	fi
 done
 ncpu=$(grep -c ^processor /proc/cpuinfo)
 
-# use_mode MODE: text_poke=MODE. c is upstream's batch, and is measured
+# use_mode MODE: text_poke_batch=MODE. c is upstream's batch, and is measured
 # with every mechanism of this project off: deferral of syncs to isolated
 # and idle CPUs and of kernel TLB flushes, whose hooks the idle CPUs c's
 # IPIs wake would otherwise run (qpw is chosen at boot, and is off in
@@ -95,7 +96,7 @@ flips() {
 # sites, or flip of upstream's write_msr key (SITES "upstream").
 measure() {
 	if ! use_mode "$2"; then
-		echo "@@ error $1: cannot switch to text_poke=$2"
+		echo "@@ error $1: cannot switch to text_poke_batch=$2"
 		return 1
 	fi
 	n=$(flips "$2" "$3")
@@ -111,7 +112,7 @@ measure() {
 	before=$(cal)
 	tb=$(irqline TLB)
 	if ! echo "$cmd" > $b; then
-		echo "@@ error $1: '$cmd' failed with text_poke=$2"
+		echo "@@ error $1: '$cmd' failed with text_poke_batch=$2"
 		return 1
 	fi
 	after=$(cal)
@@ -369,7 +370,7 @@ noise_storm() {
 	if [ -n "$ok" ]; then
 		echo "@@ result scenario=noise storm=$storm mode=$mode mech=$mech cpus=$ncpu window_ns=$((t1 - t0)) cal_before=$before cal_after=$after $(osnoise_figures spin)"
 	else
-		echo "@@ error noise: the $storm storm failed with text_poke=$mode, mechanism $mech"
+		echo "@@ error noise: the $storm storm failed with text_poke_batch=$mode, mechanism $mech"
 	fi
 	osnoise_off
 	kill $loops
@@ -405,7 +406,7 @@ now_ns() {
 	fi
 }
 
-# The text_poke/stats figures ftrace reports, in this order (max_batch and
+# The text_poke_batch/stats figures ftrace reports, in this order (max_batch and
 # max_batch_ns are the largest batch and the longest one since the last
 # write to the stats file, the others count), then the CAL counts.
 snap() {
@@ -417,7 +418,7 @@ snap() {
 # tracer NAME: writes NAME to current_tracer.
 tracer() {
 	if ! echo "$1" > $t/current_tracer; then
-		echo "@@ error ftrace: cannot set current_tracer to $1 with text_poke=$mode"
+		echo "@@ error ftrace: cannot set current_tracer to $1 with text_poke_batch=$mode"
 		return 1
 	fi
 }
@@ -465,13 +466,13 @@ ftrace_report() {
 }
 
 # ftrace_mode MODE: the function tracer on the whole kernel enabled and
-# disabled $rounds times with text_poke=MODE; a "@@ result" line for each
+# disabled $rounds times with text_poke_batch=MODE; a "@@ result" line for each
 # of enable and disable. The clock and the counters are read around each
 # write to current_tracer, each read a process of its own.
 ftrace_mode() {
 	mode=$1
 	if ! use_mode "$mode"; then
-		echo "@@ error ftrace: cannot switch to text_poke=$mode"
+		echo "@@ error ftrace: cannot switch to text_poke_batch=$mode"
 		return 1
 	fi
 	# One enable and disable first, not counted, as in measure().
@@ -510,7 +511,7 @@ ftrace_mode() {
 
 # irqsoff_window MODE OP REP CMD...: the longest section of any CPU with
 # interrupts off (preemption off, with the preemptoff tracer) while CMD
-# runs with text_poke=MODE, from the tracer $tracer (current_tracer), and
+# runs with text_poke_batch=MODE, from the tracer $tracer (current_tracer), and
 # the places it started and ended, in $irqsoff_out. Only shell builtins around CMD: a process of the script's
 # own would add its fork and exec to the window. Nothing on the console
 # until the last window: the serial port's interrupt handler sending it
@@ -521,7 +522,7 @@ irqsoff_window() {
 	shift 3
 	echo 0 > $t/tracing_max_latency || return 1
 	if ! "$@"; then
-		echo "@@ error irqsoff: '$*' failed with text_poke=$mode" >> $irqsoff_out
+		echo "@@ error irqsoff: '$*' failed with text_poke_batch=$mode" >> $irqsoff_out
 		return 1
 	fi
 	read -r lat < $t/tracing_max_latency
@@ -539,18 +540,18 @@ bflip() {
 ftrace_instance() {
 	echo "$1" > $t/instances/irqsoff/current_tracer
 }
-# irqsoff_rep REP MODE: with text_poke=MODE, one 1024-site flip and one
+# irqsoff_rep REP MODE: with text_poke_batch=MODE, one 1024-site flip and one
 # enable and disable of the function tracer not counted, then the
 # windows of a 1024-site flip and of a 4096-site one (enable and disable:
 # two flips each), of the function tracer's enable and disable, and of
 # nothing.
 irqsoff_rep() {
 	if ! use_mode "$2"; then
-		echo "@@ error irqsoff: cannot switch to text_poke=$2" >> $irqsoff_out
+		echo "@@ error irqsoff: cannot switch to text_poke_batch=$2" >> $irqsoff_out
 		return 1
 	fi
 	bflip 1024 2 && ftrace_instance function && ftrace_instance nop || {
-		echo "@@ error irqsoff: warm-up failed with text_poke=$2" >> $irqsoff_out
+		echo "@@ error irqsoff: warm-up failed with text_poke_batch=$2" >> $irqsoff_out
 		return 1
 	}
 	irqsoff_window "$2" flip1024 "$1" bflip 1024 2 &&
@@ -579,7 +580,7 @@ pingpong() {
 	echo 0 > $ss
 }
 # pipe_flip MODE: sched_schedstats enabled and disabled 10 times from CPU 0
-# with text_poke=MODE: the Rust batch's counts (syncs, entries) and each
+# with text_poke_batch=MODE: the Rust batch's counts (syncs, entries) and each
 # CPU's CAL count, before and after.
 pipe_flip() {
 	use_mode "$1" || return 1
@@ -620,7 +621,7 @@ for scenario in "$@"; do
 		for mode in c rust; do
 			# Two flips first, not counted, as in measure().
 			if ! use_mode $mode || ! echo "txn 2" > $b || ! echo "txn 20" > $b; then
-				echo "@@ error txn: 'txn 20' failed with text_poke=$mode"
+				echo "@@ error txn: 'txn 20' failed with text_poke_batch=$mode"
 				rc=1
 				continue
 			fi
@@ -650,7 +651,7 @@ for scenario in "$@"; do
 			u0=$(usertime)
 			for sites in 1 8 56 256; do
 				for mode in c rust; do
-					# text_poke=c is upstream's: deferral does not apply.
+					# text_poke_batch=c is upstream's: deferral does not apply.
 					[ $defer = on ] && [ $mode = c ] && continue
 					measure flip "$mode" "$sites" || rc=1
 				done
@@ -684,9 +685,9 @@ for scenario in "$@"; do
 				spin 2 3
 				before=$(cal)
 				tb=$(irqline TLB)
-				d0=$(sed -n 's/^tlb_deferred //p' $st)
+				d0=$(sed -n 's/^tlb_deferred //p' $cst)
 				if echo "vstorm 1000" > $b; then
-					echo "@@ result scenario=isolation cpus=$ncpu defer_tlb=$tlb $(figures)cal_before=$before cal_after=$(cal) tlb_before=$tb tlb_after=$(irqline TLB) deferred_before=$d0 deferred_after=$(sed -n 's/^tlb_deferred //p' $st)"
+					echo "@@ result scenario=isolation cpus=$ncpu defer_tlb=$tlb $(figures)cal_before=$before cal_after=$(cal) tlb_before=$tb tlb_after=$(irqline TLB) deferred_before=$d0 deferred_after=$(sed -n 's/^tlb_deferred //p' $cst)"
 				else
 					echo "@@ error isolation: 'vstorm 1000' failed"
 					rc=1
@@ -715,7 +716,7 @@ for scenario in "$@"; do
 			defer=${run#*:}
 			use_mode $mode
 			echo $defer > $d
-			# text_poke=c is upstream's: deferral does not apply.
+			# text_poke_batch=c is upstream's: deferral does not apply.
 			[ $mode = c ] && defer=n/a
 			noise_storm flip $mode $defer "bench_cmd flip 56 2" bench_cmd flip 56 40 || rc=1
 			noise_storm ftrace $mode $defer fn_storm fn_storm || rc=1
@@ -782,7 +783,7 @@ for scenario in "$@"; do
 			continue
 		fi
 		if ! echo "sites 4096" > $b; then
-			echo "@@ error irqsoff: no key of 4096 sites (a kernel without CONFIG_TEXT_POKE_RS_BENCH_LARGE?)"
+			echo "@@ error irqsoff: no key of 4096 sites (a kernel without CONFIG_TEXT_POKE_BATCH_BENCH_LARGE?)"
 			rc=1
 			continue
 		fi
@@ -835,7 +836,7 @@ for scenario in "$@"; do
 		echo "@@ progress pipe: $pipe_rounds round trips on CPU 1, sched_schedstats off and on; one flip of it, c and rust"
 		pingpong || rc=1
 		for mode in c rust; do
-			pipe_flip $mode || { echo "@@ error pipe: flip with text_poke=$mode failed"; rc=1; }
+			pipe_flip $mode || { echo "@@ error pipe: flip with text_poke_batch=$mode failed"; rc=1; }
 		done
 		use_mode rust
 		echo "@@ done pipe"

@@ -808,7 +808,7 @@ def report(doc):
                   "flushes, whose hooks the idle CPUs its IPIs wake would otherwise run (qpw is "
                   "off in this boot). mm "
                   "switches/flip: the switches to the poking mm to write text "
-                  "(`mm_switches` in `text_poke/stats`): one per `text_poke()`, one per run "
+                  "(`mm_switches` in `text_poke_batch/stats`): one per `text_poke()`, one per run "
                   "of pages the Rust batch maps at once.", "",
                   table(["sites", "mode", "flips", "IPI rounds/flip",
                          "IPIs received/flip per other CPU", "CAL/flip, each CPU",
@@ -905,8 +905,8 @@ def report(doc):
         lines += ["## isolation: flips while isolated CPUs run user space", "",
                   f"4 vCPUs booted with `{iso['boot']}`; a user-space busy loop pinned on "
                   f"each of CPUs {', '.join(map(str, ISOLATED))}; the keys flipped from CPU "
-                  f"{FLIPPER}, with `text_poke=c` (upstream's batch, which always interrupts) "
-                  f"and `text_poke=rust` with deferral (`context_tracking_work/sync_core`) off and on. IPIs: "
+                  f"{FLIPPER}, with `text_poke_batch=c` (upstream's batch, which always interrupts) "
+                  f"and `text_poke_batch=rust` with deferral (`context_tracking_work/sync_core`) off and on. IPIs: "
                   f"each CPU's CAL count in /proc/interrupts. Share of each CPU's time in user "
                   f"space during the flips: {shares or '-'}. Cost: guest instructions per "
                   f"flip under `-icount shift=0`, the cheapest flip of the row, and against "
@@ -926,7 +926,7 @@ def report(doc):
                   "(`context_tracking_work/tlb_flush`) off and on, same boot. x86 sends a kernel range "
                   "flush as a function call: it shows in CAL, not in TLB (which counts user "
                   "address-space shootdowns). Flushes deferred: the `tlb_deferred` count of "
-                  "`text_poke/stats` (one per isolated CPU per flush). Storm cost: guest "
+                  "`context_tracking_work/stats` (one per isolated CPU per flush). Storm cost: guest "
                   "instructions under `-icount` from the storm's start to its end, divided by "
                   "the pairs; single-threaded TCG runs the vCPUs in turn, so the figure "
                   "includes the user-space loops' share of the guest's time, the same with "
@@ -1025,7 +1025,7 @@ def report(doc):
                   "is a noise event with its duration (`osnoise:*_noise`), read from the trace "
                   "buffer for the storm's window only. Storms: 40 flips of a 56-site key and "
                   "one enable and disable of the function tracer on the whole kernel (in a "
-                  "tracing instance) from CPU 0, with `text_poke=c` and `text_poke=rust` with "
+                  "tracing instance) from CPU 0, with `text_poke_batch=c` and `text_poke_batch=rust` with "
                   "deferral off and on; 1000 vmalloc()/vfree() pairs on CPU 0 with kernel TLB "
                   "flush deferral off and on; the tasks there: a user-space busy loop on each "
                   "CPU, which never enters the kernel. Drains: the qpw boots' 100 "

@@ -27,7 +27,7 @@ fi
 echo "@@ step echo 0 > enabled"
 echo 0 > $d/enabled
 show
-s=/sys/kernel/debug/text_poke/stats
+s=/sys/kernel/debug/text_poke_batch/stats
 if [ -r $s ]; then
 	echo "@@ step text-poke counters after the flips ($s)"
 	sed 's/^/@@   /' $s

@@ -9,22 +9,23 @@
 # while the isolated CPUs make system calls all the time, and a key whose
 # site is in noinstr text, which is never deferred, in the image or in a
 # module's cpuidle text (text_poke_mod_idle.ko). The audit of
-# CONFIG_TEXT_POKE_RS_DEFER_DEBUG shows every sync added to a CPU's word
+# CONFIG_CONTEXT_TRACKING_WORK_DEBUG shows every sync added to a CPU's word
 # run by one of its entries, exactly. Then idle isolated CPUs, deferred to
 # as well; and the faults: the switch flipped during a storm, CPU hotplug
 # with syncs pending, and syncs dropped at entry on purpose, which the
 # audit must see.
 b=/sys/kernel/debug/text_poke_bench/run
-m=/sys/kernel/debug/text_poke/mode
+m=/sys/kernel/debug/text_poke_batch/mode
 d=/sys/kernel/debug/context_tracking_work/sync_core
 cpus=/sys/kernel/debug/context_tracking_work/cpus
-st=/sys/kernel/debug/text_poke/stats
+st=/sys/kernel/debug/text_poke_batch/stats
+cst=/sys/kernel/debug/context_tracking_work/stats
 iso="2 3"
 
 . /tests/cases.inc
 plan 15
 fig() { sed -n "s/^$1 //p" $b; }
-stat() { sed -n "s/^$1 //p" $st; }
+stat() { cat $st $cst | sed -n "s/^$1 //p"; }
 # The CAL count of CPU $1.
 cal() { awk -v c="$1" '$1 == "CAL:" { print $(c + 2) }' /proc/interrupts; }
 # The work CPU $1 ran at entry.
@@ -249,7 +250,7 @@ stop
 
 # Every sync added to an isolated CPU's word by the flips above was run by
 # exactly one of its entries: with the loops gone the CPUs are idle, with
-# nothing pending, and the audit (CONFIG_TEXT_POKE_RS_DEFER_DEBUG) balances,
+# nothing pending, and the audit (CONFIG_CONTEXT_TRACKING_WORK_DEBUG) balances,
 # nothing lost.
 t=defer_every_sync_added_ran
 why=$(audit_wrong sync $iso | tr '\n' ';')
@@ -407,7 +408,7 @@ t=defer_dropped_sync_is_seen
 sk=/sys/kernel/debug/context_tracking_work/skip_work
 why=
 if [ ! -e $sk ]; then
-	fail $t "$sk missing (CONFIG_TEXT_POKE_RS_DEFER_DEBUG off?)"
+	fail $t "$sk missing (CONFIG_CONTEXT_TRACKING_WORK_DEBUG off?)"
 else
 	l0=$(stat lost_at_entry)
 	s0=$(stat skipped_at_entry)

@@ -8,23 +8,24 @@
 # they go). The bench checks every site on CPU 0 after every flip; after
 # the torture each isolated CPU runs every site of the single key; every
 # sync and flush added to an isolated CPU's word was run at one of its
-# entries (the audit of CONFIG_TEXT_POKE_RS_DEFER_DEBUG); the kernel log
+# entries (the audit of CONFIG_CONTEXT_TRACKING_WORK_DEBUG); the kernel log
 # has no warning. The guest boots with nohz_full=2-3.
 b=/sys/kernel/debug/text_poke_bench/run
-st=/sys/kernel/debug/text_poke/stats
+st=/sys/kernel/debug/text_poke_batch/stats
+cst=/sys/kernel/debug/context_tracking_work/stats
 d=/sys/kernel/debug/context_tracking_work/sync_core
 iso="2 3"
 
 . /tests/cases.inc
 plan 2
 fig() { sed -n "s/^$1 //p" $b; }
-stat() { sed -n "s/^$1 //p" $st; }
+stat() { cat $st $cst | sed -n "s/^$1 //p"; }
 
 rc=0
 for f in $b $st $d /demo/spin /sys/devices/system/cpu/cpu3/online; do
 	[ -e $f ] || error "$f missing (the bench, deferral or CONFIG_HOTPLUG_CPU off?)"
 done
-echo rust > /sys/kernel/debug/text_poke/mode
+echo rust > /sys/kernel/debug/text_poke_batch/mode
 echo on > $d
 
 t=hotplug_flips_drains_deferral

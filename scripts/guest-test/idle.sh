@@ -10,13 +10,14 @@
 # first (its count of work run at idle exit rose) and the site takes the
 # new direction. The same while CPUs 1-3 nap, entering and leaving idle
 # all the time. Then CPU hotplug with syncs pending on an idle CPU, and
-# the audit of CONFIG_TEXT_POKE_RS_DEFER_DEBUG: every sync added to an idle
+# the audit of CONFIG_CONTEXT_TRACKING_WORK_DEBUG: every sync added to an idle
 # CPU's word was run, exactly once.
 b=/sys/kernel/debug/text_poke_bench/run
-m=/sys/kernel/debug/text_poke/mode
+m=/sys/kernel/debug/text_poke_batch/mode
 d=/sys/kernel/debug/context_tracking_work/sync_core
 cpus=/sys/kernel/debug/context_tracking_work/cpus
-st=/sys/kernel/debug/text_poke/stats
+st=/sys/kernel/debug/text_poke_batch/stats
+cst=/sys/kernel/debug/context_tracking_work/stats
 idle="1 2 3"
 # Flips per storm. Other senders IPI idle CPUs meanwhile, more in the
 # PREEMPT_RT and sanitizer builds, whose storms last longer (make demo
@@ -29,7 +30,7 @@ flips=200
 . /tests/cases.inc
 plan 5
 fig() { sed -n "s/^$1 //p" $b; }
-stat() { sed -n "s/^$1 //p" $st; }
+stat() { cat $st $cst | sed -n "s/^$1 //p"; }
 # The work CPU $1 ran at entry or idle exit.
 runs() { sed -n "s/^cpu$1 .* runs \([0-9]*\) .*/\1/p" $cpus; }
 # "c1 c2 c3": the CAL counts of the idle CPUs, read at once.
@@ -173,7 +174,7 @@ if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 # CPU hotplug with a sync pending on an idle CPU: CPU 3 takes the flip's
 # syncs as a bit, goes offline and comes back; every sync added to its
 # word was run, by one of its idle exits or by its way back online
-# (CONFIG_TEXT_POKE_RS_DEFER_DEBUG's audit), and its site takes the new
+# (CONFIG_CONTEXT_TRACKING_WORK_DEBUG's audit), and its site takes the new
 # direction.
 t=idle_hotplug_pending
 online=/sys/devices/system/cpu/cpu3/online

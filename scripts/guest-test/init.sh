@@ -93,7 +93,7 @@ for t in /tests/*.sh; do
 	run "$name" "$t"
 done
 # With the deferral audit: after every test, no deferred work was lost.
-grep -q '^skipped_at_entry ' /sys/kernel/debug/text_poke/stats 2>/dev/null &&
+grep -q '^skipped_at_entry ' /sys/kernel/debug/context_tracking_work/stats 2>/dev/null &&
 	run audit /tests/audit.inc
 # With kmemleak (make test's PREEMPT_RT build): after every test, no object
 # allocated by this project's code is left unreferenced.

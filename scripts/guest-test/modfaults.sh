@@ -5,7 +5,7 @@
 # kernel image (text_poke_mod_rs.ko) is loaded with the 1st, 2nd, ...
 # fault-injection point its finit_module() reaches failing
 # (/proc/thread-self/fail-nth: failslab and fail_page_alloc, GFP_KERNEL
-# allocations too, and fail_text_poke's writes), until a load gets past
+# allocations too, and fail_text_poke_batch's writes), until a load gets past
 # them all. A load that fails must say so, -ENOMEM for an allocation (with
 # upstream's warnings when jump_label_add_module()'s fails), -EIO for a
 # write of its sites, and leave nothing behind: no module, and a flip of
@@ -27,7 +27,7 @@ fig() { sed -n "s/^$1 //p" $b; }
 for f in $b $ko /demo/syscalls /proc/self/fail-nth; do
 	[ -e $f ] || error "$f missing (the bench, the module or CONFIG_FAULT_INJECTION off?)"
 done
-echo rust > $d/text_poke/mode
+echo rust > $d/text_poke_batch/mode
 fault_knobs on
 
 t=modfaults_leave_nothing
@@ -78,5 +78,5 @@ fault_knobs off
 # and no BUG, may come of the faults. Then the expected warnings leave the
 # log the other tests check.
 no_other_warning modfaults_no_other_warning \
-	'at jump_label_module_notify\+|at jump_label_del_module\+|arch/x86/kernel/jump_label_rs/batch.rs'
+	'at jump_label_module_notify\+|at jump_label_del_module\+|arch/x86/kernel/text_poke_batch/batch.rs'
 exit $rc

@@ -12,7 +12,7 @@
 name=text_poke_mod_test
 p=/sys/module/$name/parameters
 b=/sys/kernel/debug/text_poke_bench/run
-m=/sys/kernel/debug/text_poke/mode
+m=/sys/kernel/debug/text_poke_batch/mode
 
 . /tests/cases.inc
 plan 5
@@ -33,7 +33,7 @@ rc=0
 for mode in rust serial c; do
 	t=module_init_text_$mode
 	if ! echo $mode > $m; then
-		fail $t "cannot switch to text_poke=$mode"
+		fail $t "cannot switch to text_poke_batch=$mode"
 		continue
 	fi
 	insmod /lib/modules/$name.ko &
@@ -86,7 +86,7 @@ echo rust > $m
 # a key update that found the module COMING and is writing its init sites:
 # the module goes live, but must not go on to free its init text (which it
 # does right after) until the update is over. The jump-label LIVE notifier
-# orders the two (arch/x86/kernel/jump_label_rs/jump_label.rs): an update that
+# orders the two (arch/x86/kernel/text_poke_batch/jump_label.rs): an update that
 # released the mutex before its last write, or a notifier that did not
 # take it for LIVE, fails this.
 t=module_init_text_waits_for_update
@@ -123,7 +123,7 @@ t=module_init_text_races_flips
 why=
 loads=0
 for mode in rust serial c; do
-	echo $mode > $m || { why="$why; cannot switch to text_poke=$mode"; continue; }
+	echo $mode > $m || { why="$why; cannot switch to text_poke_batch=$mode"; continue; }
 	for i in 1 2 3 4 5; do
 		insmod /lib/modules/$name.ko &
 		pid=$!

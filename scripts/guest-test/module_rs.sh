@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 # A Rust module with static keys of its own and Rust sites on a C key of
-# the kernel image (text_poke_mod_rs.ko), in every text_poke= mode:
+# the kernel image (text_poke_mod_rs.ko), in every text_poke_batch= mode:
 # - loaded and unloaded again and again on CPU 0 while CPU 1 flips the C
 #   key (its sites in the module come and go with each load) and CPU 2
 #   flips the module's own keys through its debugfs files, which also come
@@ -15,7 +15,7 @@
 name=text_poke_mod_rs
 d=/sys/kernel/debug/$name
 b=/sys/kernel/debug/text_poke_bench/run
-m=/sys/kernel/debug/text_poke/mode
+m=/sys/kernel/debug/text_poke_batch/mode
 loads=6
 
 . /tests/cases.inc
@@ -29,8 +29,8 @@ rc=0
 for mode in rust serial c; do
 	c=module_rs_load_unload_$mode
 	if ! echo $mode > $m || ! echo "modkey 0" > $b; then
-		fail $c "cannot switch to text_poke=$mode"
-		skip module_rs_txn_unload_$mode "cannot switch to text_poke=$mode"
+		fail $c "cannot switch to text_poke_batch=$mode"
+		skip module_rs_txn_unload_$mode "cannot switch to text_poke_batch=$mode"
 		continue
 	fi
 	why=

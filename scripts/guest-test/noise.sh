@@ -9,7 +9,7 @@
 # same for a vmalloc/vfree storm's kernel TLB flushes, with their
 # deferral off and on.
 b=/sys/kernel/debug/text_poke_bench/run
-m=/sys/kernel/debug/text_poke/mode
+m=/sys/kernel/debug/text_poke_batch/mode
 d=/sys/kernel/debug/context_tracking_work/sync_core
 dt=/sys/kernel/debug/context_tracking_work/tlb_flush
 t=/sys/kernel/tracing

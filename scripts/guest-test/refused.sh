@@ -4,7 +4,7 @@
 # agreement. The benchmark enables its 1024-site key, and its eight 64-site
 # keys as one transaction, with the 1st, 2nd, ... fault-injection point the
 # enable reaches failing (/proc/self/fail-nth's rule: failslab,
-# fail_page_alloc and fail_text_poke points alike), until an enable gets
+# fail_page_alloc and fail_text_poke_batch points alike), until an enable gets
 # past them all, and checks every site against its key after each attempt.
 # The batch's growth allocates with GFP_KERNEL, which failslab and
 # fail_page_alloc leave alone unless told otherwise. C's static_key_enable(),
@@ -60,5 +60,5 @@ fault_knobs off
 # A write that did not land warns, once for each batch put back: no other
 # warning, and no BUG, may come of the faults. Then the expected warnings
 # leave the log the other tests check.
-no_other_warning faults_no_other_warning 'arch/x86/kernel/jump_label_rs/batch.rs'
+no_other_warning faults_no_other_warning 'arch/x86/kernel/text_poke_batch/batch.rs'
 exit $rc

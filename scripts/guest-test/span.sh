@@ -1,26 +1,26 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 # A key whose sites span the kernel image and a module
-# (text_poke_rs_span_key: one site in the image, 16 in text_poke_mod_rs.ko).
+# (text_poke_batch_span_key: one site in the image, 16 in text_poke_mod_rs.ko).
 # One corrupted site, in the module or in the image, refuses the whole
 # flip, through the Rust API, static_key_enable() and static_key_slow_inc():
 # nothing is written anywhere, the count is unchanged, the refusal is
 # logged, and once the site is repaired the key flips. In every mode; with
-# text_poke=c only through the Rust API, since upstream's update BUG()s on
+# text_poke_batch=c only through the Rust API, since upstream's update BUG()s on
 # the C calls. Then a module whose site disagrees with its key
 # (text_poke_mod_bad.ko): loaded while the key is enabled it is refused and
 # nothing of it stays registered; loaded while the key is disabled it stops
 # every flip of the key until it is unloaded.
 name=text_poke_mod_rs
 s=/sys/kernel/debug/$name/span
-m=/sys/kernel/debug/text_poke/mode
+m=/sys/kernel/debug/text_poke_batch/mode
 
 . /tests/cases.inc
 # 6 refusal cases each in rust and serial, 2 in c; 2 module cases each in
 # rust and serial.
 plan 18
 # Each refused flip warns (jump_label.rs).
-expect_warnings 'arch/x86/kernel/jump_label_rs/jump_label\.rs'
+expect_warnings 'arch/x86/kernel/text_poke_batch/jump_label\.rs'
 # The refusals logged so far.
 refusals() { dmesg | grep -c "cannot be flipped: flip refused, nothing written"; }
 # report CASE WHY: the case's line.
@@ -31,7 +31,7 @@ want() { echo "count $1 image 0 module 0 corrupted $2"; }
 rc=0
 insmod /lib/modules/$name.ko || error "cannot load $name.ko"
 for mode in rust serial c; do
-	echo $mode > $m || error "cannot switch to text_poke=$mode"
+	echo $mode > $m || error "cannot switch to text_poke_batch=$mode"
 	apis="enable c_enable c_inc"
 	[ $mode = c ] && apis=enable
 	for where in image module; do

@@ -15,7 +15,7 @@
 # both isolated CPUs, in user space with deferral on, take its IPI at once.
 b=/sys/kernel/debug/text_poke_bench/run
 dt=/sys/kernel/debug/context_tracking_work/tlb_flush
-st=/sys/kernel/debug/text_poke/stats
+st=/sys/kernel/debug/context_tracking_work/stats
 iso="2 3"
 
 . /tests/cases.inc
@@ -71,7 +71,7 @@ for mode in off on; do
 done
 
 # Every flush added to an isolated CPU's word by the storm was run by
-# exactly one of its entries (the audit of CONFIG_TEXT_POKE_RS_DEFER_DEBUG):
+# exactly one of its entries (the audit of CONFIG_CONTEXT_TRACKING_WORK_DEBUG):
 # with the loops gone the CPUs are idle, nothing pending.
 t=tlb_every_flush_added_ran
 why=$(audit_wrong tlb $iso | tr '\n' ';')

@@ -10,7 +10,7 @@
 # (CPUs 2-3), none deferred. make test boots it on its own with percpu_alloc=page.
 b=/sys/kernel/debug/text_poke_bench/run
 dt=/sys/kernel/debug/context_tracking_work/tlb_flush
-st=/sys/kernel/debug/text_poke/stats
+st=/sys/kernel/debug/context_tracking_work/stats
 iso="2 3"
 cause="the per-CPU first chunk is vmapped"
 

@@ -1,33 +1,33 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 # Upstream's users of the text-poke batch, driven from user space with
-# text_poke=rust, each through the interface a kernel user has: an
+# text_poke_batch=rust, each through the interface a kernel user has: an
 # optimized kprobe (kprobe_events, a JMP written over the probed
 # instructions), the function tracer on one function and on two, and BPF
 # tail calls through a JMP the JIT patches (bpf_arch_text_poke()). Each
-# must be written by the Rust batch (counted in text_poke/stats), take
+# must be written by the Rust batch (counted in text_poke_batch/stats), take
 # effect (probe and tracer hits, the program tail-called) and undo
 # cleanly. Static calls are tested in KUnit
-# (text_poke_rs.static_calls_are_written_by_the_batch: this kernel
+# (text_poke_batch.static_calls_are_written_by_the_batch: this kernel
 # updates none from user space); runtime alternatives are applied at
 # boot only, before the batch serves anyone.
 t=/sys/kernel/tracing
-m=/sys/kernel/debug/text_poke/mode
+m=/sys/kernel/debug/text_poke_batch/mode
 
 . /tests/cases.inc
 plan 4
 
 rc=0
 [ -d $t/events ] || mount -t tracefs nodev $t
-echo rust > $m || error "cannot switch to text_poke=rust"
+echo rust > $m || error "cannot switch to text_poke_batch=rust"
 # Enabling an event records the comms and tgids of the tasks it sees by
 # flipping three sched tracepoint keys: off, so that the counts below are
 # the users' own.
 echo 0 > $t/options/record-cmd
 echo 0 > $t/options/record-tgid
 
-# Counter $1 of text_poke/stats.
-st() { awk -v k="$1" '$1 == k { print $2 }' /sys/kernel/debug/text_poke/stats; }
+# Counter $1 of text_poke_batch/stats.
+st() { awk -v k="$1" '$1 == k { print $2 }' /sys/kernel/debug/text_poke_batch/stats; }
 # Starts counting batches, their sync rounds and the sites they write.
 # Prints "B S E": batches since batches_start, sync rounds beyond three a
 # batch (0 when every batch took three rounds or fewer), sites written.

@@ -6,6 +6,7 @@
  * the work word that carries it).
  */
 
+#include <linux/atomic.h>
 #include <linux/cpumask.h>
 #include <linux/context_tracking_work.h>
 #include <linux/init.h>
@@ -14,13 +15,13 @@
 #include <linux/mm.h>
 #include <linux/percpu.h>
 #include <linux/printk.h>
+#include <linux/seq_file.h>
 #include <linux/smp.h>
 #include <linux/string_choices.h>
 
 #include <asm/alternative.h>
 #include <asm/cpufeatures.h>
 #include <asm/invpcid.h>
-#include <asm/text_poke_rs.h>
 #include <asm/tlbflush.h>
 
 /*
@@ -98,6 +99,33 @@ noinstr enum ct_work_flush ct_work_tlb_flush_at_entry(void)
 	return way;
 }
 
+#ifdef CONFIG_CONTEXT_TRACKING_WORK_STATS
+/*
+ * Kernel TLB flushes of isolated CPUs: deferred ([1]) and sent as IPIs
+ * ([0]), in context_tracking_work/stats.
+ */
+static atomic64_t ct_work_tlb_counts[2];
+
+static void ct_work_tlb_count(bool deferred)
+{
+	atomic64_inc(&ct_work_tlb_counts[deferred]);
+}
+
+/**
+ * arch_ct_work_stats_show - the kernel TLB flushes deferred and sent
+ * @m: context_tracking_work/stats
+ */
+void arch_ct_work_stats_show(struct seq_file *m)
+{
+	seq_printf(m, "tlb_deferred %lld\n",
+		   atomic64_read(&ct_work_tlb_counts[true]));
+	seq_printf(m, "tlb_sent %lld\n",
+		   atomic64_read(&ct_work_tlb_counts[false]));
+}
+#else
+static inline void ct_work_tlb_count(bool deferred) { }
+#endif
+
 /**
  * ct_work_tlb_needs_ipi - whether a CPU needs a deferrable flush's IPI
  * @cpu: the CPU
@@ -165,11 +193,11 @@ bool ct_work_tlb_needs_ipi(int cpu, void *info)
 	if (cpu == smp_processor_id() || !READ_ONCE(ct_work_tlb_enabled))
 		return true;
 	if (ct_work_defer(cpu, CT_WORK_TLB_FLUSH)) {
-		text_poke_rs_note_tlb(true);
+		ct_work_tlb_count(true);
 		return false;
 	}
 	if (ct_work_cpu_isolated(cpu))
-		text_poke_rs_note_tlb(false);
+		ct_work_tlb_count(false);
 	return true;
 }
 

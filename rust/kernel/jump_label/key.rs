@@ -62,7 +62,7 @@ mod deferred;
 mod lock;
 mod ro;
 mod sites;
-#[cfg(CONFIG_TEXT_POKE_RS)]
+#[cfg(CONFIG_TEXT_POKE_BATCH_RUST)]
 mod transaction;
 
 pub use branch::*;
@@ -70,7 +70,7 @@ pub use deferred::*;
 pub use lock::*;
 pub use ro::*;
 pub use sites::*;
-#[cfg(CONFIG_TEXT_POKE_RS)]
+#[cfg(CONFIG_TEXT_POKE_BATCH_RUST)]
 pub use transaction::Transaction;
 
 /// The kinds of static key a site can test.
@@ -188,8 +188,8 @@ impl<const INITIAL: bool> StaticKey<INITIAL> {
     /// counted with [`inc`](Self::inc) and [`dec`](Self::dec), not both: enabling a key whose
     /// count is above one leaves it unchanged with a warning, as in C.
     ///
-    /// With `CONFIG_TEXT_POKE_RS`, fails with `EINVAL`, with a warning, the key unchanged and
-    /// nothing written, if a site of the key, in the kernel image or in any module, does not
+    /// With `CONFIG_TEXT_POKE_BATCH_RUST`, fails with `EINVAL`, with a warning, the key unchanged
+    /// and nothing written, if a site of the key, in the kernel image or in any module, does not
     /// hold the instruction the key's value put there (upstream's update `BUG()`s instead); and
     /// likewise with `ENOMEM` if the batch cannot make room for the key's sites, `EFAULT` if a
     /// page of their text cannot be mapped, and `EIO` if a write does not land (every site put
@@ -476,12 +476,12 @@ impl<const INITIAL: bool> Drop for StaticKeyRef<INITIAL> {
 /// `cpuslocked`, and holds neither `jump_label_mutex` nor `text_mutex`.
 #[inline(never)]
 unsafe fn set_key(key: *mut bindings::static_key, enable: bool, cpuslocked: bool) -> Result {
-    #[cfg(CONFIG_TEXT_POKE_RS)]
+    #[cfg(CONFIG_TEXT_POKE_BATCH_RUST)]
     {
         // SAFETY: A valid key, in a context the update may run in, as the caller guarantees.
         crate::error::to_result(unsafe { bindings::jump_label_rs_set(key, enable, cpuslocked) })
     }
-    #[cfg(not(CONFIG_TEXT_POKE_RS))]
+    #[cfg(not(CONFIG_TEXT_POKE_BATCH_RUST))]
     {
         // SAFETY: `key` is valid, and the caller may sleep and holds `cpus_read_lock()` for the
         // `_cpuslocked` forms only, as the caller guarantees. Upstream's update cannot refuse.
@@ -508,12 +508,12 @@ unsafe fn set_key(key: *mut bindings::static_key, enable: bool, cpuslocked: bool
 /// `cpuslocked`, and holds neither `jump_label_mutex` nor `text_mutex`.
 #[inline(never)]
 unsafe fn inc_key(key: *mut bindings::static_key, cpuslocked: bool) -> Result {
-    #[cfg(CONFIG_TEXT_POKE_RS)]
+    #[cfg(CONFIG_TEXT_POKE_BATCH_RUST)]
     {
         // SAFETY: A valid key, in a context the update may run in, as the caller guarantees.
         crate::error::to_result(unsafe { bindings::jump_label_rs_inc(key, cpuslocked) })
     }
-    #[cfg(not(CONFIG_TEXT_POKE_RS))]
+    #[cfg(not(CONFIG_TEXT_POKE_BATCH_RUST))]
     {
         // SAFETY: `key` is valid, and the caller may sleep and holds `cpus_read_lock()` for the
         // `_cpuslocked` form only, as the caller guarantees. Upstream's update cannot refuse:
@@ -541,7 +541,7 @@ mod tests {
     static FALSE_KEY: StaticKeyFalse = StaticKeyFalse::new();
     static TRUE_KEY: StaticKeyTrue = StaticKeyTrue::new();
 
-    // Keys and sites defined in C, in arch/x86/kernel/jump_label_rs/tests/static_key_test.c.
+    // Keys and sites defined in C, in arch/x86/kernel/text_poke_batch/tests/static_key_test.c.
     extern "C" {
         static mut rust_static_key_test_false: bindings::static_key_false;
         static mut rust_static_key_test_true: bindings::static_key_true;

@@ -5,7 +5,7 @@
 #[path = "../../../rust/kernel/jump_label/x86.rs"]
 pub mod x86;
 
-#[path = "../../../arch/x86/kernel/jump_label_rs/poke.rs"]
+#[path = "../../../arch/x86/kernel/text_poke_batch/poke.rs"]
 pub mod poke;
 
 #[path = "../../../kernel/context_tracking_work/ct_work.rs"]

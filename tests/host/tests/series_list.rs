@@ -55,7 +55,7 @@ for s in sections:
 
 const LIST: &str = "== a
 rust/kernel/k/**/*.rs
-kernel/x/text_poke_rs_int3.rs
+kernel/x/text_poke_batch_int3.rs
 == b
 kernel/x/text_poke_*
 kernel/x/Makefile
@@ -66,13 +66,13 @@ fn a_new_file_joins_the_patch_of_its_pattern() {
     let files = [
         "rust/kernel/k/key.rs",
         "rust/kernel/k/key/new.rs",
-        "kernel/x/text_poke_rs_int3.rs",
+        "kernel/x/text_poke_batch_int3.rs",
         "kernel/x/text_poke_bench.rs",
         "kernel/x/Makefile",
     ];
     assert_eq!(
         assign(LIST, &files).unwrap(),
-        "a: kernel/x/text_poke_rs_int3.rs rust/kernel/k/key.rs rust/kernel/k/key/new.rs\n\
+        "a: kernel/x/text_poke_batch_int3.rs rust/kernel/k/key.rs rust/kernel/k/key/new.rs\n\
          b: kernel/x/Makefile kernel/x/text_poke_bench.rs\n"
     );
 }
@@ -81,7 +81,7 @@ fn a_new_file_joins_the_patch_of_its_pattern() {
 fn a_file_in_no_patch_is_named() {
     let files = [
         "rust/kernel/k/key.rs",
-        "kernel/x/text_poke_rs_int3.rs",
+        "kernel/x/text_poke_batch_int3.rs",
         "kernel/x/text_poke_bench.rs",
         "kernel/x/Makefile",
         "kernel/x/other.c",
@@ -95,7 +95,7 @@ fn a_file_in_no_patch_is_named() {
 fn stale_paths_and_patterns_are_named() {
     let err = assign(LIST, &["kernel/x/Makefile", "kernel/x/text_poke_a.c"]).unwrap_err();
     assert!(
-        err.contains("not in the overlay: ['kernel/x/text_poke_rs_int3.rs']"),
+        err.contains("not in the overlay: ['kernel/x/text_poke_batch_int3.rs']"),
         "{err}"
     );
     assert!(

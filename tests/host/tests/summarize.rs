@@ -269,7 +269,7 @@ fn missing_host_results_fail() {
 #[test]
 fn sanitizer_reports_fail() {
     for report in [
-        "BUG: KASAN: slab-use-after-free in text_poke_rs_run_write+0x10/0x20",
+        "BUG: KASAN: slab-use-after-free in text_poke_batch_run_write+0x10/0x20",
         "BUG: KCSAN: data-race in ct_work_ask / ct_work_enter",
         "UBSAN: shift-out-of-bounds in kernel/jump_label.c:100:5",
     ] {
@@ -309,7 +309,7 @@ fn upstream_data_race_is_noted() {
     for report in [
         "BUG: KCSAN: data-race in d_alloc_parallel / ct_work_enter",
         "BUG: KCSAN: data-race in __folio_batch_add_and_move / __lru_add_drain_all",
-        "BUG: KCSAN: data-race in _RNvNtCs1_13jump_label_rs5batch3run / memcpy",
+        "BUG: KCSAN: data-race in _RNvNtCs1_15text_poke_batch5batch3run / memcpy",
         "BUG: KCSAN: data-race in ct_work_enter+0x10/0x20",
         // Not the mask's writer: a name that only contains it.
         "BUG: KCSAN: data-race in __lru_add_drain_all / set_cpu_online_mask_foo",

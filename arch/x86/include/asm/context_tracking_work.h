@@ -66,7 +66,7 @@ enum ct_work_flush {
 	CT_WORK_FLUSH_WAYS,
 };
 
-/* Their names, in the audit's statistics (text_poke/stats). */
+/* Their names, in the audit's statistics (text_poke_batch/stats). */
 #define CT_WORK_FLUSH_NAMES {				\
 	[CT_WORK_FLUSH_CR3] = "cr3",			\
 	[CT_WORK_FLUSH_INVPCID] = "invpcid",		\
@@ -84,6 +84,15 @@ int ct_work_flush_tlb_local(int way);
 /* With ct_work_tlb_needs_ipi() (arch/x86/mm/tlb.c). */
 void flush_tlb_kernel_range_deferrable(unsigned long start, unsigned long end);
 #define flush_tlb_kernel_range_deferrable flush_tlb_kernel_range_deferrable
+#endif
+
+struct seq_file;
+#if defined(CONFIG_CONTEXT_TRACKING_WORK_TLB_FLUSH) && \
+	defined(CONFIG_CONTEXT_TRACKING_WORK_STATS)
+/* Kernel TLB flushes of isolated CPUs deferred and sent, in its stats. */
+void arch_ct_work_stats_show(struct seq_file *m);
+#else
+static inline void arch_ct_work_stats_show(struct seq_file *m) { }
 #endif
 
 #endif /* _ASM_X86_CONTEXT_TRACKING_WORK_H */

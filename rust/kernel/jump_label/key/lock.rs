@@ -3,7 +3,7 @@
 //! The mutexes behind static keys: `jump_label_mutex`, which serialises every update of a key and
 //! every walk of its sites ([`JumpLabelLock`]), and, with the Rust text-poke batch, `text_mutex`,
 //! which serialises every write of kernel text ([`TextLock`]). One guard each, for this crate and
-//! for the batch's (`arch/x86/kernel/jump_label_rs/`).
+//! for the batch's (`arch/x86/kernel/text_poke_batch/`).
 //!
 //! Taking either is `unsafe`: upstream exports neither lock, and every flip takes them in one
 //! order, `cpus_read_lock()`, then `jump_label_mutex`, then `text_mutex`. A task that holds
@@ -62,12 +62,12 @@ impl Drop for JumpLabelLock {
 /// # Invariants
 ///
 /// The task that made the guard holds `text_mutex` until the guard is dropped.
-#[cfg(CONFIG_TEXT_POKE_RS)]
+#[cfg(CONFIG_TEXT_POKE_BATCH_RUST)]
 pub struct TextLock {
     _not_send: PhantomData<*mut ()>,
 }
 
-#[cfg(CONFIG_TEXT_POKE_RS)]
+#[cfg(CONFIG_TEXT_POKE_BATCH_RUST)]
 impl TextLock {
     /// Takes the mutex; may sleep.
     ///
@@ -79,7 +79,7 @@ impl TextLock {
     pub unsafe fn lock() -> Self {
         // SAFETY: Taking a mutex only needs a context that may sleep, which `mutex_lock()` checks
         // (`might_sleep()`); the caller takes it in the order every flip takes it.
-        unsafe { bindings::text_poke_rs_text_lock() };
+        unsafe { bindings::text_poke_batch_text_lock() };
         // INVARIANT: The mutex was taken just above, by this task.
         Self {
             _not_send: PhantomData,
@@ -87,10 +87,10 @@ impl TextLock {
     }
 }
 
-#[cfg(CONFIG_TEXT_POKE_RS)]
+#[cfg(CONFIG_TEXT_POKE_BATCH_RUST)]
 impl Drop for TextLock {
     fn drop(&mut self) {
         // SAFETY: By the type invariant, this task holds the mutex, taken for this guard.
-        unsafe { bindings::text_poke_rs_text_unlock() };
+        unsafe { bindings::text_poke_batch_text_unlock() };
     }
 }

@@ -15,13 +15,13 @@ use crate::{
 ///
 /// A transaction records which keys to enable and disable; nothing changes until
 /// [`commit`](Self::commit), which changes every key's value and its sites together: three sync
-/// rounds in all with `text_poke=rust`, where changing the keys one by one takes three each.
+/// rounds in all with `text_poke_batch=rust`, where changing the keys one by one takes three each.
 /// Until the commit returns, every key keeps its value and its text, and only the keys of the
 /// transaction wait for the batch: whatever else the caller changes meanwhile takes effect as
 /// it returns. Dropping a transaction without committing it changes nothing.
 ///
 /// The commit checks every site of every key first: if one is corrupted, no key changes.
-/// A key may be named once per transaction. With `text_poke=c` or `serial` the commit changes
+/// A key may be named once per transaction. With `text_poke_batch=c` or `serial` the commit changes
 /// the same keys, patching them one by one.
 ///
 /// # Examples
@@ -52,7 +52,7 @@ use crate::{
 /// reference, or null for a key of the kernel image.
 #[must_use = "a transaction changes nothing until it is committed"]
 pub struct Transaction {
-    claims: crate::alloc::KVec<bindings::text_poke_rs_claim>,
+    claims: crate::alloc::KVec<bindings::text_poke_batch_claim>,
     pinned: crate::alloc::KVec<*mut bindings::module>,
 }
 
@@ -83,7 +83,7 @@ impl Transaction {
         let _ = self.pinned.push_within_capacity(module);
         let _ = self
             .claims
-            .push_within_capacity(bindings::text_poke_rs_claim {
+            .push_within_capacity(bindings::text_poke_batch_claim {
                 key,
                 enable,
                 flip: false,

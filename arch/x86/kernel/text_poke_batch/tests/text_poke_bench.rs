@@ -2,7 +2,7 @@
 
 //! Benchmarks of static key flips and of the INT3 handler, for each text-poke implementation.
 //!
-//! Five keys with 1, 8, 56, 256 and 1024 sites, and with `CONFIG_TEXT_POKE_RS_BENCH_LARGE` one
+//! Five keys with 1, 8, 56, 256 and 1024 sites, and with `CONFIG_TEXT_POKE_BATCH_BENCH_LARGE` one
 //! with 4096, 64 in each of 64 pages (`text_poke_bench_large.S`), which only `flip` and `sites`
 //! take: its sites' bytes are read after each flip. `/sys/kernel/debug/text_poke_bench/run` takes
 //! a command and, once it is done, reads back its figures, one `name value` a line:
@@ -27,7 +27,7 @@
 //!   ways go through the same update, which checks every site of a key before it writes any.
 //!
 //! - `modtxn MS` and `modkey 0|1`, for the test of module init text (`make test`): `modtxn`
-//!   begins a transaction enabling `text_poke_rs_mod_key`, whose sites are in the module
+//!   begins a transaction enabling `text_poke_batch_mod_key`, whose sites are in the module
 //!   `text_poke_mod_test.ko`, lets that module's init function (waiting while the module is
 //!   COMING) go on, sleeps MS milliseconds while the module goes live and its init text is
 //!   freed, then commits: `entries` tells how many sites the commit wrote. `modkey` sets the
@@ -46,9 +46,9 @@
 //!
 //! - `faults KEY` and `faults txn`: the key enabled, or the eight keys of `txn` enabled as one
 //!   [`Transaction`], with the n-th fault-injection point of the writer failing
-//!   (`/proc/self/fail-nth`'s rule: failslab, fail_page_alloc and fail_text_poke points alike),
-//!   for n = 1, 2, ... until an enable gets past all its points; the keys are disabled after
-//!   each enable that went through. After every attempt each key's sites are checked, their
+//!   (`/proc/self/fail-nth`'s rule: failslab, fail_page_alloc and fail_text_poke_batch points
+//!   alike), for n = 1, 2, ... until an enable gets past all its points; the keys are disabled
+//!   after each enable that went through. After every attempt each key's sites are checked, their
 //!   bytes against the key's value and their direction by running them: `injected` counts the
 //!   attempts a fault was injected into, `refused` those that failed (with `ENOMEM` or `EIO`;
 //!   any other error counts as wrong too) and `wrong` the keys whose sites disagreed with
@@ -97,7 +97,7 @@
 //!   queues work on every CPU whose per-CPU folio batches hold folios, with `qpw=1` it drains
 //!   them from here.
 //!
-//! The implementation measured is the one in use: `/sys/kernel/debug/text_poke/mode` switches
+//! The implementation measured is the one in use: `/sys/kernel/debug/text_poke_batch/mode` switches
 //! it, so all three are measured on one boot.
 
 use core::{
@@ -314,10 +314,10 @@ extern "C" {
     fn text_poke_timed_start(site: extern "C" fn() -> c_ulong) -> i32;
     fn text_poke_timed_stop(timed: *mut Timed);
     // In text_poke_stress.c.
-    static mut text_poke_rs_mod_key: bindings::static_key_false;
-    fn text_poke_rs_upstream_key() -> *mut bindings::static_key_false;
-    static mut text_poke_rs_mod_go: bool;
-    static mut text_poke_rs_mod_returning: bool;
+    static mut text_poke_batch_mod_key: bindings::static_key_false;
+    fn text_poke_batch_upstream_key() -> *mut bindings::static_key_false;
+    static mut text_poke_batch_mod_go: bool;
+    static mut text_poke_batch_mod_returning: bool;
     fn text_poke_vstorm(n: u32, pages: u32) -> i32;
     fn text_poke_vread() -> i32;
     fn text_poke_vreuse() -> i32;
@@ -410,14 +410,14 @@ fn errno(ret: i32) -> Result {
 /// The key whose sites are in `text_poke_mod_test.ko`.
 fn mod_key() -> &'static StaticKeyFalse {
     // SAFETY: The key is a static defined with `DEFINE_STATIC_KEY_FALSE()`.
-    unsafe { StaticKeyFalse::from_c(&raw mut text_poke_rs_mod_key) }
+    unsafe { StaticKeyFalse::from_c(&raw mut text_poke_batch_mod_key) }
 }
 
 /// The key of upstream's that `upstream` flips: the `write_msr` tracepoint's.
 fn upstream_key() -> &'static StaticKeyFalse {
     // SAFETY: The helper returns the key of a tracepoint of the kernel image, a static
     // initialised with `STATIC_KEY_FALSE_INIT`.
-    unsafe { StaticKeyFalse::from_c(text_poke_rs_upstream_key()) }
+    unsafe { StaticKeyFalse::from_c(text_poke_batch_upstream_key()) }
 }
 
 /// The sites of `key` that hold the JMP of an enabled key: its sites' bytes read under
@@ -440,18 +440,18 @@ fn run_upstream() -> u32 {
 }
 
 /// The key of `text_poke_bench_large.S`'s 4096 sites, which name it.
-#[cfg(CONFIG_TEXT_POKE_RS_BENCH_LARGE)]
+#[cfg(CONFIG_TEXT_POKE_BATCH_BENCH_LARGE)]
 #[export_name = "text_poke_bench_large_key"]
 static KEY_4096: StaticKeyFalse = StaticKeyFalse::new();
 
 /// The sites of [`KEY_4096`] that hold the JMP of an enabled key.
-#[cfg(CONFIG_TEXT_POKE_RS_BENCH_LARGE)]
+#[cfg(CONFIG_TEXT_POKE_BATCH_BENCH_LARGE)]
 fn run_4096() -> u32 {
     jumps(&KEY_4096)
 }
 
 /// The key of 4096 sites, in 64 pages.
-#[cfg(CONFIG_TEXT_POKE_RS_BENCH_LARGE)]
+#[cfg(CONFIG_TEXT_POKE_BATCH_BENCH_LARGE)]
 static LARGE: BenchKey = BenchKey {
     sites: 4096,
     key: &KEY_4096,
@@ -527,17 +527,17 @@ struct Bench {
     figures: [AtomicU64; FIELDS.len()],
 }
 
-fn stats() -> bindings::text_poke_rs_stats {
-    let mut s = bindings::text_poke_rs_stats::default();
+fn stats() -> bindings::text_poke_batch_stats {
+    let mut s = bindings::text_poke_batch_stats::default();
     // SAFETY: `s` is valid for writes.
-    unsafe { bindings::text_poke_rs_read_stats(&mut s) };
+    unsafe { bindings::text_poke_batch_read_stats(&mut s) };
     s
 }
 
 fn mode() -> u64 {
-    // SAFETY: `text_poke_rs_mode` is an `int` that lives as long as the kernel, aligned, and
+    // SAFETY: `text_poke_batch_mode` is an `int` that lives as long as the kernel, aligned, and
     // written with `WRITE_ONCE()`.
-    let mode = unsafe { Atomic::from_ptr(&raw mut bindings::text_poke_rs_mode) }.load(Relaxed);
+    let mode = unsafe { Atomic::from_ptr(&raw mut bindings::text_poke_batch_mode) }.load(Relaxed);
     mode as u64
 }
 
@@ -804,16 +804,16 @@ impl Bench {
         txn.enable(key)?;
         // SAFETY: A `bool` of the kernel image the module's init function polls with
         // `READ_ONCE()`.
-        unsafe { Atomic::from_ptr(&raw mut text_poke_rs_mod_go) }.store(true, Relaxed);
+        unsafe { Atomic::from_ptr(&raw mut text_poke_batch_mod_go) }.store(true, Relaxed);
         kernel::time::delay::fsleep(kernel::time::Delta::from_millis(ms as i64));
         let before = stats();
         let ret = txn.commit();
         let after = stats();
-        // SAFETY: `text_poke_rs_mod_go` is a `bool` of the kernel image (`text_poke_stress.c`),
+        // SAFETY: `text_poke_batch_mod_go` is a `bool` of the kernel image (`text_poke_stress.c`),
         // aligned and valid for reads and writes as long as the kernel runs. Every other access to
         // it is marked (`READ_ONCE()` in `text_poke_mod_test.ko`'s init, `WRITE_ONCE()` in
         // `text_poke_hold_jump_label()`, `Atomic` here), so none races with this store.
-        unsafe { Atomic::from_ptr(&raw mut text_poke_rs_mod_go) }.store(false, Relaxed);
+        unsafe { Atomic::from_ptr(&raw mut text_poke_batch_mod_go) }.store(false, Relaxed);
         let mut values = [0u64; FIELDS.len()];
         values[1] = 1;
         values[2] = after.syncs - before.syncs;
@@ -837,8 +837,8 @@ impl Bench {
         // `READ_ONCE()` and `WRITE_ONCE()`.
         let (go, returning) = unsafe {
             (
-                Atomic::from_ptr(&raw mut text_poke_rs_mod_go),
-                Atomic::from_ptr(&raw mut text_poke_rs_mod_returning),
+                Atomic::from_ptr(&raw mut text_poke_batch_mod_go),
+                Atomic::from_ptr(&raw mut text_poke_batch_mod_returning),
             )
         };
         returning.store(false, Relaxed);
@@ -1361,7 +1361,7 @@ fn key_named(word: Option<&str>) -> Result<&'static BenchKey> {
     if word == "noinstr" {
         return Ok(&NOINSTR);
     }
-    #[cfg(CONFIG_TEXT_POKE_RS_BENCH_LARGE)]
+    #[cfg(CONFIG_TEXT_POKE_BATCH_BENCH_LARGE)]
     if word == "4096" {
         return Ok(&LARGE);
     }
@@ -1525,8 +1525,8 @@ fn show_run(bench: &Bench, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         _ => return writeln!(f, "none"),
     };
     let mode = match bench.mode.load(Ordering::Relaxed) as u32 {
-        bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_RUST => "rust",
-        bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_C => "c",
+        bindings::text_poke_batch_mode_TEXT_POKE_BATCH_MODE_RUST => "rust",
+        bindings::text_poke_batch_mode_TEXT_POKE_BATCH_MODE_C => "c",
         _ => "serial",
     };
     writeln!(f, "kind {kind}")?;

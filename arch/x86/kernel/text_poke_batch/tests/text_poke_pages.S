@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Sites of text_poke_pages_key at chosen places in 72 pages of text, for
- * the text_poke_rs_pages KUnit suite: two sites in page 0, one in page 1,
+ * the text_poke_batch_pages KUnit suite: two sites in page 0, one in page 1,
  * one across the boundary of pages 1 and 2, one in page 2, none in pages 3
  * and 4, then one in each of pages 5 to 71: 72 sites on 70 pages, more
- * than one mapping of a run holds (TEXT_POKE_RS_RUN_PAGES).
+ * than one mapping of a run holds (TEXT_POKE_BATCH_RUN_PAGES).
  *
  * The sites are TP_SITE's (text_poke_pages_site.S). text_poke_pages_sites[]
  * lists each site and its jump target.

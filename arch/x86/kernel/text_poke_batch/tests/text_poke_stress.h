@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Executors for the text_poke_rs KUnit stress test (kunit.rs) and the
+ * Executors for the text_poke_batch KUnit stress test (kunit.rs) and the
  * text_poke_bench benchmark: kthreads that run a callback in a loop on
  * other CPUs while the caller flips a static key.
  */
@@ -16,19 +16,19 @@ struct module;
  * A key of the kernel image whose sites are in text_poke_mod_test.ko, and
  * the flag that module's init function waits for.
  */
-DECLARE_STATIC_KEY_FALSE(text_poke_rs_mod_key);
-extern bool text_poke_rs_mod_go;
+DECLARE_STATIC_KEY_FALSE(text_poke_batch_mod_key);
+extern bool text_poke_batch_mod_go;
 /* Set by text_poke_mod_test.ko's init function as it returns. */
-extern bool text_poke_rs_mod_returning;
+extern bool text_poke_batch_mod_returning;
 /*
  * The read-only key race of text_poke_mod_rs.ko: armed, the start of @fn
  * on a work item, and what it returned (INT_MIN before it has run; waits
  * for it).
  */
-extern bool text_poke_rs_ro_race;
+extern bool text_poke_batch_ro_race;
 void text_poke_ro_race_start(int (*fn)(void));
 int text_poke_ro_race_wait(void);
-struct static_key_false *text_poke_rs_upstream_key(void);
+struct static_key_false *text_poke_batch_upstream_key(void);
 
 /*
  * A key of the kernel image with one site there,
@@ -38,19 +38,19 @@ struct static_key_false *text_poke_rs_upstream_key(void);
  * text_poke_span_corrupted() says whether it still holds them,
  * text_poke_span_repair() puts back what it held.
  */
-DECLARE_STATIC_KEY_FALSE(text_poke_rs_span_key);
+DECLARE_STATIC_KEY_FALSE(text_poke_batch_span_key);
 bool text_poke_span_image_site(void);
 int text_poke_span_corrupt(struct module *mod);
 int text_poke_span_corrupted(void);
 void text_poke_span_repair(void);
 
 /**
- * struct text_poke_trace - what the text_poke_rs trace events said
- * @batches: text_poke_rs_batch events
+ * struct text_poke_trace - what the text_poke_batch trace events said
+ * @batches: text_poke_batch_applied events
  * @sites: their sites, summed
  * @syncs: their sync rounds, summed
  * @ns: their durations, summed
- * @refused: text_poke_rs_refused events
+ * @refused: text_poke_batch_refused events
  * @refused_key: the key of the last one
  * @refused_wrong: its sites refused
  */
@@ -77,7 +77,7 @@ void text_poke_calls_stop(void);
 unsigned int text_poke_calls_run(int cpu);
 
 /*
- * Fault injection of the Rust batch's write checks (fail_text_poke): from
+ * Fault injection of the Rust batch's write checks (fail_text_poke_batch): from
  * the @nth check this task makes on, @times checks in a row fail, and no
  * other task's; @nth 0 makes none fail, the attributes as at boot.
  */
@@ -185,7 +185,7 @@ int text_poke_vtables(unsigned int level, unsigned long *cpus);
 /*
  * Holds jump_label_mutex for @ms milliseconds, as a key update in flight
  * does, and lets text_poke_mod_test.ko's init function return meanwhile
- * (text_poke_rs_mod_go): 0, or -EINVAL for more than ten seconds.
+ * (text_poke_batch_mod_go): 0, or -EINVAL for more than ten seconds.
  */
 int text_poke_hold_jump_label(unsigned int ms);
 

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The 4,096 sites of text_poke_bench_large_key (CONFIG_TEXT_POKE_RS_BENCH_LARGE),
+ * The 4,096 sites of text_poke_bench_large_key (CONFIG_TEXT_POKE_BATCH_BENCH_LARGE),
  * the benchmark's largest key: 64 in each of 64 pages, one every 64 bytes,
  * so that a flip writes as many pages as one mapping of the Rust batch
- * holds (TEXT_POKE_RS_RUN_PAGES). The key is the benchmark's own
+ * holds (TEXT_POKE_BATCH_RUN_PAGES). The key is the benchmark's own
  * (text_poke_bench.rs), which reads the sites' bytes after each flip.
  *
  * The sites are TP_SITE's (text_poke_pages_site.S).

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * A module with a site of text_poke_rs_span_key, a key of the kernel image,
+ * A module with a site of text_poke_batch_span_key, a key of the kernel image,
  * that does not hold what the key put there (text_poke_mod_bad_site.S).
  * Loaded while the key is disabled, nothing writes the site and the module
  * loads, but no flip of the key can go through while it is there. Loaded

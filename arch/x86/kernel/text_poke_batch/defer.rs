@@ -76,7 +76,7 @@ pub fn entry_text(addr: usize) -> bool {
 ///
 /// The caller holds `text_mutex`, as every batch does: the round's mask is one static mask.
 pub unsafe fn sync(may_defer: bool) {
-    let mut round = bindings::text_poke_rs_round {
+    let mut round = bindings::text_poke_batch_round {
         deferred_cpus: ptr::null_mut(),
         local: -1,
         asked: bindings::ct_work_asked {
@@ -90,12 +90,12 @@ pub unsafe fn sync(may_defer: bool) {
     if may_defer && enabled() {
         // SAFETY: The round's mask is only used under `text_mutex`, which the caller holds,
         // until the round returns.
-        let mask = unsafe { bindings::text_poke_rs_round_mask() };
+        let mask = unsafe { bindings::text_poke_batch_round_mask() };
         round.deferred_cpus = mask;
-        // SAFETY: `mask` is the static `struct cpumask` of `text_poke_rs_round_mask()`, valid for
-        // reads and writes as long as the kernel runs, and `round.asked` lives until the call
+        // SAFETY: `mask` is the static `struct cpumask` of `text_poke_batch_round_mask()`, valid
+        // for reads and writes as long as the kernel runs, and `round.asked` lives until the call
         // returns. Every round uses the mask only under `text_mutex`, which the caller holds
-        // until this function returns, and `text_poke_rs_sync_round()` reads it through
+        // until this function returns, and `text_poke_batch_sync_round()` reads it through
         // `round.deferred_cpus` only after this call has returned.
         unsafe {
             bindings::ct_work_ask(
@@ -107,5 +107,5 @@ pub unsafe fn sync(may_defer: bool) {
     }
     // SAFETY: `round` and its mask live until the call returns; the round may sleep, as every
     // batch may.
-    unsafe { bindings::text_poke_rs_sync_round(&mut round) };
+    unsafe { bindings::text_poke_batch_sync_round(&mut round) };
 }

@@ -4,12 +4,12 @@
 //!
 //! A crate of its own, so that the kernel builds it without what `noinstr` code may not have:
 //! no KASAN or KCOV instrumentation, no debug assertions, no overflow checks (the `Makefile`
-//! says so), while the batch, `jump_label_rs`, is built with all of them where the
-//! configuration asks. It holds [`text_poke_rs_emulate()`] and, from `int3.rs`, the batch's own
+//! says so), while the batch, `text_poke_batch`, is built with all of them where the
+//! configuration asks. It holds [`text_poke_batch_emulate()`] and, from `int3.rs`, the batch's own
 //! file, the lookup it uses: everything here is inlined into the one function, which objtool
 //! checks calls nothing outside `.noinstr.text`.
 //!
-//! C header: [`arch/x86/include/asm/text_poke_rs.h`](srctree/arch/x86/include/asm/text_poke_rs.h).
+//! C header: [`arch/x86/include/asm/text_poke_batch.h`](srctree/arch/x86/include/asm/text_poke_batch.h).
 
 use core::ptr;
 use kernel::bindings;
@@ -43,14 +43,14 @@ fn base() -> usize {
 /// # Safety
 ///
 /// The caller holds a reference taken with `raw_atomic_inc_not_zero()` on this CPU's count;
-/// `sites`, `nr` and `index` are `text_poke_rs_published`'s, read after it: null, or `nr`
+/// `sites`, `nr` and `index` are `text_poke_batch_published`'s, read after it: null, or `nr`
 /// sites the batch keeps live and unchanged until every reference is dropped, and null or an
 /// [`Index`] built for them, kept as long. `regs` are the registers
 /// of a kernel-mode INT3 trap, saved by the entry code with the gap below the interrupted
 /// stack that lets a CALL be emulated (see `int3_emulate_push()`).
 #[no_mangle]
 #[link_section = ".noinstr.text"]
-pub unsafe extern "C" fn text_poke_rs_emulate(
+pub unsafe extern "C" fn text_poke_batch_emulate(
     regs: *mut bindings::pt_regs,
     sites: *const PokeLoc,
     nr: usize,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * A site of text_poke_rs_span_key, a key of the kernel image, that holds
+ * A site of text_poke_batch_span_key, a key of the kernel image, that holds
  * five one-byte NOPs instead of the 5-byte NOP static_branch_unlikely() puts
  * there. Shaped as TP_SITE's (text_poke_pages_site.S): one byte into a
  * function of its own that is never called.
@@ -23,5 +23,5 @@ SYM_FUNC_END(text_poke_mod_bad_site)
 	.balign 8
 	.long 1b - .
 	.long 2b - .
-	.quad text_poke_rs_span_key - .
+	.quad text_poke_batch_span_key - .
 	.popsection

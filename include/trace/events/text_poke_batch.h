@@ -1,25 +1,25 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Events of the Rust text-poke batch (arch/x86/kernel/text_poke_rs.c):
- * one per batch applied, in every text_poke= mode, with the counters of
- * CONFIG_TEXT_POKE_RS_MEASURE; and one per key flip the Rust update refuses.
+ * Events of the Rust text-poke batch (arch/x86/kernel/text_poke_batch.c):
+ * one per batch applied, in every text_poke_batch= mode, with the counters of
+ * CONFIG_TEXT_POKE_BATCH_MEASURE; and one per key flip the Rust update refuses.
  */
 #undef TRACE_SYSTEM
-#define TRACE_SYSTEM text_poke_rs
+#define TRACE_SYSTEM text_poke_batch
 
-#if !defined(_TRACE_TEXT_POKE_RS_H) || defined(TRACE_HEADER_MULTI_READ)
-#define _TRACE_TEXT_POKE_RS_H
+#if !defined(_TRACE_TEXT_POKE_BATCH_H) || defined(TRACE_HEADER_MULTI_READ)
+#define _TRACE_TEXT_POKE_BATCH_H
 
 #include <linux/tracepoint.h>
 
-#ifdef CONFIG_TEXT_POKE_RS_MEASURE
+#ifdef CONFIG_TEXT_POKE_BATCH_MEASURE
 /*
  * A batch applied: @sites written with @syncs sync rounds, which with
  * everything else the CPUs received meanwhile came to @ipis function-call
  * IPIs (the CAL counts of /proc/interrupts, summed), in @ns from the first
  * INT3 to the last sync.
  */
-TRACE_EVENT(text_poke_rs_batch,
+TRACE_EVENT(text_poke_batch_applied,
 	    TP_PROTO(unsigned int sites, unsigned int syncs, unsigned int ipis,
 		     u64 ns),
 	    TP_ARGS(sites, syncs, ipis, ns),
@@ -40,7 +40,7 @@ TRACE_EVENT(text_poke_rs_batch,
  * A key flip refused, nothing written: @wrong of its sites held what the
  * key did not put there, or the batch could not take or apply them.
  */
-TRACE_EVENT(text_poke_rs_refused,
+TRACE_EVENT(text_poke_batch_refused,
 	    TP_PROTO(const void *key, unsigned int wrong),
 	    TP_ARGS(key, wrong),
 	    TP_STRUCT__entry(__field(const void *, key)
@@ -50,6 +50,6 @@ TRACE_EVENT(text_poke_rs_refused,
 	    TP_printk("key=%ps wrong=%u", __entry->key, __entry->wrong)
 );
 
-#endif /* _TRACE_TEXT_POKE_RS_H */
+#endif /* _TRACE_TEXT_POKE_BATCH_H */
 
 #include <trace/define_trace.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Sites of text_poke_rs_mod_key, a key of the kernel image, over pages of
+ * Sites of text_poke_batch_mod_key, a key of the kernel image, over pages of
  * the test module's text: two in page 0, one across the boundary of pages
  * 0 and 1, none in page 2, one in page 3 and one in page 4. The module's
  * text is vmalloc'd: the Rust batch maps its pages as module text.
@@ -13,7 +13,7 @@
 	TP_SITES_START text_poke_mod_pages
 
 .macro TP_MOD_SITE page:req, off:req
-	TP_SITE text_poke_rs_mod_key, text_poke_mod_pages, \page, \off
+	TP_SITE text_poke_batch_mod_key, text_poke_mod_pages, \page, \off
 .endm
 
 	TP_MOD_SITE 0, 0x100

@@ -34,7 +34,7 @@
 //! be freed, and an update that takes the mutex later finds the module LIVE. (`text_mutex`,
 //! which the update also holds, is not what orders it.)
 //!
-//! Where upstream's update runs (`text_poke=c`, and while the kernel boots), the pass
+//! Where upstream's update runs (`text_poke_batch=c`, and while the kernel boots), the pass
 //! `JUMP_LABEL_CHECK` checks a key's sites without queueing them, for the callers that can be
 //! told of a refusal.
 //!
@@ -325,7 +325,7 @@ pub unsafe extern "C" fn jump_label_rs_update(
         stext_offset(key.addr())
     );
     // SAFETY: Only counts the refusal, and traces it.
-    unsafe { bindings::text_poke_rs_note_refused(key.cast_const().cast(), wrong as u32) };
+    unsafe { bindings::text_poke_batch_note_refused(key.cast_const().cast(), wrong as u32) };
     kernel::warn_on!(true);
     EINVAL.to_errno()
 }
@@ -402,7 +402,7 @@ impl UpdateLocks {
 /// holds none of `cpus_read_lock()`, `jump_label_mutex` and `text_mutex`.
 #[no_mangle]
 pub unsafe extern "C" fn jump_label_rs_commit(
-    claims: *mut bindings::text_poke_rs_claim,
+    claims: *mut bindings::text_poke_batch_claim,
     n: usize,
 ) -> c_int {
     if n == 0 {
@@ -435,8 +435,8 @@ pub unsafe extern "C" fn jump_label_rs_commit(
 
 /// Writes the sites of `keys` for their counts, as one batch: every site of every key is
 /// checked (and queued) before any is written, and if one is refused, none is. Returns 0 or the
-/// refusal's error. Where upstream's update runs (`text_poke=c`, and while the kernel boots), the
-/// keys are checked first and then updated one by one by upstream's code.
+/// refusal's error. Where upstream's update runs (`text_poke_batch=c`, and while the kernel boots),
+/// the keys are checked first and then updated one by one by upstream's code.
 ///
 /// Called with `cpus_read_lock()` and `jump_label_mutex` held, on valid keys, in a context that
 /// may sleep.

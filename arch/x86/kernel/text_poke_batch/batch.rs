@@ -3,11 +3,11 @@
 //! The live batch behind `smp_text_poke_*()`: storage, the entry points C calls, and the
 //! INT3 handler's lookup.
 //!
-//! Every entry point but [`text_poke_rs_emulate`] runs under `text_mutex`, which serialises all
+//! Every entry point but [`text_poke_batch_emulate`] runs under `text_mutex`, which serialises all
 //! access to the batch: the batch is only reached with a [`TextMutex`] token. Nothing stays
 //! queued once `text_mutex` is released. The INT3 handler reads the published vector, which
-//! nothing writes meanwhile, only between `text_poke_rs_publish()` and `text_poke_rs_retire()`,
-//! which bracket [`poke::apply`].
+//! nothing writes meanwhile, only between `text_poke_batch_publish()` and
+//! `text_poke_batch_retire()`, which bracket [`poke::apply`].
 
 use core::{cell::UnsafeCell, ffi::c_void, mem::MaybeUninit, ptr};
 
@@ -270,7 +270,7 @@ impl PokeStorage for Storage {
 }
 
 /// The batch. The INT3 handler sees the vector being applied through C's
-/// `text_poke_rs_published`, set by `text_poke_rs_publish()`.
+/// `text_poke_batch_published`, set by `text_poke_batch_publish()`.
 struct State {
     batch: UnsafeCell<Queue<Storage>>,
 }
@@ -321,25 +321,25 @@ pub(crate) fn core_text(addr: usize) -> bool {
     (base()..(&raw const bindings::_etext).addr()).contains(&addr)
 }
 
-/// Whether fault injection (`fail_text_poke`, `CONFIG_FAIL_TEXT_POKE_RS`) drops the next write
-/// made with `text_poke()`: it does not land, and the batch must put every site back. (A run's
-/// writes are dropped by the C side, which finds them when it reads them back.)
+/// Whether fault injection (`fail_text_poke_batch`, `CONFIG_FAIL_TEXT_POKE_BATCH`) drops the next
+/// write made with `text_poke()`: it does not land, and the batch must put every site back. (A
+/// run's writes are dropped by the C side, which finds them when it reads them back.)
 #[inline(always)]
 fn write_fails() -> bool {
-    #[cfg(CONFIG_FAIL_TEXT_POKE_RS)]
+    #[cfg(CONFIG_FAIL_TEXT_POKE_BATCH)]
     // SAFETY: Only consults the fault attributes.
-    return unsafe { bindings::text_poke_rs_should_fail() };
-    #[cfg(not(CONFIG_FAIL_TEXT_POKE_RS))]
+    return unsafe { bindings::text_poke_batch_should_fail() };
+    #[cfg(not(CONFIG_FAIL_TEXT_POKE_BATCH))]
     false
 }
 
 /// Whether fault injection may drop writes ([`write_fails`]) now.
 #[inline(always)]
 fn faults_armed() -> bool {
-    #[cfg(CONFIG_FAIL_TEXT_POKE_RS)]
+    #[cfg(CONFIG_FAIL_TEXT_POKE_BATCH)]
     // SAFETY: Only reads the fault attributes and this task's `fail-nth` count.
-    return unsafe { bindings::text_poke_rs_faults_armed() };
-    #[cfg(not(CONFIG_FAIL_TEXT_POKE_RS))]
+    return unsafe { bindings::text_poke_batch_faults_armed() };
+    #[cfg(not(CONFIG_FAIL_TEXT_POKE_BATCH))]
     false
 }
 
@@ -360,7 +360,7 @@ struct KernelText {
     #[cfg_attr(not(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE), allow(dead_code))]
     may_defer: bool,
     /// The run mapped, between `map_run()` and `unmap_run()`.
-    run: bindings::text_poke_rs_run,
+    run: bindings::text_poke_batch_run,
     /// Fault injection may drop a write ([`write_fails`]): asked once per batch, and only for
     /// a batch whose caller can be told it was not applied.
     faults: bool,
@@ -379,7 +379,7 @@ impl KernelText {
         };
         Self {
             may_defer,
-            run: bindings::text_poke_rs_run::default(),
+            run: bindings::text_poke_batch_run::default(),
             faults: refusable && faults_armed(),
         }
     }
@@ -422,7 +422,7 @@ impl TextOps for KernelText {
         // SAFETY: `text_poke()` rewrites live text through a temporary mapping; the caller holds
         // `text_mutex` as it requires. This one is untraced, as the batch needs.
         unsafe {
-            bindings::text_poke_rs_text_poke(
+            bindings::text_poke_batch_text_poke(
                 addr as *mut c_void,
                 bytes.as_ptr().cast(),
                 bytes.len(),
@@ -433,7 +433,7 @@ impl TextOps for KernelText {
     }
 
     fn run_pages(&self) -> usize {
-        bindings::TEXT_POKE_RS_RUN_PAGES as usize
+        bindings::TEXT_POKE_BATCH_RUN_PAGES as usize
     }
 
     fn mappable(&mut self, pages: &[usize]) -> bool {
@@ -442,14 +442,18 @@ impl TextOps for KernelText {
             return true;
         }
         // SAFETY: `pages` holds `pages.len()` addresses; the call only looks them up.
-        unsafe { bindings::text_poke_rs_run_mappable(pages.as_ptr().cast(), pages.len() as u32) }
+        unsafe { bindings::text_poke_batch_run_mappable(pages.as_ptr().cast(), pages.len() as u32) }
     }
 
     fn map_run(&mut self, pages: &[usize]) -> bool {
         // SAFETY: `pages` holds `pages.len()` addresses; the caller holds `text_mutex`. On
         // success the run stays mapped until `unmap_run()`, which `poke::apply` always calls.
         let ret = unsafe {
-            bindings::text_poke_rs_run_map(&mut self.run, pages.as_ptr().cast(), pages.len() as u32)
+            bindings::text_poke_batch_run_map(
+                &mut self.run,
+                pages.as_ptr().cast(),
+                pages.len() as u32,
+            )
         };
         // The C side drops the run's first write if told to.
         self.run.fail = ret == 0 && self.faults && write_fails();
@@ -457,17 +461,17 @@ impl TextOps for KernelText {
     }
 
     fn write_run(&mut self, writes: &[poke::RunWrite]) -> u32 {
-        const _: () = assert!(poke::RUN_CHUNK == bindings::TEXT_POKE_RS_RUN_WRITES as usize);
+        const _: () = assert!(poke::RUN_CHUNK == bindings::TEXT_POKE_BATCH_RUN_WRITES as usize);
         const _: () = assert!(
-            size_of::<poke::RunWrite>() == size_of::<bindings::text_poke_rs_write>()
-                && align_of::<poke::RunWrite>() == align_of::<bindings::text_poke_rs_write>()
+            size_of::<poke::RunWrite>() == size_of::<bindings::text_poke_batch_write>()
+                && align_of::<poke::RunWrite>() == align_of::<bindings::text_poke_batch_write>()
         );
         // SAFETY: A run is mapped (`map_run()` succeeded); `RunWrite` has the layout of
-        // `struct text_poke_rs_write` (`#[repr(C)]`, same fields, sizes checked above), and
+        // `struct text_poke_batch_write` (`#[repr(C)]`, same fields, sizes checked above), and
         // `writes` holds `writes.len()` of them. The C side refuses a write that would not
         // stay within the run.
         unsafe {
-            bindings::text_poke_rs_run_write(
+            bindings::text_poke_batch_run_write(
                 &mut self.run,
                 writes.as_ptr().cast(),
                 writes.len() as u32,
@@ -477,20 +481,21 @@ impl TextOps for KernelText {
 
     fn write_sites(&mut self, phase: poke::Phase, sites: &[Slot]) -> u32 {
         const _: () = assert!(
-            size_of::<Slot>() == size_of::<bindings::text_poke_rs_site>()
-                && align_of::<Slot>() == align_of::<bindings::text_poke_rs_site>()
+            size_of::<Slot>() == size_of::<bindings::text_poke_batch_site>()
+                && align_of::<Slot>() == align_of::<bindings::text_poke_batch_site>()
         );
         const _: () = assert!(
-            poke::Phase::Int3 as u32 == bindings::text_poke_rs_phase_TEXT_POKE_RS_INT3
-                && poke::Phase::Tail as u32 == bindings::text_poke_rs_phase_TEXT_POKE_RS_TAIL
-                && poke::Phase::First as u32 == bindings::text_poke_rs_phase_TEXT_POKE_RS_FIRST
+            poke::Phase::Int3 as u32 == bindings::text_poke_batch_phase_TEXT_POKE_BATCH_INT3
+                && poke::Phase::Tail as u32 == bindings::text_poke_batch_phase_TEXT_POKE_BATCH_TAIL
+                && poke::Phase::First as u32
+                    == bindings::text_poke_batch_phase_TEXT_POKE_BATCH_FIRST
         );
         // SAFETY: A run is mapped (`map_run()` succeeded); `Slot` has the layout of
-        // `struct text_poke_rs_site` (`#[repr(C)]`, same fields, sizes checked above), and
+        // `struct text_poke_batch_site` (`#[repr(C)]`, same fields, sizes checked above), and
         // `sites` holds `sites.len()` of them; `phase` is one of C's phases (checked above).
         // The C side refuses a write that would not stay within the run.
         unsafe {
-            bindings::text_poke_rs_run_sites(
+            bindings::text_poke_batch_run_sites(
                 &mut self.run,
                 sites.as_ptr().cast(),
                 sites.len() as u32,
@@ -501,7 +506,7 @@ impl TextOps for KernelText {
 
     fn unmap_run(&mut self) {
         // SAFETY: Mapped by `map_run()`.
-        unsafe { bindings::text_poke_rs_run_unmap(&mut self.run) };
+        unsafe { bindings::text_poke_batch_run_unmap(&mut self.run) };
     }
 
     fn undoing(&mut self) {
@@ -527,13 +532,13 @@ impl TextOps for KernelText {
 
     fn reports(&mut self) -> bool {
         // SAFETY: Only reads perf's count of events that record text pokes.
-        unsafe { bindings::text_poke_rs_reports() }
+        unsafe { bindings::text_poke_batch_reports() }
     }
 
     fn poked(&mut self, addr: usize, old: &[u8], new: &[u8]) {
         // SAFETY: Both buffers hold `old.len() == new.len()` bytes.
         unsafe {
-            bindings::text_poke_rs_poked(
+            bindings::text_poke_batch_poked(
                 addr as *const c_void,
                 old.as_ptr().cast(),
                 new.as_ptr().cast(),
@@ -543,28 +548,28 @@ impl TextOps for KernelText {
     }
 }
 
-/// The implementation in use: `text_poke_rs_mode`, with `CONFIG_TEXT_POKE_RS_MEASURE`.
+/// The implementation in use: `text_poke_batch_mode`, with `CONFIG_TEXT_POKE_BATCH_MEASURE`.
 ///
 /// It only changes with `text_mutex` and `jump_label_mutex` held and nothing queued, so it
 /// stays put for as long as a caller holds either.
-#[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+#[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
 pub(crate) fn mode() -> u32 {
     use kernel::sync::atomic::{Atomic, Relaxed};
 
-    // SAFETY: `text_poke_rs_mode` is an `int` that lives as long as the kernel, aligned, and
+    // SAFETY: `text_poke_batch_mode` is an `int` that lives as long as the kernel, aligned, and
     // written with `WRITE_ONCE()`.
-    let mode = unsafe { Atomic::from_ptr(&raw mut bindings::text_poke_rs_mode) }.load(Relaxed);
+    let mode = unsafe { Atomic::from_ptr(&raw mut bindings::text_poke_batch_mode) }.load(Relaxed);
     mode as u32
 }
 
-/// Whether every site is a batch of its own (`text_poke=serial`).
-#[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+/// Whether every site is a batch of its own (`text_poke_batch=serial`).
+#[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
 fn serial() -> bool {
-    mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_SERIAL
+    mode() == bindings::text_poke_batch_mode_TEXT_POKE_BATCH_MODE_SERIAL
 }
 
-/// Never in a kernel built without `CONFIG_TEXT_POKE_RS_MEASURE`: the batch is the only mode.
-#[cfg(not(CONFIG_TEXT_POKE_RS_MEASURE))]
+/// Never in a kernel built without `CONFIG_TEXT_POKE_BATCH_MEASURE`: the batch is the only mode.
+#[cfg(not(CONFIG_TEXT_POKE_BATCH_MEASURE))]
 fn serial() -> bool {
     false
 }
@@ -588,7 +593,7 @@ impl TextMutex {
     /// its own while this one is borrowed.
     pub(crate) unsafe fn assume_held() -> Self {
         // SAFETY: Only asserts, to lockdep, what the caller guarantees.
-        unsafe { bindings::text_poke_rs_assert_text_held() };
+        unsafe { bindings::text_poke_batch_assert_text_held() };
         // INVARIANT: The caller guarantees it.
         Self {
             _not_send: core::marker::PhantomData,
@@ -646,7 +651,7 @@ impl core::ops::DerefMut for TextMutexGuard {
 ///
 /// Called with `text_mutex` held; `opcode` and `emulate` (if not null) point to `len` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn text_poke_rs_batch_add(
+pub unsafe extern "C" fn text_poke_batch_add(
     addr: *mut c_void,
     opcode: *const c_void,
     len: usize,
@@ -687,14 +692,14 @@ pub unsafe extern "C" fn text_poke_rs_batch_add(
 /// too. Key flips and transactions, which can be told, are refused instead.
 #[cold]
 fn not_applied() -> ! {
-    panic!("text_poke: a batch of text pokes was not applied, and its caller cannot be told");
+    panic!("text_poke_batch: a batch of text pokes was not applied, and its caller cannot be told");
 }
 
-/// Stops the kernel for a write `text_poke_rs_batch_add()` cannot make.
+/// Stops the kernel for a write `text_poke_batch_add()` cannot make.
 #[cold]
 fn bad_poke(addr: *mut c_void, len: usize, why: PokeError) -> ! {
     panic!(
-        "text_poke: cannot patch _stext+{:#x} with a {len}-byte write: {why:?}",
+        "text_poke_batch: cannot patch _stext+{:#x} with a {len}-byte write: {why:?}",
         addr.addr().wrapping_sub(base())
     );
 }
@@ -745,8 +750,8 @@ pub(crate) fn truncate(text: &mut TextMutex, len: usize) {
 /// of a transaction queued a site twice ([`PokeError::Twice`], nothing written); all warn.
 ///
 /// `refusable` says that the caller can be told (a key flip or a transaction): only its
-/// batches are exposed to fault injection (`fail_text_poke`). Other callers stop the kernel on
-/// an error.
+/// batches are exposed to fault injection (`fail_text_poke_batch`). Other callers stop the kernel
+/// on an error.
 pub(crate) fn finish(text: &mut TextMutex, refusable: bool) -> Result<(), PokeError> {
     let mut applied = Ok(());
     let flushed = batch(text).flush(base(), |s, o| {
@@ -765,7 +770,7 @@ pub(crate) fn finish(text: &mut TextMutex, refusable: bool) -> Result<(), PokeEr
 ///
 /// Called with `text_mutex` held.
 #[no_mangle]
-pub unsafe extern "C" fn text_poke_rs_pending() -> usize {
+pub unsafe extern "C" fn text_poke_batch_pending() -> usize {
     // SAFETY: The caller holds `text_mutex`, and C callers keep no token.
     batch(&mut unsafe { TextMutex::assume_held() }).len()
 }
@@ -776,7 +781,7 @@ pub unsafe extern "C" fn text_poke_rs_pending() -> usize {
 ///
 /// Called with `text_mutex` held.
 #[no_mangle]
-pub unsafe extern "C" fn text_poke_rs_batch_finish() {
+pub unsafe extern "C" fn text_poke_batch_finish() {
     // SAFETY: The caller holds `text_mutex`, and C callers keep no token.
     if finish(&mut unsafe { TextMutex::assume_held() }, false).is_err() {
         not_applied();
@@ -830,13 +835,13 @@ fn undo_serial(sites: &[PokeLoc], old: &[Slot]) {
 /// nothing can be trusted. Upstream's `text_poke()` `BUG()`s at the first.
 #[cold]
 fn broken(sites: usize) -> ! {
-    panic!("text_poke: a {sites}-site batch could neither be applied nor put back");
+    panic!("text_poke_batch: a {sites}-site batch could neither be applied nor put back");
 }
 
 /// Patches `sites`, sorted by address, with the INT3 protocol. Called with `text_mutex` held,
 /// from [`Queue::flush`], which owns the batch while it runs. Fails with
 /// [`PokeError::Unmapped`] if a page of the text could not be mapped: nothing was written then
-/// (`text_poke_rs_run_mappable()` warned); with [`PokeError::WriteFailed`], warning, if a write
+/// (`text_poke_batch_run_mappable()` warned); with [`PokeError::WriteFailed`], warning, if a write
 /// did not land: every site was put back then.
 fn apply_sites(sites: &[PokeLoc], old: &mut [Slot], refusable: bool) -> Result<(), PokeError> {
     let mut index = ptr::null();
@@ -849,13 +854,13 @@ fn apply_sites(sites: &[PokeLoc], old: &mut [Slot], refusable: bool) -> Result<(
         }
     }
     // SAFETY: Publishes `sites` and `index`, built for them, which stay live and unchanged
-    // until `text_poke_rs_retire()` below, and sets every CPU's reference count, before any
+    // until `text_poke_batch_retire()` below, and sets every CPU's reference count, before any
     // INT3 is written; our caller holds `text_mutex`.
-    unsafe { bindings::text_poke_rs_publish(sites.as_ptr().cast(), sites.len(), index.cast()) };
+    unsafe { bindings::text_poke_batch_publish(sites.as_ptr().cast(), sites.len(), index.cast()) };
     // SAFETY: Counts the batch for the statistics.
-    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
     unsafe {
-        bindings::text_poke_rs_note_batch(sites.len() as u32)
+        bindings::text_poke_batch_note_batch(sites.len() as u32)
     };
 
     // SAFETY: Our caller holds `text_mutex`: nothing else uses the runs, and `poke::apply()`
@@ -881,11 +886,11 @@ fn apply_sites(sites: &[PokeLoc], old: &mut [Slot], refusable: bool) -> Result<(
 
     // SAFETY: The last sync is done: no CPU can hit our INT3s any more; waits for handlers,
     // then unpublishes `sites`.
-    unsafe { bindings::text_poke_rs_retire() };
-    // SAFETY: Ends the batch counted by `text_poke_rs_note_batch()` above.
-    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    unsafe { bindings::text_poke_batch_retire() };
+    // SAFETY: Ends the batch counted by `text_poke_batch_note_batch()` above.
+    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
     unsafe {
-        bindings::text_poke_rs_note_batch_done()
+        bindings::text_poke_batch_note_batch_done()
     };
     match stats.outcome {
         Outcome::Applied => Ok(()),

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * KUnit suite text_poke_rs_pages: flips of a key whose sites lie at chosen
+ * KUnit suite text_poke_batch_pages: flips of a key whose sites lie at chosen
  * places in 72 pages of text (text_poke_pages.S): two in one page, one
  * across a page boundary, pages without sites between pages with sites,
  * and more pages than one temporary mapping of a run holds. After every
  * flip each site holds the bytes its key's state asks for, whichever
- * text_poke= mode the kernel booted with; the Rust batch writes each phase
+ * text_poke_batch= mode the kernel booted with; the Rust batch writes each phase
  * of a flip through one mapping per run of pages.
  */
 
@@ -25,7 +25,7 @@
 #include <linux/vmalloc.h>
 
 #include <asm/sections.h>
-#include <asm/text_poke_rs.h>
+#include <asm/text_poke_batch.h>
 
 #include "text_poke_stress.h"
 
@@ -93,9 +93,9 @@ static void text_poke_pages_expect(struct kunit *test, bool on, int flip)
 
 static u64 text_poke_pages_mm_switches(void)
 {
-	struct text_poke_rs_stats stats;
+	struct text_poke_batch_stats stats;
 
-	text_poke_rs_read_stats(&stats);
+	text_poke_batch_read_stats(&stats);
 	return stats.mm_switches;
 }
 
@@ -103,23 +103,23 @@ static u64 text_poke_pages_mm_switches(void)
  * Every site follows every flip. The temporary-mm switches of a flip:
  * one per write in upstream's batch (c: 3 per site) and one per site per
  * phase in serial (a batch per site); in rust one per chunk of at most
- * TEXT_POKE_RS_RUN_WRITES writes of a run per phase: the 70 pages take
- * two runs (TEXT_POKE_RS_RUN_PAGES pages at most), the first with the
+ * TEXT_POKE_BATCH_RUN_WRITES writes of a run per phase: the 70 pages take
+ * two runs (TEXT_POKE_BATCH_RUN_PAGES pages at most), the first with the
  * sites of its pages (pages 0 to 2 hold 5, then one a page), the second
  * with the rest. Other text patching in the same moment would add to the
  * count: the exact figure is asked of one flip in three.
  */
 static void text_poke_pages_flips(struct kunit *test)
 {
-	unsigned int first = 5 + TEXT_POKE_RS_RUN_PAGES - 3;
-	unsigned int chunks = DIV_ROUND_UP(first, TEXT_POKE_RS_RUN_WRITES) +
+	unsigned int first = 5 + TEXT_POKE_BATCH_RUN_PAGES - 3;
+	unsigned int chunks = DIV_ROUND_UP(first, TEXT_POKE_BATCH_RUN_WRITES) +
 			      DIV_ROUND_UP(TEXT_POKE_PAGES_SITES - first,
-					   TEXT_POKE_RS_RUN_WRITES);
+					   TEXT_POKE_BATCH_RUN_WRITES);
 	u64 want, exact = 0;
 	int flip;
 
-	switch (READ_ONCE(text_poke_rs_mode)) {
-	case TEXT_POKE_RS_MODE_RUST:
+	switch (READ_ONCE(text_poke_batch_mode)) {
+	case TEXT_POKE_BATCH_MODE_RUST:
 		want = 3 * chunks;
 		break;
 	default:
@@ -172,18 +172,18 @@ static unsigned long text_poke_pages_unmapped(struct kunit *test)
 static void text_poke_pages_unmappable(struct kunit *test)
 {
 	const struct text_poke_pages_site *s = text_poke_pages_sites;
-	int mode = READ_ONCE(text_poke_rs_mode);
-	struct text_poke_rs_stats before, after;
+	int mode = READ_ONCE(text_poke_batch_mode);
+	struct text_poke_batch_stats before, after;
 	unsigned long bad;
 	u8 site[5];
 	int ret;
 
-	if (mode == TEXT_POKE_RS_MODE_C)
+	if (mode == TEXT_POKE_BATCH_MODE_C)
 		kunit_skip(test, "upstream's batch BUG()s on text it cannot map");
 	bad = text_poke_pages_unmapped(test);
 	memcpy(site, (void *)s[0].code, sizeof(site));
-	text_poke_rs_track(true);
-	text_poke_rs_read_stats(&before);
+	text_poke_batch_track(true);
+	text_poke_batch_read_stats(&before);
 	kunit_warning_suppress(test) {
 		mutex_lock(&text_mutex);
 		/* A site rewritten as it is, and text that is not there. */
@@ -194,8 +194,8 @@ static void text_poke_pages_unmappable(struct kunit *test)
 		mutex_unlock(&text_mutex);
 		KUNIT_EXPECT_SUPPRESSED_WARNING_COUNT(test, 1);
 	}
-	text_poke_rs_read_stats(&after);
-	text_poke_rs_track(false);
+	text_poke_batch_read_stats(&after);
+	text_poke_batch_track(false);
 	KUNIT_EXPECT_EQ(test, ret, -EFAULT);
 	KUNIT_EXPECT_EQ(test, after.unmapped - before.unmapped, 1);
 	KUNIT_EXPECT_EQ(test, after.own_syncs - before.own_syncs, 0);
@@ -220,17 +220,17 @@ static void text_poke_pages_run_bounds(struct kunit *test)
 	const struct text_poke_pages_site *s = text_poke_pages_sites;
 	unsigned long page = s[1].code & PAGE_MASK;
 	unsigned long pages[2] = { page, text_poke_pages_unmapped(test) };
-	struct text_poke_rs_write w[4] = {};
-	struct text_poke_rs_run run;
+	struct text_poke_batch_write w[4] = {};
+	struct text_poke_batch_run run;
 	unsigned int wrong;
 	u8 *copy;
 	int ret;
 
 	kunit_warning_suppress(test) {
-		KUNIT_EXPECT_FALSE(test, text_poke_rs_run_mappable(pages, 2));
+		KUNIT_EXPECT_FALSE(test, text_poke_batch_run_mappable(pages, 2));
 		KUNIT_EXPECT_SUPPRESSED_WARNING_COUNT(test, 1);
 	}
-	KUNIT_EXPECT_TRUE(test, text_poke_rs_run_mappable(pages, 1));
+	KUNIT_EXPECT_TRUE(test, text_poke_batch_run_mappable(pages, 1));
 
 	copy = kunit_kmalloc(test, PAGE_SIZE, GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, copy);
@@ -247,13 +247,13 @@ static void text_poke_pages_run_bounds(struct kunit *test)
 	w[2].rel = w[0].rel;
 	w[3].at = 0x10;
 	w[3].rel = w[0].rel;
-	w[3].bytes[7] = TEXT_POKE_RS_WRITE_MAX + 1;
+	w[3].bytes[7] = TEXT_POKE_BATCH_WRITE_MAX + 1;
 
 	mutex_lock(&text_mutex);
-	ret = text_poke_rs_run_map(&run, pages, 1);
-	wrong = ret ? 0 : text_poke_rs_run_write(&run, w, ARRAY_SIZE(w));
+	ret = text_poke_batch_run_map(&run, pages, 1);
+	wrong = ret ? 0 : text_poke_batch_run_write(&run, w, ARRAY_SIZE(w));
 	if (!ret)
-		text_poke_rs_run_unmap(&run);
+		text_poke_batch_run_unmap(&run);
 	mutex_unlock(&text_mutex);
 	KUNIT_ASSERT_EQ(test, ret, 0);
 	KUNIT_EXPECT_EQ(test, wrong, 3);
@@ -262,18 +262,18 @@ static void text_poke_pages_run_bounds(struct kunit *test)
 
 /* Phase @phase of the sites @site through a run of @page alone. */
 static unsigned int text_poke_pages_phase(struct kunit *test, unsigned long page,
-					  const struct text_poke_rs_site *site,
-					  unsigned int n, enum text_poke_rs_phase phase)
+					  const struct text_poke_batch_site *site,
+					  unsigned int n, enum text_poke_batch_phase phase)
 {
-	struct text_poke_rs_run run;
+	struct text_poke_batch_run run;
 	unsigned int wrong;
 	int ret;
 
 	mutex_lock(&text_mutex);
-	ret = text_poke_rs_run_map(&run, &page, 1);
-	wrong = ret ? 0 : text_poke_rs_run_sites(&run, site, n, phase);
+	ret = text_poke_batch_run_map(&run, &page, 1);
+	wrong = ret ? 0 : text_poke_batch_run_sites(&run, site, n, phase);
 	if (!ret)
-		text_poke_rs_run_unmap(&run);
+		text_poke_batch_run_unmap(&run);
 	mutex_unlock(&text_mutex);
 	KUNIT_EXPECT_EQ(test, ret, 0);
 	return wrong;
@@ -294,7 +294,7 @@ static void text_poke_pages_run_sites(struct kunit *test)
 	const struct text_poke_pages_site *s = text_poke_pages_sites;
 	unsigned long page = s[1].code & PAGE_MASK;
 	const u8 *code = (const u8 *)s[1].code;
-	struct text_poke_rs_site site[4] = {};
+	struct text_poke_batch_site site[4] = {};
 	unsigned int wrong;
 	u8 int3 = 0;
 	u8 *copy;
@@ -318,23 +318,23 @@ static void text_poke_pages_run_sites(struct kunit *test)
 	site[2].w.bytes[7] = 5;
 	/* A tail of too many bytes. */
 	site[3] = site[0];
-	site[3].w.bytes[7] = TEXT_POKE_RS_WRITE_MAX + 1;
+	site[3].w.bytes[7] = TEXT_POKE_BATCH_WRITE_MAX + 1;
 
-	wrong = text_poke_pages_phase(test, page, site, 1, TEXT_POKE_RS_INT3);
+	wrong = text_poke_pages_phase(test, page, site, 1, TEXT_POKE_BATCH_INT3);
 	KUNIT_EXPECT_EQ(test, wrong, 0);
 	int3 = READ_ONCE(*code);
-	wrong = text_poke_pages_phase(test, page, site, ARRAY_SIZE(site), TEXT_POKE_RS_TAIL);
+	wrong = text_poke_pages_phase(test, page, site, ARRAY_SIZE(site), TEXT_POKE_BATCH_TAIL);
 	KUNIT_EXPECT_EQ(test, wrong, 2);
-	wrong = text_poke_pages_phase(test, page, site, 2, TEXT_POKE_RS_FIRST);
+	wrong = text_poke_pages_phase(test, page, site, 2, TEXT_POKE_BATCH_FIRST);
 	KUNIT_EXPECT_EQ(test, wrong, 0);
 	KUNIT_EXPECT_EQ(test, int3, INT3_INSN_OPCODE);
 	KUNIT_EXPECT_MEMEQ(test, (void *)page, copy, PAGE_SIZE);
 
 	/* Outside the run: refused, nothing written. */
-	wrong = text_poke_pages_phase(test, page, &site[1], 1, TEXT_POKE_RS_INT3);
+	wrong = text_poke_pages_phase(test, page, &site[1], 1, TEXT_POKE_BATCH_INT3);
 	KUNIT_EXPECT_EQ(test, wrong, 1);
 	kunit_warning_suppress(test) {
-		wrong = text_poke_pages_phase(test, page, site, 1, TEXT_POKE_RS_FIRST + 1);
+		wrong = text_poke_pages_phase(test, page, site, 1, TEXT_POKE_BATCH_FIRST + 1);
 		KUNIT_EXPECT_SUPPRESSED_WARNING_COUNT(test, 1);
 	}
 	KUNIT_EXPECT_EQ(test, wrong, 1);
@@ -352,12 +352,12 @@ static void text_poke_pages_run_lets_interrupts_in(struct kunit *test)
 {
 	const struct text_poke_pages_site *s = text_poke_pages_sites;
 	unsigned long page = s[1].code & PAGE_MASK;
-	struct text_poke_rs_write w = {};
+	struct text_poke_batch_write w = {};
 	bool mapped_irqs_off = true, written_irqs_off = true;
 	bool preemptible_mapped = false, preemptible_written = false;
 	bool pinned_mapped = false, pinned_written = false;
 	int cpu_mapped = -1, cpu_written = -2;
-	struct text_poke_rs_run run;
+	struct text_poke_batch_run run;
 	unsigned int wrong = 0;
 	int ret;
 
@@ -367,21 +367,21 @@ static void text_poke_pages_run_lets_interrupts_in(struct kunit *test)
 	w.bytes[7] = 5;
 
 	mutex_lock(&text_mutex);
-	ret = text_poke_rs_run_map(&run, &page, 1);
+	ret = text_poke_batch_run_map(&run, &page, 1);
 	if (!ret) {
 		mapped_irqs_off = irqs_disabled();
 		preemptible_mapped = preemptible();
 		pinned_mapped = current->migration_disabled;
 		cpu_mapped = raw_smp_processor_id();
-		wrong = text_poke_rs_run_write(&run, &w, 1);
+		wrong = text_poke_batch_run_write(&run, &w, 1);
 		written_irqs_off = irqs_disabled();
 		preemptible_written = preemptible();
 		/* A chance to be preempted between chunks: it must not move. */
 		cond_resched();
 		pinned_written = current->migration_disabled;
 		cpu_written = raw_smp_processor_id();
-		wrong += text_poke_rs_run_write(&run, &w, 1);
-		text_poke_rs_run_unmap(&run);
+		wrong += text_poke_batch_run_write(&run, &w, 1);
+		text_poke_batch_run_unmap(&run);
 	}
 	mutex_unlock(&text_mutex);
 	KUNIT_ASSERT_EQ(test, ret, 0);
@@ -400,7 +400,7 @@ static void text_poke_pages_run_lets_interrupts_in(struct kunit *test)
 /*
  * Runs are mapped at a random place of their own, as random as
  * text_poke_mm_addr: every page between TASK_UNMAPPED_BASE and TASK_SIZE
- * that starts TEXT_POKE_RS_RUN_PAGES pages within one PTE table is a place
+ * that starts TEXT_POKE_BATCH_RUN_PAGES pages within one PTE table is a place
  * some random value picks, and there are no fewer than half as many as
  * text_poke_mm_addr has (a bit of entropy lost at most). This boot's place
  * is one of them, and its PTE table was made at boot, before any run.
@@ -408,20 +408,20 @@ static void text_poke_pages_run_lets_interrupts_in(struct kunit *test)
 static void text_poke_pages_run_place(struct kunit *test)
 {
 	unsigned long first = ALIGN(TASK_UNMAPPED_BASE, PMD_SIZE);
-	unsigned long span = TEXT_POKE_RS_RUN_PAGES * PAGE_SIZE;
+	unsigned long span = TEXT_POKE_BATCH_RUN_PAGES * PAGE_SIZE;
 	unsigned long pmds = (TASK_SIZE - first) / PMD_SIZE;
-	unsigned long slots = PTRS_PER_PTE - TEXT_POKE_RS_RUN_PAGES + 1;
+	unsigned long slots = PTRS_PER_PTE - TEXT_POKE_BATCH_RUN_PAGES + 1;
 	unsigned long places = (TASK_SIZE - TASK_UNMAPPED_BASE - 3 * PAGE_SIZE) / PAGE_SIZE;
 	const unsigned long k[] = { 0, 1, slots - 1, slots };
 	const unsigned long j[] = { 0, 1, pmds - 1 };
-	unsigned long addr = text_poke_rs_run_area();
+	unsigned long addr = text_poke_batch_run_area();
 	unsigned int a, b;
 	pmd_t *pmd;
 
 	KUNIT_EXPECT_GE(test, ilog2(pmds * slots) + 1, ilog2(places));
 	for (a = 0; a < ARRAY_SIZE(k); a++) {
 		for (b = 0; b < ARRAY_SIZE(j); b++) {
-			unsigned long at = text_poke_rs_run_place(k[a] * pmds + j[b]);
+			unsigned long at = text_poke_batch_run_place(k[a] * pmds + j[b]);
 
 			KUNIT_EXPECT_EQ(test, at, first + j[b] * PMD_SIZE +
 					(k[a] % slots) * PAGE_SIZE);
@@ -440,9 +440,9 @@ static void text_poke_pages_run_place(struct kunit *test)
 	KUNIT_EXPECT_TRUE(test, pmd_present(*pmd) && !pmd_leaf(*pmd));
 }
 
-#ifdef CONFIG_FAIL_TEXT_POKE_RS
+#ifdef CONFIG_FAIL_TEXT_POKE_BATCH
 /*
- * A write of a flip that does not land (fail_text_poke), in each phase:
+ * A write of a flip that does not land (fail_text_poke_batch), in each phase:
  * the batch reads it back through the text's address, goes no further and
  * puts every site back. The flip is refused with -EIO and one warning, the
  * key unchanged, every site holds its NOP (no INT3, no new tail left), and
@@ -456,19 +456,19 @@ static void text_poke_pages_run_place(struct kunit *test)
  */
 static void text_poke_pages_write_fails(struct kunit *test)
 {
-	unsigned int runs = DIV_ROUND_UP(TEXT_POKE_PAGES_PAGES, TEXT_POKE_RS_RUN_PAGES);
+	unsigned int runs = DIV_ROUND_UP(TEXT_POKE_PAGES_PAGES, TEXT_POKE_BATCH_RUN_PAGES);
 	static const unsigned int serial[] = { 0, TEXT_POKE_PAGES_SITES / 2,
 					       TEXT_POKE_PAGES_SITES - 1 };
 	unsigned int nth[3 * ARRAY_SIZE(serial)], n = 0, i;
-	int mode = READ_ONCE(text_poke_rs_mode);
+	int mode = READ_ONCE(text_poke_batch_mode);
 	int ret;
 
 	switch (mode) {
-	case TEXT_POKE_RS_MODE_RUST:
+	case TEXT_POKE_BATCH_MODE_RUST:
 		for (i = 1; i <= 3 * runs; i++)
 			nth[n++] = i;
 		break;
-	case TEXT_POKE_RS_MODE_SERIAL:
+	case TEXT_POKE_BATCH_MODE_SERIAL:
 		for (i = 0; i < 3 * ARRAY_SIZE(serial); i++)
 			nth[n++] = 3 * serial[i / 3] + i % 3 + 1;
 		break;
@@ -519,14 +519,14 @@ static void text_poke_pages_write_fails(struct kunit *test)
  */
 static void text_poke_pages_undo_not_injected(struct kunit *test)
 {
-	unsigned int runs = DIV_ROUND_UP(TEXT_POKE_PAGES_PAGES, TEXT_POKE_RS_RUN_PAGES);
-	int mode = READ_ONCE(text_poke_rs_mode);
+	unsigned int runs = DIV_ROUND_UP(TEXT_POKE_PAGES_PAGES, TEXT_POKE_BATCH_RUN_PAGES);
+	int mode = READ_ONCE(text_poke_batch_mode);
 	/* A phase's write checks: one a run, or one a text_poke() in serial mode. */
-	unsigned int per_phase = mode == TEXT_POKE_RS_MODE_RUST ? runs : 1;
+	unsigned int per_phase = mode == TEXT_POKE_BATCH_MODE_RUST ? runs : 1;
 	unsigned int phase, nth;
 	int ret;
 
-	if (mode == TEXT_POKE_RS_MODE_C)
+	if (mode == TEXT_POKE_BATCH_MODE_C)
 		kunit_skip(test, "upstream's text_poke() BUG()s on a write that does not land");
 	/* Some failures must be left for the undo to ask for. */
 	KUNIT_ASSERT_LT(test, per_phase, 3);
@@ -536,7 +536,7 @@ static void text_poke_pages_undo_not_injected(struct kunit *test)
 		kunit_warning_suppress(test) {
 			text_poke_write_fail(nth, 3);
 			ret = jump_label_rs_set(&text_poke_pages_key.key, true, false);
-			KUNIT_EXPECT_EQ_MSG(test, atomic_read(&fail_text_poke_rs.times),
+			KUNIT_EXPECT_EQ_MSG(test, atomic_read(&fail_text_poke_batch.times),
 					    3 - per_phase, "write check %u", nth);
 			text_poke_write_fail(0, 0);
 			KUNIT_EXPECT_SUPPRESSED_WARNING_COUNT(test, 1);
@@ -561,7 +561,7 @@ static struct kunit_case text_poke_pages_cases[] = {
 	KUNIT_CASE(text_poke_pages_run_sites),
 	KUNIT_CASE(text_poke_pages_run_lets_interrupts_in),
 	KUNIT_CASE(text_poke_pages_run_place),
-#ifdef CONFIG_FAIL_TEXT_POKE_RS
+#ifdef CONFIG_FAIL_TEXT_POKE_BATCH
 	KUNIT_CASE(text_poke_pages_write_fails),
 	KUNIT_CASE(text_poke_pages_undo_not_injected),
 #endif
@@ -569,7 +569,7 @@ static struct kunit_case text_poke_pages_cases[] = {
 };
 
 static struct kunit_suite text_poke_pages_suite = {
-	.name = "text_poke_rs_pages",
+	.name = "text_poke_batch_pages",
 	.test_cases = text_poke_pages_cases,
 };
 

@@ -1,16 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * C side of the Rust text-poke batch (jump_label_rs/): the per-CPU
+ * C side of the Rust text-poke batch (text_poke_batch/): the per-CPU
  * reference handshake with the noinstr INT3 entry, the runs of text pages
  * the batch writes through, and text_mutex for the Rust side. What only
- * measurement needs is in text_poke_rs_measure.c.
+ * measurement needs is in text_poke_batch_measure.c.
  */
 
 #include <linux/atomic.h>
 #include <linux/cpu.h>
 #include <linux/cpumask.h>
 #include <linux/context_tracking_work.h>
-#include <linux/debugfs.h>
 #include <linux/fault-inject.h>
 #include <linux/init.h>
 #include <linux/jump_label.h>
@@ -34,26 +33,26 @@
 
 #include <asm/kaslr.h>
 #include <asm/sections.h>
-#include <asm/text_poke_rs.h>
+#include <asm/text_poke_batch.h>
 #include <asm/tlbflush.h>
 
 #define CREATE_TRACE_POINTS
-#include <trace/events/text_poke_rs.h>
+#include <trace/events/text_poke_batch.h>
 
-DEFINE_PER_CPU(atomic_t, text_poke_rs_refs);
-struct text_poke_rs_vec text_poke_rs_published;
+DEFINE_PER_CPU(atomic_t, text_poke_batch_refs);
+struct text_poke_batch_vec text_poke_batch_published;
 
 /**
- * text_poke_rs_note_refused - count a key flip the Rust batch refused
+ * text_poke_batch_note_refused - count a key flip the Rust batch refused
  * @key: the key whose flip was refused
  * @wrong: how many of its sites held bytes the flip did not expect
  *
- * Emits the text_poke_rs_refused trace event and counts the refusal.
+ * Emits the text_poke_batch_refused trace event and counts the refusal.
  */
-void text_poke_rs_note_refused(const void *key, unsigned int wrong)
+void text_poke_batch_note_refused(const void *key, unsigned int wrong)
 {
-	text_poke_rs_count_refused();
-	trace_text_poke_rs_refused(key, wrong);
+	text_poke_batch_count_refused();
+	trace_text_poke_batch_refused(key, wrong);
 }
 
 /**
@@ -63,39 +62,39 @@ void text_poke_rs_note_refused(const void *key, unsigned int wrong)
  * and the kernel leaves SYSTEM_BOOTING before any other CPU runs.
  *
  * Context: jump_label_mutex held.
- * Return: false with text_poke=c, and while the kernel boots.
+ * Return: false with text_poke_batch=c, and while the kernel boots.
  */
 bool jump_label_rs_batches(void)
 {
-	return text_poke_rs_active() && system_state != SYSTEM_BOOTING;
+	return text_poke_batch_active() && system_state != SYSTEM_BOOTING;
 }
 
 /**
- * text_poke_rs_text_lock - take text_mutex, for the Rust batch
+ * text_poke_batch_text_lock - take text_mutex, for the Rust batch
  */
-void text_poke_rs_text_lock(void)
+void text_poke_batch_text_lock(void)
 {
 	mutex_lock(&text_mutex);
 }
 
 /**
- * text_poke_rs_assert_text_held - check with lockdep that text_mutex is held
+ * text_poke_batch_assert_text_held - check with lockdep that text_mutex is held
  */
-void text_poke_rs_assert_text_held(void)
+void text_poke_batch_assert_text_held(void)
 {
 	lockdep_assert_held(&text_mutex);
 }
 
 /**
- * text_poke_rs_text_unlock - release text_mutex, for the Rust batch
+ * text_poke_batch_text_unlock - release text_mutex, for the Rust batch
  */
-void text_poke_rs_text_unlock(void)
+void text_poke_batch_text_unlock(void)
 {
 	mutex_unlock(&text_mutex);
 }
 
 /**
- * text_poke_rs_publish - show a batch's sites to the INT3 handler
+ * text_poke_batch_publish - show a batch's sites to the INT3 handler
  * @sites: the batch's PokeLocs, sorted by address
  * @nr: how many
  * @index: NULL, or the Index of @sites that narrows the handler's search
@@ -105,16 +104,16 @@ void text_poke_rs_text_unlock(void)
  *
  * Context: text_mutex held; might sleep.
  */
-void text_poke_rs_publish(const void *sites, size_t nr, const void *index)
+void text_poke_batch_publish(const void *sites, size_t nr, const void *index)
 {
 	int cpu;
 
 	lockdep_assert_held(&text_mutex);
-	text_poke_rs_published.sites = sites;
-	text_poke_rs_published.nr = nr;
-	text_poke_rs_published.index = index;
+	text_poke_batch_published.sites = sites;
+	text_poke_batch_published.nr = nr;
+	text_poke_batch_published.index = index;
 	for_each_possible_cpu(cpu)
-		atomic_set_release(per_cpu_ptr(&text_poke_rs_refs, cpu), 1);
+		atomic_set_release(per_cpu_ptr(&text_poke_batch_refs, cpu), 1);
 	/*
 	 * As upstream's batch does before each batch: the function tracer
 	 * applies thousands of them in a row, which would trip the soft
@@ -126,30 +125,30 @@ void text_poke_rs_publish(const void *sites, size_t nr, const void *index)
 }
 
 /**
- * text_poke_rs_retire - withdraw what text_poke_rs_publish() showed
+ * text_poke_batch_retire - withdraw what text_poke_batch_publish() showed
  *
  * After the batch's last sync: drops the publisher's references and waits
  * for handlers still looking at the vector.
  */
-void text_poke_rs_retire(void)
+void text_poke_batch_retire(void)
 {
 	int cpu;
 
 	for_each_possible_cpu(cpu) {
-		atomic_t *refs = per_cpu_ptr(&text_poke_rs_refs, cpu);
+		atomic_t *refs = per_cpu_ptr(&text_poke_batch_refs, cpu);
 
 		if (unlikely(!atomic_dec_and_test(refs)))
 			atomic_cond_read_acquire(refs, !VAL);
 	}
-	text_poke_rs_published.sites = NULL;
-	text_poke_rs_published.nr = 0;
-	text_poke_rs_published.index = NULL;
+	text_poke_batch_published.sites = NULL;
+	text_poke_batch_published.nr = 0;
+	text_poke_batch_published.index = NULL;
 }
 
-#ifdef CONFIG_FAIL_TEXT_POKE_RS
+#ifdef CONFIG_FAIL_TEXT_POKE_BATCH
 /*
- * fail_text_poke: a write of the Rust batch chosen by the fault attributes
- * (/sys/kernel/debug/fail_text_poke/, or set by a test) does not land, as
+ * fail_text_poke_batch: a write of the Rust batch chosen by the fault attributes
+ * (/sys/kernel/debug/fail_text_poke_batch/, or set by a test) does not land, as
  * if it had gone to another page. The batch must find it when it reads the
  * write back, and put every site back as it was. Asked once per
  * text_poke() write and once per run of pages (whose first write is then
@@ -157,44 +156,47 @@ void text_poke_rs_retire(void)
  * transactions, not the C callers of smp_text_poke_batch_finish(), which
  * stop the kernel on a batch not applied.
  */
-DECLARE_FAULT_ATTR(fail_text_poke_rs);
+DECLARE_FAULT_ATTR(fail_text_poke_batch);
 
 /**
- * text_poke_rs_faults_armed - whether anything is asked of fail_text_poke now
+ * text_poke_batch_faults_armed - whether anything is asked of fail_text_poke_batch now
  *
  * Cheaper than asking should_fail(), which is not.
  *
  * Return: true if its probability is set or the task has a fail-nth count.
  */
-bool text_poke_rs_faults_armed(void)
+bool text_poke_batch_faults_armed(void)
 {
-	return READ_ONCE(fail_text_poke_rs.probability) ||
+	return READ_ONCE(fail_text_poke_batch.probability) ||
 	       READ_ONCE(current->fail_nth);
 }
 
 /**
- * text_poke_rs_should_fail - whether this write of the Rust batch is dropped
+ * text_poke_batch_should_fail - whether this write of the Rust batch is dropped
  *
- * Return: true if fail_text_poke chooses it, as should_fail() does.
+ * Return: true if fail_text_poke_batch chooses it, as should_fail() does.
  */
-bool text_poke_rs_should_fail(void)
+bool text_poke_batch_should_fail(void)
 {
-	return text_poke_rs_faults_armed() && should_fail(&fail_text_poke_rs, 1);
+	return text_poke_batch_faults_armed() && should_fail(&fail_text_poke_batch, 1);
 }
 
-static int __init text_poke_rs_fail_debugfs(void)
+static int __init text_poke_batch_fail_debugfs(void)
 {
-	return PTR_ERR_OR_ZERO(fault_create_debugfs_attr("fail_text_poke", NULL,
-							 &fail_text_poke_rs));
+	struct dentry *dir;
+
+	dir = fault_create_debugfs_attr("fail_text_poke_batch", NULL,
+					&fail_text_poke_batch);
+	return PTR_ERR_OR_ZERO(dir);
 }
-late_initcall(text_poke_rs_fail_debugfs);
+late_initcall(text_poke_batch_fail_debugfs);
 #endif
 
 /*
  * Runs of text pages written through one temporary mapping. text_poke()
  * maps the page (or two) of one write in the poking mm, switches to it,
  * writes, switches back and flushes, for every write: three times per
- * site per batch. A run maps up to TEXT_POKE_RS_RUN_PAGES pages at once at
+ * site per batch. A run maps up to TEXT_POKE_BATCH_RUN_PAGES pages at once at
  * consecutive addresses of the poking mm, and the batch writes every site
  * of one phase that falls in them before switching back. Runs are mapped
  * at a random place of their own, as random as text_poke_mm_addr, in one
@@ -202,47 +204,47 @@ late_initcall(text_poke_rs_fail_debugfs);
  * batch writes with text_poke()). Only text_mutex holders map anything in
  * the poking mm.
  */
-static unsigned long text_poke_rs_run_addr __ro_after_init;
+static unsigned long text_poke_batch_run_addr __ro_after_init;
 /*
  * The PTE of the runs' first page and the lock of its table, found once:
  * the table is made at boot and never freed, and x86-64 keeps page tables
  * in the direct map, so the pointers stay valid after pte_unmap().
  */
-static pte_t *text_poke_rs_run_ptep __ro_after_init;
-static spinlock_t *text_poke_rs_run_ptl __ro_after_init;
+static pte_t *text_poke_batch_run_ptep __ro_after_init;
+static spinlock_t *text_poke_batch_run_ptl __ro_after_init;
 
 /**
- * text_poke_rs_run_place - where runs are mapped for a random value
+ * text_poke_batch_run_place - where runs are mapped for a random value
  * @r: the random value
  *
  * A page among all those between TASK_UNMAPPED_BASE and TASK_SIZE that
- * start TEXT_POKE_RS_RUN_PAGES pages within one PTE table. There are as
+ * start TEXT_POKE_BATCH_RUN_PAGES pages within one PTE table. There are as
  * many, within a bit, as there are places for text_poke_mm_addr.
  *
  * Return: the address of the runs' first page in the poking mm.
  */
-unsigned long text_poke_rs_run_place(unsigned long r)
+unsigned long text_poke_batch_run_place(unsigned long r)
 {
 	unsigned long first = ALIGN(TASK_UNMAPPED_BASE, PMD_SIZE);
 	unsigned long pmds = (TASK_SIZE - first) / PMD_SIZE;
-	unsigned long slots = PTRS_PER_PTE - TEXT_POKE_RS_RUN_PAGES + 1;
+	unsigned long slots = PTRS_PER_PTE - TEXT_POKE_BATCH_RUN_PAGES + 1;
 
 	return first + (r % pmds) * PMD_SIZE + (r / pmds % slots) * PAGE_SIZE;
 }
 
 /**
- * text_poke_rs_run_area - where runs are mapped
+ * text_poke_batch_run_area - where runs are mapped
  *
  * Return: the address of the runs' first page in the poking mm, 0 before
  * the boot made their page table.
  */
-unsigned long text_poke_rs_run_area(void)
+unsigned long text_poke_batch_run_area(void)
 {
-	return text_poke_rs_run_addr;
+	return text_poke_batch_run_addr;
 }
 
 /* After poking_init(), before any CPU but the boot CPU runs. */
-static int __init text_poke_rs_run_init(void)
+static int __init text_poke_batch_run_init(void)
 {
 	unsigned long r = 0, addr;
 	spinlock_t *ptl;	/* the lock of the PTE table, taken to make it */
@@ -250,26 +252,26 @@ static int __init text_poke_rs_run_init(void)
 
 	if (IS_ENABLED(CONFIG_RANDOMIZE_BASE))
 		r = kaslr_get_random_long("Poking runs");
-	addr = text_poke_rs_run_place(r);
+	addr = text_poke_batch_run_place(r);
 	/* Made now: a run that cannot get it would go one write at a time. */
 	ptep = get_locked_pte(text_poke_mm, addr, &ptl);
 	if (WARN_ON(!ptep))
 		return -ENOMEM;
 	pte_unmap_unlock(ptep, ptl);
-	text_poke_rs_run_ptep = ptep;
-	text_poke_rs_run_ptl = ptl;
-	text_poke_rs_run_addr = addr;
+	text_poke_batch_run_ptep = ptep;
+	text_poke_batch_run_ptl = ptl;
+	text_poke_batch_run_addr = addr;
 	return 0;
 }
-early_initcall(text_poke_rs_run_init);
+early_initcall(text_poke_batch_run_init);
 
-static unsigned long text_poke_rs_run_base(void)
+static unsigned long text_poke_batch_run_base(void)
 {
-	return text_poke_rs_run_addr;
+	return text_poke_batch_run_addr;
 }
 
 /* The page of text at @addr, as text_poke() finds it; NULL if none. */
-static struct page *text_poke_rs_text_page(unsigned long addr)
+static struct page *text_poke_batch_text_page(unsigned long addr)
 {
 	struct page *page;
 
@@ -294,7 +296,7 @@ static struct page *text_poke_rs_text_page(unsigned long addr)
 }
 
 /**
- * text_poke_rs_run_mappable - whether pages of text can be mapped for writing
+ * text_poke_batch_run_mappable - whether pages of text can be mapped for writing
  * @pages: their page addresses
  * @n: how many
  *
@@ -303,15 +305,15 @@ static struct page *text_poke_rs_text_page(unsigned long addr)
  *
  * Return: true if every page can be mapped.
  */
-bool text_poke_rs_run_mappable(const unsigned long *pages, unsigned int n)
+bool text_poke_batch_run_mappable(const unsigned long *pages, unsigned int n)
 {
 	unsigned int i;
 
 	for (i = 0; i < n; i++) {
-		if (WARN(!text_poke_rs_text_page(pages[i]),
-			 "text_poke: no page of text at %pS: batch not applied\n",
+		if (WARN(!text_poke_batch_text_page(pages[i]),
+			 "text_poke_batch: no page of text at %pS: batch not applied\n",
 			 (void *)pages[i])) {
-			text_poke_rs_count_unmapped();
+			text_poke_batch_count_unmapped();
 			return false;
 		}
 	}
@@ -319,13 +321,13 @@ bool text_poke_rs_run_mappable(const unsigned long *pages, unsigned int n)
 }
 
 /**
- * text_poke_rs_run_map - map a run of text pages for writing
+ * text_poke_batch_run_map - map a run of text pages for writing
  * @run: the run, set up here
  * @pages: the pages' addresses
- * @n: how many, at most TEXT_POKE_RS_RUN_PAGES
+ * @n: how many, at most TEXT_POKE_BATCH_RUN_PAGES
  *
- * Maps the pages in the poking mm for text_poke_rs_run_write(), until
- * text_poke_rs_run_unmap(). The PTE
+ * Maps the pages in the poking mm for text_poke_batch_run_write(), until
+ * text_poke_batch_run_unmap(). The PTE
  * lock is held only while the PTEs are set, and again while they are
  * cleared: text_mutex keeps every other user of the poking mm out in
  * between, and the runs' page table, made at boot, is never freed.
@@ -338,31 +340,31 @@ bool text_poke_rs_run_mappable(const unsigned long *pages, unsigned int n)
  * -EAGAIN before the runs' page table is made at boot, -EFAULT for a page
  * that is not text that can be mapped (with a warning).
  */
-int text_poke_rs_run_map(struct text_poke_rs_run *run,
-			 const unsigned long *pages, unsigned int n)
+int text_poke_batch_run_map(struct text_poke_batch_run *run,
+			    const unsigned long *pages, unsigned int n)
 {
 	pgprot_t prot = __pgprot(pgprot_val(PAGE_KERNEL) & ~_PAGE_GLOBAL);
-	unsigned long base = text_poke_rs_run_base();
-	struct page *page[TEXT_POKE_RS_RUN_PAGES];
+	unsigned long base = text_poke_batch_run_base();
+	struct page *page[TEXT_POKE_BATCH_RUN_PAGES];
 	unsigned int i;
 
 	lockdep_assert_held(&text_mutex);
-	if (!n || n > TEXT_POKE_RS_RUN_PAGES)
+	if (!n || n > TEXT_POKE_BATCH_RUN_PAGES)
 		return -EINVAL;
 	if (!base)
 		return -EAGAIN;
 	for (i = 0; i < n; i++) {
-		page[i] = text_poke_rs_text_page(pages[i]);
-		if (WARN_ONCE(!page[i], "text_poke: no page for text at %pS\n",
+		page[i] = text_poke_batch_text_page(pages[i]);
+		if (WARN_ONCE(!page[i], "text_poke_batch: no page for text at %pS\n",
 			      (void *)pages[i]))
 			return -EFAULT;
 	}
 	/* The poking mm is loaded nowhere: no need to keep interrupts out. */
-	spin_lock(text_poke_rs_run_ptl);
+	spin_lock(text_poke_batch_run_ptl);
 	for (i = 0; i < n; i++)
-		set_pte_at(text_poke_mm, base + i * PAGE_SIZE, text_poke_rs_run_ptep + i,
+		set_pte_at(text_poke_mm, base + i * PAGE_SIZE, text_poke_batch_run_ptep + i,
 			   mk_pte(page[i], prot));
-	spin_unlock(text_poke_rs_run_ptl);
+	spin_unlock(text_poke_batch_run_ptl);
 	/*
 	 * Every chunk is written from this CPU: no other holds TLB entries of
 	 * the run when it is unmapped.
@@ -378,39 +380,39 @@ int text_poke_rs_run_map(struct text_poke_rs_run *run,
  * back as written through the text's own address. Not written: fault
  * injection dropped it.
  */
-static bool text_poke_rs_run_landed(const struct text_poke_rs_write *w,
-				    unsigned long size)
+static bool text_poke_batch_run_landed(const struct text_poke_batch_write *w,
+				       unsigned long size)
 {
 	u32 at = w->at, len = w->bytes[7];
 
-	return len - 1 < TEXT_POKE_RS_WRITE_MAX && (unsigned long)at + len <= size &&
+	return len - 1 < TEXT_POKE_BATCH_WRITE_MAX && (unsigned long)at + len <= size &&
 	       !memcmp(_stext + w->rel, w->bytes, len);
 }
 
 /* A byte store the compiler does not instrument (KASAN), as an asm. */
-static __always_inline void text_poke_rs_put(u8 *dst, u8 byte)
+static __always_inline void text_poke_batch_put(u8 *dst, u8 byte)
 {
 	asm volatile("movb %1, %0" : "=m" (*dst) : "q" (byte));
 }
 
 /* Four bytes, a store the compiler does not instrument either. */
-static __always_inline void text_poke_rs_put4(u8 *dst, u32 word)
+static __always_inline void text_poke_batch_put4(u8 *dst, u32 word)
 {
 	asm volatile("movl %1, %0" : "=m" (*(u32 *)dst) : "r" (word));
 }
 
 /* Into the poking mm, interrupts off, for a chunk of writes of @run. */
-static __always_inline void text_poke_rs_run_enter(struct text_poke_rs_run *run)
+static __always_inline void text_poke_batch_run_enter(struct text_poke_batch_run *run)
 {
 	local_irq_save(run->flags);
 	/* A compiler barrier too: the PTEs are set before the writes. */
 	run->prev = use_temporary_mm(text_poke_mm);
 	kasan_disable_current();
-	text_poke_rs_note_mm_switch();
+	text_poke_batch_note_mm_switch();
 }
 
-/* Back from text_poke_rs_run_enter(). */
-static __always_inline void text_poke_rs_run_leave(struct text_poke_rs_run *run)
+/* Back from text_poke_batch_run_enter(). */
+static __always_inline void text_poke_batch_run_leave(struct text_poke_batch_run *run)
 {
 	kasan_enable_current();
 	/* Serialising: this CPU sees the new text from here on. */
@@ -419,10 +421,10 @@ static __always_inline void text_poke_rs_run_leave(struct text_poke_rs_run *run)
 }
 
 /**
- * text_poke_rs_run_write - make writes through a run of text pages mapped
- * @run: the run, mapped by text_poke_rs_run_map()
+ * text_poke_batch_run_write - make writes through a run of text pages mapped
+ * @run: the run, mapped by text_poke_batch_run_map()
  * @w: the writes
- * @n: how many, at most TEXT_POKE_RS_RUN_WRITES (more are refused: none
+ * @n: how many, at most TEXT_POKE_BATCH_RUN_WRITES (more are refused: none
  *     of them is made)
  *
  * Makes the writes in order, and reads each back through the text's own
@@ -432,31 +434,31 @@ static __always_inline void text_poke_rs_run_leave(struct text_poke_rs_run *run)
  * The writes are made in the poking mm with interrupts off, as text_poke()
  * makes its one write: an interrupt handler never runs with the writable
  * alias of the text mapped. The Rust batch hands the writes of a run over
- * in chunks of TEXT_POKE_RS_RUN_WRITES at most and interrupts come in
+ * in chunks of TEXT_POKE_BATCH_RUN_WRITES at most and interrupts come in
  * between, so that the longest interrupts-off section stays near
  * text_poke()'s however many sites a run holds. The TLB entries of the
  * poking mm stay valid from chunk to chunk: its PTEs do not change until
- * text_poke_rs_run_unmap().
+ * text_poke_batch_run_unmap().
  *
  * Context: text_mutex held.
  * Return: how many writes differ, or, not written at all, do not lie
  * within the run.
  */
-unsigned int text_poke_rs_run_write(struct text_poke_rs_run *run,
-				    const struct text_poke_rs_write *w,
+unsigned int text_poke_batch_run_write(struct text_poke_batch_run *run,
+				       const struct text_poke_batch_write *w,
 				    unsigned int n)
 {
 	unsigned long size = run->n * PAGE_SIZE;
-	u8 *base = (u8 *)text_poke_rs_run_base();
+	u8 *base = (u8 *)text_poke_batch_run_base();
 	unsigned int i = 0, j, wrong = 0;
 
-	if (WARN_ON_ONCE(n > TEXT_POKE_RS_RUN_WRITES))
+	if (WARN_ON_ONCE(n > TEXT_POKE_BATCH_RUN_WRITES))
 		return n;
-	text_poke_rs_run_enter(run);
+	text_poke_batch_run_enter(run);
 	if (unlikely(run->fail) && n) {
 		/* Fault injection: the run's first write does not land. */
 		run->fail = false;
-		wrong += !text_poke_rs_run_landed(w, size);
+		wrong += !text_poke_batch_run_landed(w, size);
 		i++;
 		w++;
 	}
@@ -473,7 +475,7 @@ unsigned int text_poke_rs_run_write(struct text_poke_rs_run *run,
 			wrong++;
 			continue;
 		}
-		if (unlikely(len - 1 >= TEXT_POKE_RS_WRITE_MAX)) {
+		if (unlikely(len - 1 >= TEXT_POKE_BATCH_WRITE_MAX)) {
 			wrong++;
 			continue;
 		}
@@ -484,7 +486,7 @@ unsigned int text_poke_rs_run_write(struct text_poke_rs_run *run,
 		 * site.
 		 */
 		if (len == 1) {
-			text_poke_rs_put(dst, w->bytes[0]);
+			text_poke_batch_put(dst, w->bytes[0]);
 			wrong += READ_ONCE(*txt) != w->bytes[0];
 			continue;
 		}
@@ -495,13 +497,13 @@ unsigned int text_poke_rs_run_write(struct text_poke_rs_run *run,
 		 */
 		b = get_unaligned_le64(w->bytes);
 		for (j = 0; j < len; j++)
-			text_poke_rs_put(dst + j, b >> (8 * j));
+			text_poke_batch_put(dst + j, b >> (8 * j));
 		for (j = 0; j < len; j++)
 			diff |= READ_ONCE(txt[j]) ^ (u8)(b >> (8 * j));
 		wrong += !!diff;
 	}
 	lass_clac();
-	text_poke_rs_run_leave(run);
+	text_poke_batch_run_leave(run);
 	return wrong;
 }
 
@@ -509,19 +511,19 @@ unsigned int text_poke_rs_run_write(struct text_poke_rs_run *run,
  * What phase @phase writes at the site @s, in @w, as a write of its own
  * (the Rust batch's Phase::write()): false if it writes nothing there.
  */
-static bool text_poke_rs_site_write(const struct text_poke_rs_site *s,
-				    enum text_poke_rs_phase phase,
-				    struct text_poke_rs_write *w)
+static bool text_poke_batch_site_write(const struct text_poke_batch_site *s,
+				       enum text_poke_batch_phase phase,
+				    struct text_poke_batch_write *w)
 {
 	u32 len = s->w.bytes[7];
 
-	*w = (struct text_poke_rs_write){ .at = s->w.at, .rel = s->w.rel };
+	*w = (struct text_poke_batch_write){ .at = s->w.at, .rel = s->w.rel };
 	switch (phase) {
-	case TEXT_POKE_RS_INT3:
+	case TEXT_POKE_BATCH_INT3:
 		w->bytes[0] = INT3_INSN_OPCODE;
 		w->bytes[7] = 1;
 		return true;
-	case TEXT_POKE_RS_TAIL:
+	case TEXT_POKE_BATCH_TAIL:
 		if (len < 2)
 			return false;
 		memcpy(w->bytes, s->w.bytes + 1, min(len - 1, 6U));
@@ -529,7 +531,7 @@ static bool text_poke_rs_site_write(const struct text_poke_rs_site *s,
 		w->at++;
 		w->rel++;
 		return true;
-	case TEXT_POKE_RS_FIRST:
+	case TEXT_POKE_BATCH_FIRST:
 		if (s->w.bytes[0] == INT3_INSN_OPCODE)
 			return false;
 		w->bytes[0] = s->w.bytes[0];
@@ -540,15 +542,15 @@ static bool text_poke_rs_site_write(const struct text_poke_rs_site *s,
 }
 
 /**
- * text_poke_rs_run_sites - make one phase of the writes of sites through a run
- * @run: the run, mapped by text_poke_rs_run_map()
+ * text_poke_batch_run_sites - make one phase of the writes of sites through a run
+ * @run: the run, mapped by text_poke_batch_run_map()
  * @s: the sites, each with its whole new instruction @s->w
- * @n: how many, at most TEXT_POKE_RS_RUN_WRITES
- * @phase: INT3 at each site's first byte (TEXT_POKE_RS_INT3), every byte
- *	   but the first (TEXT_POKE_RS_TAIL), or the first byte
- *	   (TEXT_POKE_RS_FIRST)
+ * @n: how many, at most TEXT_POKE_BATCH_RUN_WRITES
+ * @phase: INT3 at each site's first byte (TEXT_POKE_BATCH_INT3), every byte
+ *	   but the first (TEXT_POKE_BATCH_TAIL), or the first byte
+ *	   (TEXT_POKE_BATCH_FIRST)
  *
- * Makes the writes as text_poke_rs_run_write() makes its own, with
+ * Makes the writes as text_poke_batch_run_write() makes its own, with
  * interrupts off; a site the phase writes nothing at is skipped. The Rust
  * batch makes each site's write once, in its first phase, and hands the
  * same sites over in each: a loop of each phase's own, with nothing to
@@ -558,25 +560,25 @@ static bool text_poke_rs_site_write(const struct text_poke_rs_site *s,
  * Return: how many writes differ, or, not written at all, do not lie
  * within the run or have no or too many bytes (a tail).
  */
-unsigned int text_poke_rs_run_sites(struct text_poke_rs_run *run,
-				    const struct text_poke_rs_site *s,
-				    unsigned int n, enum text_poke_rs_phase phase)
+unsigned int text_poke_batch_run_sites(struct text_poke_batch_run *run,
+				       const struct text_poke_batch_site *s,
+				    unsigned int n, enum text_poke_batch_phase phase)
 {
 	unsigned long size = run->n * PAGE_SIZE;
-	u8 *base = (u8 *)text_poke_rs_run_base();
+	u8 *base = (u8 *)text_poke_batch_run_base();
 	const u8 *text = (const u8 *)_stext;
 	unsigned int i = 0, j, wrong = 0;
-	struct text_poke_rs_write w;
+	struct text_poke_batch_write w;
 
-	if (WARN_ON_ONCE(n > TEXT_POKE_RS_RUN_WRITES || phase > TEXT_POKE_RS_FIRST))
+	if (WARN_ON_ONCE(n > TEXT_POKE_BATCH_RUN_WRITES || phase > TEXT_POKE_BATCH_FIRST))
 		return n;
-	text_poke_rs_run_enter(run);
+	text_poke_batch_run_enter(run);
 	if (unlikely(run->fail)) {
 		/* Fault injection: the phase's first write in the run does not land. */
 		for (; i < n; i++, s++) {
-			if (text_poke_rs_site_write(s, phase, &w)) {
+			if (text_poke_batch_site_write(s, phase, &w)) {
 				run->fail = false;
-				wrong += !text_poke_rs_run_landed(&w, size);
+				wrong += !text_poke_batch_run_landed(&w, size);
 				i++;
 				s++;
 				break;
@@ -585,11 +587,11 @@ unsigned int text_poke_rs_run_sites(struct text_poke_rs_run *run,
 	}
 	lass_stac();
 	/*
-	 * As in text_poke_rs_run_write(): byte stores, never instrumented,
+	 * As in text_poke_batch_run_write(): byte stores, never instrumented,
 	 * and no index into a site's bytes.
 	 */
 	switch (phase) {
-	case TEXT_POKE_RS_INT3:
+	case TEXT_POKE_BATCH_INT3:
 		for (; i < n; i++, s++) {
 			u32 at = s->w.at;
 
@@ -597,11 +599,11 @@ unsigned int text_poke_rs_run_sites(struct text_poke_rs_run *run,
 				wrong++;
 				continue;
 			}
-			text_poke_rs_put(base + at, INT3_INSN_OPCODE);
+			text_poke_batch_put(base + at, INT3_INSN_OPCODE);
 			wrong += READ_ONCE(text[s->w.rel]) != INT3_INSN_OPCODE;
 		}
 		break;
-	case TEXT_POKE_RS_TAIL:
+	case TEXT_POKE_BATCH_TAIL:
 		for (; i < n; i++, s++) {
 			u32 at = s->w.at, len = s->w.bytes[7], diff = 0;
 			const u8 *txt = text + s->w.rel + 1;
@@ -610,7 +612,7 @@ unsigned int text_poke_rs_run_sites(struct text_poke_rs_run *run,
 
 			if (len < 2)
 				continue;
-			if (unlikely(len > TEXT_POKE_RS_WRITE_MAX)) {
+			if (unlikely(len > TEXT_POKE_BATCH_WRITE_MAX)) {
 				wrong++;
 				continue;
 			}
@@ -627,16 +629,16 @@ unsigned int text_poke_rs_run_sites(struct text_poke_rs_run *run,
 			b = get_unaligned_le64(s->w.bytes) >> 8;
 			switch (len) {
 			case 2:
-				text_poke_rs_put(dst, b);
+				text_poke_batch_put(dst, b);
 				wrong += READ_ONCE(*txt) != (u8)b;
 				break;
 			case 5:
-				text_poke_rs_put4(dst, b);
+				text_poke_batch_put4(dst, b);
 				wrong += get_unaligned((const u32 *)txt) != (u32)b;
 				break;
 			default:
 				for (j = 0; j < len - 1; j++) {
-					text_poke_rs_put(dst + j, b >> (8 * j));
+					text_poke_batch_put(dst + j, b >> (8 * j));
 					diff |= READ_ONCE(txt[j]) ^ (u8)(b >> (8 * j));
 				}
 				wrong += !!diff;
@@ -644,7 +646,7 @@ unsigned int text_poke_rs_run_sites(struct text_poke_rs_run *run,
 			}
 		}
 		break;
-	case TEXT_POKE_RS_FIRST:
+	case TEXT_POKE_BATCH_FIRST:
 		for (; i < n; i++, s++) {
 			u32 at = s->w.at;
 			u8 first = s->w.bytes[0];
@@ -655,56 +657,56 @@ unsigned int text_poke_rs_run_sites(struct text_poke_rs_run *run,
 				wrong++;
 				continue;
 			}
-			text_poke_rs_put(base + at, first);
+			text_poke_batch_put(base + at, first);
 			wrong += READ_ONCE(text[s->w.rel]) != first;
 		}
 		break;
 	}
 	lass_clac();
-	text_poke_rs_run_leave(run);
+	text_poke_batch_run_leave(run);
 	return wrong;
 }
 
 /**
- * text_poke_rs_run_unmap - undo text_poke_rs_run_map()
+ * text_poke_batch_run_unmap - undo text_poke_batch_run_map()
  * @run: the run
  *
  * Context: text_mutex held, by the task that mapped @run.
  */
-void text_poke_rs_run_unmap(struct text_poke_rs_run *run)
+void text_poke_batch_run_unmap(struct text_poke_batch_run *run)
 {
-	unsigned long base = text_poke_rs_run_base();
+	unsigned long base = text_poke_batch_run_base();
 	unsigned int i;
 
 	lockdep_assert_held(&text_mutex);
 	/* The PTEs are cleared after the writes. */
-	spin_lock(text_poke_rs_run_ptl);
+	spin_lock(text_poke_batch_run_ptl);
 	for (i = 0; i < run->n; i++)
-		pte_clear(text_poke_mm, base + i * PAGE_SIZE, text_poke_rs_run_ptep + i);
+		pte_clear(text_poke_mm, base + i * PAGE_SIZE, text_poke_batch_run_ptep + i);
 	/*
 	 * No IPI: the poking mm is not loaded anywhere now. Its TLB entries
 	 * on this CPU go when it is next switched to.
 	 */
 	flush_tlb_mm_range(text_poke_mm, base, base + run->n * PAGE_SIZE,
 			   PAGE_SHIFT, false);
-	spin_unlock(text_poke_rs_run_ptl);
+	spin_unlock(text_poke_batch_run_ptl);
 	migrate_enable();
 }
 
 /**
- * text_poke_rs_reports - whether perf records rewrites of text now
+ * text_poke_batch_reports - whether perf records rewrites of text now
  *
  * Asked once per batch.
  *
- * Return: true if text_poke_rs_poked() is to be called for each rewrite.
+ * Return: true if text_poke_batch_poked() is to be called for each rewrite.
  */
-bool text_poke_rs_reports(void)
+bool text_poke_batch_reports(void)
 {
 	return perf_event_text_poke_wanted();
 }
 
 /**
- * text_poke_rs_poked - record a rewrite of text for perf
+ * text_poke_batch_poked - record a rewrite of text for perf
  * @addr: where the text was rewritten
  * @old: the bytes before
  * @new: the bytes after
@@ -712,35 +714,35 @@ bool text_poke_rs_reports(void)
  *
  * For decoders that walk the text (Intel PT).
  */
-void text_poke_rs_poked(const void *addr, const void *old, const void *new,
-			size_t len)
+void text_poke_batch_poked(const void *addr, const void *old, const void *new,
+			   size_t len)
 {
 	perf_event_text_poke(addr, old, len, new, len);
 }
 
 #ifdef CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE
 /* Every path through it serializes: lint checks it (scripts/serialize-check.py). */
-static void text_poke_rs_do_sync_core(void *info)
+static void text_poke_batch_do_sync_core(void *info)
 {
 	sync_core();
 }
 
-static bool text_poke_rs_needs_ipi(int cpu, void *info)
+static bool text_poke_batch_needs_ipi(int cpu, void *info)
 {
-	struct text_poke_rs_round *round = info;
+	struct text_poke_batch_round *round = info;
 
 	return cpu == round->local || !cpumask_test_cpu(cpu, round->deferred_cpus);
 }
 
 /**
- * text_poke_rs_round_mask - the CPU mask of a sync round, cleared
+ * text_poke_batch_round_mask - the CPU mask of a sync round, cleared
  *
  * One for all rounds, which text_mutex serialises.
  *
  * Context: text_mutex held.
  * Return: the mask.
  */
-struct cpumask *text_poke_rs_round_mask(void)
+struct cpumask *text_poke_batch_round_mask(void)
 {
 	static struct cpumask mask;
 
@@ -750,41 +752,25 @@ struct cpumask *text_poke_rs_round_mask(void)
 }
 
 /**
- * text_poke_rs_sync_round - sync_core() on every online CPU but those deferred to
+ * text_poke_batch_sync_round - sync_core() on every online CPU but those deferred to
  * @round: the round: the CPUs that took a work bit instead of the IPI
- *	   (idle CPUs and isolated CPUs in user space, jump_label_rs/defer.rs)
+ *	   (idle CPUs and isolated CPUs in user space, text_poke_batch/defer.rs)
  *
  * Sends the IPIs to every other CPU, and syncs this one.
  */
-void text_poke_rs_sync_round(struct text_poke_rs_round *round)
+void text_poke_batch_sync_round(struct text_poke_batch_round *round)
 {
-	text_poke_rs_note_sync();
+	text_poke_batch_note_sync();
 	if (!round->asked.deferred && !round->asked.idle) {
 		/* Nobody deferred: the round upstream's batch makes. */
-		on_each_cpu(text_poke_rs_do_sync_core, NULL, 1);
+		on_each_cpu(text_poke_batch_do_sync_core, NULL, 1);
 	} else {
 		preempt_disable();
 		round->local = smp_processor_id();
-		on_each_cpu_cond(text_poke_rs_needs_ipi,
-				 text_poke_rs_do_sync_core, round, true);
+		on_each_cpu_cond(text_poke_batch_needs_ipi,
+				 text_poke_batch_do_sync_core, round, true);
 		preempt_enable();
 	}
-	text_poke_rs_note_deferral(&round->asked);
+	text_poke_batch_note_deferral(&round->asked);
 }
 #endif /* CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE */
-
-/*
- * /sys/kernel/debug/text_poke/: with CONFIG_TEXT_POKE_RS_MEASURE, "stats",
- * the counters (deferral's among them), one "name value" a line, whose
- * maxima a write resets, and "mode", the implementation in use, which a
- * write of rust, c or serial switches. Deferral's switches are in
- * context_tracking_work/ (kernel/context_tracking_work/word.c).
- */
-static int __init text_poke_rs_debugfs_init(void)
-{
-	struct dentry *dir = debugfs_create_dir("text_poke", NULL);
-
-	text_poke_rs_measure_debugfs(dir);
-	return 0;
-}
-late_initcall(text_poke_rs_debugfs_init);

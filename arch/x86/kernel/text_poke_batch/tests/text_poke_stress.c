@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Executors for the text_poke_rs KUnit stress test and the text_poke_bench
+ * Executors for the text_poke_batch KUnit stress test and the text_poke_bench
  * benchmark: kthreads on CPUs other than the caller's, running the sites of
  * the key under test in a tight loop while the caller flips the key.
  */
@@ -40,32 +40,32 @@
 #include <asm/apic.h>
 
 #include <asm/msr.h>
-#include <asm/text_poke_rs.h>
+#include <asm/text_poke_batch.h>
 #include <asm/tlbflush.h>
 
 #include <trace/events/csd.h>
-#include <trace/events/text_poke_rs.h>
+#include <trace/events/text_poke_batch.h>
 
 #include "text_poke_stress.h"
 
 #define TEXT_POKE_STRESS_MAX	8
 
-DEFINE_STATIC_KEY_FALSE(text_poke_rs_mod_key);
-EXPORT_SYMBOL_GPL(text_poke_rs_mod_key);
-bool text_poke_rs_mod_go;
-EXPORT_SYMBOL_GPL(text_poke_rs_mod_go);
-bool text_poke_rs_mod_returning;
-EXPORT_SYMBOL_GPL(text_poke_rs_mod_returning);
+DEFINE_STATIC_KEY_FALSE(text_poke_batch_mod_key);
+EXPORT_SYMBOL_GPL(text_poke_batch_mod_key);
+bool text_poke_batch_mod_go;
+EXPORT_SYMBOL_GPL(text_poke_batch_mod_go);
+bool text_poke_batch_mod_returning;
+EXPORT_SYMBOL_GPL(text_poke_batch_mod_returning);
 
 /*
  * text_poke_mod_rs.ko's read-only key race, armed by writing Y to
  * /sys/kernel/debug/text_poke_stress/ro_race before the module is loaded:
- * its init waits for text_poke_rs_mod_go, starts @fn on a work item, which
+ * its init waits for text_poke_batch_mod_go, starts @fn on a work item, which
  * changes the key, and returns while the work item waits for
  * jump_label_mutex; text_poke_ro_race_wait() says what @fn returned.
  */
-bool text_poke_rs_ro_race;
-EXPORT_SYMBOL_GPL(text_poke_rs_ro_race);
+bool text_poke_batch_ro_race;
+EXPORT_SYMBOL_GPL(text_poke_batch_ro_race);
 static int (*text_poke_ro_fn)(void);
 static int text_poke_ro_ret = INT_MIN;
 
@@ -109,13 +109,13 @@ int text_poke_ro_race_wait(void)
 }
 EXPORT_SYMBOL_GPL(text_poke_ro_race_wait);
 
-DEFINE_STATIC_KEY_FALSE(text_poke_rs_span_key);
-EXPORT_SYMBOL_GPL(text_poke_rs_span_key);
+DEFINE_STATIC_KEY_FALSE(text_poke_batch_span_key);
+EXPORT_SYMBOL_GPL(text_poke_batch_span_key);
 
 /**
  * text_poke_span_image_site() - run the image's site of the span key
  *
- * Not inlined: the site of text_poke_rs_span_key in the kernel image is
+ * Not inlined: the site of text_poke_batch_span_key in the kernel image is
  * the one in this function.
  *
  * Return: true if the site jumps (the key is enabled and the site holds
@@ -123,11 +123,11 @@ EXPORT_SYMBOL_GPL(text_poke_rs_span_key);
  */
 noinline bool text_poke_span_image_site(void)
 {
-	return static_branch_unlikely(&text_poke_rs_span_key);
+	return static_branch_unlikely(&text_poke_batch_span_key);
 }
 EXPORT_SYMBOL_GPL(text_poke_span_image_site);
 
-/* The first site of text_poke_rs_span_key in @mod, or in the kernel image. */
+/* The first site of text_poke_batch_span_key in @mod, or in the kernel image. */
 static unsigned long text_poke_span_site(struct module *mod)
 {
 	struct jump_entry *e = __start___jump_table;
@@ -138,7 +138,7 @@ static unsigned long text_poke_span_site(struct module *mod)
 		stop = e + mod->num_jump_entries;
 	}
 	for (; e < stop; e++) {
-		if (jump_entry_key(e) == &text_poke_rs_span_key.key)
+		if (jump_entry_key(e) == &text_poke_batch_span_key.key)
 			return jump_entry_code(e);
 	}
 	return 0;
@@ -181,7 +181,7 @@ static void text_poke_span_write(unsigned long code, const u8 *bytes,
  * text_poke_span_corrupt() - overwrite a site of the span key with NOPs
  * @mod: the module whose site to corrupt, or NULL for the kernel image
  *
- * Saves the bytes of the first site of text_poke_rs_span_key in @mod (2 or
+ * Saves the bytes of the first site of text_poke_batch_span_key in @mod (2 or
  * 5, told from the NOP or JMP there) and writes as many one-byte NOPs over
  * them, syncing every CPU. One site at a time: text_poke_span_repair()
  * puts the saved bytes back.
@@ -257,7 +257,7 @@ EXPORT_SYMBOL_GPL(text_poke_span_repair);
 /*
  * /sys/kernel/debug/text_poke_stress/unapplied_batch: a write makes a
  * batch of smp_text_poke_batch_add() that cannot be applied, the image's
- * site of text_poke_rs_span_key rewritten as it is and a write to the
+ * site of text_poke_batch_span_key rewritten as it is and a write to the
  * unmapped end of the module area, and finishes it. Its caller cannot be
  * told: the kernel must stop there, as upstream's text_poke() BUG()s. For
  * the boot of scripts/guest-test.sh that checks it does; a write that
@@ -300,13 +300,13 @@ static int __init text_poke_stress_debugfs_init(void)
 
 	debugfs_create_file("unapplied_batch", 0200, dir, NULL,
 			    &text_poke_stress_unapplied_fops);
-	debugfs_create_bool("ro_race", 0600, dir, &text_poke_rs_ro_race);
+	debugfs_create_bool("ro_race", 0600, dir, &text_poke_batch_ro_race);
 	return 0;
 }
 late_initcall(text_poke_stress_debugfs_init);
 
 /*
- * Probes on the text_poke_rs trace events, for the KUnit tests: what the
+ * Probes on the text_poke_batch trace events, for the KUnit tests: what the
  * events of the task that registered them said while they were.
  */
 static struct text_poke_trace text_poke_trace_seen;
@@ -338,9 +338,9 @@ static void text_poke_trace_refused(void *data, const void *key,
 }
 
 /**
- * text_poke_trace_start() - count the text_poke_rs events of this task
+ * text_poke_trace_start() - count the text_poke_batch events of this task
  *
- * Registers probes on the text_poke_rs_batch and text_poke_rs_refused
+ * Registers probes on the text_poke_batch_applied and text_poke_batch_refused
  * events and clears the counts: from then on, until
  * text_poke_trace_stop(), the events the calling task emits are counted.
  *
@@ -352,12 +352,12 @@ int text_poke_trace_start(void)
 {
 	int ret;
 
-	ret = register_trace_text_poke_rs_batch(text_poke_trace_batch, NULL);
+	ret = register_trace_text_poke_batch_applied(text_poke_trace_batch, NULL);
 	if (ret)
 		return ret;
-	ret = register_trace_text_poke_rs_refused(text_poke_trace_refused, NULL);
+	ret = register_trace_text_poke_batch_refused(text_poke_trace_refused, NULL);
 	if (ret) {
-		unregister_trace_text_poke_rs_batch(text_poke_trace_batch, NULL);
+		unregister_trace_text_poke_batch_applied(text_poke_trace_batch, NULL);
 		return ret;
 	}
 	/*
@@ -382,8 +382,8 @@ int text_poke_trace_start(void)
 void text_poke_trace_stop(struct text_poke_trace *seen)
 {
 	WRITE_ONCE(text_poke_trace_task, NULL);
-	unregister_trace_text_poke_rs_refused(text_poke_trace_refused, NULL);
-	unregister_trace_text_poke_rs_batch(text_poke_trace_batch, NULL);
+	unregister_trace_text_poke_batch_refused(text_poke_trace_refused, NULL);
+	unregister_trace_text_poke_batch_applied(text_poke_trace_batch, NULL);
 	tracepoint_synchronize_unregister();
 	*seen = text_poke_trace_seen;
 }
@@ -443,18 +443,18 @@ unsigned int text_poke_calls_run(int cpu)
 	return READ_ONCE(per_cpu(text_poke_calls, cpu));
 }
 
-#ifdef CONFIG_TEXT_POKE_RS_BENCH
+#ifdef CONFIG_TEXT_POKE_BATCH_BENCH
 /**
- * text_poke_rs_upstream_key() - a key of upstream's with many sites
+ * text_poke_batch_upstream_key() - a key of upstream's with many sites
  *
  * The key of the write_msr tracepoint, for the benchmark: its sites are
  * inlined wherever an MSR is written, over many pages of the kernel image.
  * With no probe attached, an enabled site calls a tracepoint that has
- * nothing to call. Built with CONFIG_TEXT_POKE_RS_BENCH.
+ * nothing to call. Built with CONFIG_TEXT_POKE_BATCH_BENCH.
  *
  * Return: the key of __tracepoint_write_msr.
  */
-struct static_key_false *text_poke_rs_upstream_key(void)
+struct static_key_false *text_poke_batch_upstream_key(void)
 {
 	return &__tracepoint_write_msr.key;
 }
@@ -498,34 +498,34 @@ static int text_poke_sc_two(int x)
 	return x + 2;
 }
 
-DEFINE_STATIC_CALL(text_poke_rs_sc, text_poke_sc_one);
+DEFINE_STATIC_CALL(text_poke_batch_sc, text_poke_sc_one);
 
 /**
- * text_poke_sc_call() - call the static call text_poke_rs_sc
+ * text_poke_sc_call() - call the static call text_poke_batch_sc
  * @x: its argument
  *
- * Not inlined: the call site of text_poke_rs_sc is the one in this
+ * Not inlined: the call site of text_poke_batch_sc is the one in this
  * function.
  *
  * Return: @x + 1, or @x + 2 after text_poke_sc_set(true).
  */
 noinline int text_poke_sc_call(int x)
 {
-	return static_call(text_poke_rs_sc)(x);
+	return static_call(text_poke_batch_sc)(x);
 }
 
 /**
- * text_poke_sc_tramp() - the trampoline of text_poke_rs_sc
+ * text_poke_sc_tramp() - the trampoline of text_poke_batch_sc
  *
  * Return: the address of the static call's trampoline.
  */
 void *text_poke_sc_tramp(void)
 {
-	return STATIC_CALL_TRAMP_ADDR(text_poke_rs_sc);
+	return STATIC_CALL_TRAMP_ADDR(text_poke_batch_sc);
 }
 
 /**
- * text_poke_sc_set() - choose the target of text_poke_rs_sc
+ * text_poke_sc_set() - choose the target of text_poke_batch_sc
  * @two: true for the function that returns x + 2, false for x + 1
  *
  * static_call_update() rewrites the trampoline and the call site.
@@ -535,9 +535,9 @@ void *text_poke_sc_tramp(void)
 void text_poke_sc_set(bool two)
 {
 	if (two)
-		static_call_update(text_poke_rs_sc, text_poke_sc_two);
+		static_call_update(text_poke_batch_sc, text_poke_sc_two);
 	else
-		static_call_update(text_poke_rs_sc, text_poke_sc_one);
+		static_call_update(text_poke_batch_sc, text_poke_sc_one);
 }
 
 /**
@@ -635,13 +635,13 @@ static int text_poke_timed_fn(void *data)
 
 		/* Interrupts off: a sync IPI must not land inside the timing. */
 		local_irq_save(flags);
-		hits = __this_cpu_read(text_poke_rs_int3_hits);
+		hits = __this_cpu_read(text_poke_batch_int3_hits);
 		t0 = local_clock();
 		e->site();
 		t1 = local_clock();
 		if (!READ_ONCE(e->counting)) {
 			/* Started, not yet flipping: not counted. */
-		} else if (__this_cpu_read(text_poke_rs_int3_hits) != hits) {
+		} else if (__this_cpu_read(text_poke_batch_int3_hits) != hits) {
 			if (e->timed.hits < TEXT_POKE_TIMED_SAMPLES)
 				e->hit_t[e->timed.hits] = t1 - t0;
 			e->timed.hits++;
@@ -806,7 +806,7 @@ int text_poke_vstorm(unsigned int n, unsigned int pages)
 	return 0;
 }
 
-#ifdef CONFIG_TEXT_POKE_RS_BENCH
+#ifdef CONFIG_TEXT_POKE_BATCH_BENCH
 static DEFINE_STATIC_KEY_FALSE(text_poke_branch_key);
 
 static noinline u64 text_poke_branch_c_unlikely(u64 x)
@@ -844,7 +844,7 @@ static __always_inline u64 text_poke_branch_loop(u64 (*fn)(u64), unsigned int n)
  *
  * Calls the function in a loop with interrupts off and measures the loop
  * with local_clock() (guest instructions under -icount shift=0). Built with
- * CONFIG_TEXT_POKE_RS_BENCH.
+ * CONFIG_TEXT_POKE_BATCH_BENCH.
  *
  * Return: 0, or -EINVAL for an unknown @which (*@ns is not set then).
  */
@@ -955,7 +955,7 @@ int text_poke_lru_drain(unsigned int n)
  * text_poke_hold_jump_label() - hold jump_label_mutex for a while
  * @ms: how long, in milliseconds, ten seconds at most
  *
- * Holds the mutex as a key update in flight does, with text_poke_rs_mod_go
+ * Holds the mutex as a key update in flight does, with text_poke_batch_mod_go
  * set meanwhile so that text_poke_mod_test.ko's init function can return.
  *
  * Context: Process context; sleeps.
@@ -966,36 +966,36 @@ int text_poke_hold_jump_label(unsigned int ms)
 	if (ms > 10000)
 		return -EINVAL;
 	jump_label_lock();
-	WRITE_ONCE(text_poke_rs_mod_go, true);
+	WRITE_ONCE(text_poke_batch_mod_go, true);
 	msleep(ms);
-	WRITE_ONCE(text_poke_rs_mod_go, false);
+	WRITE_ONCE(text_poke_batch_mod_go, false);
 	jump_label_unlock();
 	return 0;
 }
 
-#ifdef CONFIG_FAIL_TEXT_POKE_RS
+#ifdef CONFIG_FAIL_TEXT_POKE_BATCH
 /**
  * text_poke_write_fail() - make the write checks of the Rust batch fail
  * @nth: the first check of this task to fail, counting from 1; 0 for none
  * @times: how many checks in a row fail from there (-1: no limit)
  *
- * Sets the fail_text_poke attributes and marks the calling task, the only
+ * Sets the fail_text_poke_batch attributes and marks the calling task, the only
  * one whose checks fail. @nth 0 puts the attributes back as at boot and
  * unmarks the task: the caller must do that when done. Built with
- * CONFIG_FAIL_TEXT_POKE_RS.
+ * CONFIG_FAIL_TEXT_POKE_BATCH.
  */
 void text_poke_write_fail(unsigned int nth, int times)
 {
 	bool on = nth;
 
-	fail_text_poke_rs.probability = on ? 100 : 0;
-	fail_text_poke_rs.interval = 1;
-	fail_text_poke_rs.count = 0;
+	fail_text_poke_batch.probability = on ? 100 : 0;
+	fail_text_poke_batch.interval = 1;
+	fail_text_poke_batch.count = 0;
 	/* Every check before the @nth uses up one of @nth's space. */
-	atomic_set(&fail_text_poke_rs.space, nth);
-	fail_text_poke_rs.verbose = on ? 0 : 2;
-	fail_text_poke_rs.task_filter = on;
-	atomic_set(&fail_text_poke_rs.times, on ? times : 1);
+	atomic_set(&fail_text_poke_batch.space, nth);
+	fail_text_poke_batch.verbose = on ? 0 : 2;
+	fail_text_poke_batch.task_filter = on;
+	atomic_set(&fail_text_poke_batch.times, on ? times : 1);
 	current->make_it_fail = on;
 }
 #endif
@@ -1214,13 +1214,13 @@ int text_poke_vtables(unsigned int level, unsigned long *cpus)
 
 	for_each_online_cpu(cpu)
 		if (cpu < ARRAY_SIZE(before))
-			before[cpu] = text_poke_rs_ipis_received(cpu);
+			before[cpu] = text_poke_batch_ipis_received(cpu);
 	/* The page table freed, after a flush, and one huge entry made. */
 	ret = vmap_page_range(addr, addr + size, phys, PAGE_NONE);
 	*cpus = 0;
 	for_each_online_cpu(cpu)
 		if (cpu < ARRAY_SIZE(before) &&
-		    text_poke_rs_ipis_received(cpu) != before[cpu])
+		    text_poke_batch_ipis_received(cpu) != before[cpu])
 			*cpus |= BIT(cpu);
 	if (!ret && !text_poke_vleaf(addr, level))
 		ret = -EAGAIN;
@@ -1298,7 +1298,7 @@ int text_poke_tlb_selftest(int way, u64 *stale, u64 *flushed, bool *global)
  * configuration of these tests has it (QEMU calibrates the TSC from its
  * tables).
  */
-#if defined(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE) && defined(CONFIG_TEXT_POKE_RS_MEASURE) && \
+#if defined(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE) && defined(CONFIG_TEXT_POKE_BATCH_MEASURE) && \
 	defined(CONFIG_HAVE_ACPI_APEI_NMI)
 /* What text_poke_nmi_probe() saw on the CPU it was sent to. */
 static struct {
@@ -1340,7 +1340,7 @@ int text_poke_nmi_peek(int cpu, unsigned long *runs, u32 *word)
 	int i, ret;
 
 	ret = register_nmi_handler(NMI_LOCAL, text_poke_nmi_probe, 0,
-				   "text_poke_rs_kunit");
+				   "text_poke_batch_kunit");
 	if (ret)
 		return ret;
 	WRITE_ONCE(text_poke_nmi.seen, false);
@@ -1351,7 +1351,7 @@ int text_poke_nmi_peek(int cpu, unsigned long *runs, u32 *word)
 		usleep_range(1000, 2000);
 	WRITE_ONCE(text_poke_nmi.cpu, -1);
 	/* Waits for any handler still running. */
-	unregister_nmi_handler(NMI_LOCAL, "text_poke_rs_kunit");
+	unregister_nmi_handler(NMI_LOCAL, "text_poke_batch_kunit");
 	/* As above. */
 	if (!smp_load_acquire(&text_poke_nmi.seen))
 		return -ETIMEDOUT;

@@ -5,7 +5,7 @@
 //! and the instruction to emulate at each ([`PokeLoc::emulation`], [`condition`]).
 //!
 //! Built twice from this one file: as a part of the batch (`poke`, which makes the sites and
-//! sorts them), and as the crate the INT3 handler calls, `text_poke_rs_int3.rs`, which the
+//! sorts them), and as the crate the INT3 handler calls, `text_poke_batch_int3.rs`, which the
 //! kernel builds without instrumentation, debug assertions or overflow checks: the handler runs
 //! in `noinstr` code, where nothing may call out or panic. It uses only `core` and the x86
 //! opcodes; the host tests build it as it is.

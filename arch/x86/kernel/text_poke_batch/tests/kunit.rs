@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! KUnit suite `text_poke_rs`: sync rounds per key flip, read from the counters every mode
+//! KUnit suite `text_poke_batch`: sync rounds per key flip, read from the counters every mode
 //! keeps, and the bytes at every site after every flip.
 //!
 //! The expected rounds depend on the implementation the kernel was booted with: 3 per flip
-//! for `text_poke=rust` whatever the number of sites, 3 per page of 256 sites for `c`, and 3
+//! for `text_poke_batch=rust` whatever the number of sites, 3 per page of 256 sites for `c`, and 3
 //! per site for `serial`.
 
 use kernel::{
@@ -34,7 +34,7 @@ static TXN_7: StaticKeyFalse = StaticKeyFalse::new();
 static KEY_CORRUPT: StaticKeyFalse = StaticKeyFalse::new();
 static KEY_RACE: StaticKeyFalse = StaticKeyFalse::new();
 static KEY_CLAIMED: StaticKeyFalse = StaticKeyFalse::new();
-#[cfg(all(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE, CONFIG_TEXT_POKE_RS_MEASURE))]
+#[cfg(all(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE, CONFIG_TEXT_POKE_BATCH_MEASURE))]
 static KEY_IDLE: StaticKeyFalse = StaticKeyFalse::new();
 
 include!("sites.rs");
@@ -55,7 +55,7 @@ sites_of!(site_txn_7, TXN_7);
 sites_of!(site_corrupt, KEY_CORRUPT);
 sites_of!(site_race, KEY_RACE);
 sites_of!(site_claimed, KEY_CLAIMED);
-#[cfg(all(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE, CONFIG_TEXT_POKE_RS_MEASURE))]
+#[cfg(all(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE, CONFIG_TEXT_POKE_BATCH_MEASURE))]
 sites_of!(site_idle, KEY_IDLE);
 
 /// The sites of [`KEY_STRESS`].
@@ -84,11 +84,11 @@ extern "C" {
     fn text_poke_calls_start() -> i32;
     fn text_poke_calls_stop();
     fn text_poke_calls_run(cpu: i32) -> u32;
-    #[cfg(CONFIG_FAIL_TEXT_POKE_RS)]
+    #[cfg(CONFIG_FAIL_TEXT_POKE_BATCH)]
     fn text_poke_write_fail(nth: u32, times: i32);
 }
 
-/// What the `text_poke_rs` trace events of this task said: `struct text_poke_trace`.
+/// What the `text_poke_batch` trace events of this task said: `struct text_poke_trace`.
 #[repr(C)]
 struct TraceSeen {
     batches: u64,
@@ -199,10 +199,10 @@ fn run_txn() -> [u32; 8] {
     ]
 }
 
-fn stats() -> bindings::text_poke_rs_stats {
-    let mut s = bindings::text_poke_rs_stats::default();
+fn stats() -> bindings::text_poke_batch_stats {
+    let mut s = bindings::text_poke_batch_stats::default();
     // SAFETY: `s` is valid for writes.
-    unsafe { bindings::text_poke_rs_read_stats(&mut s) };
+    unsafe { bindings::text_poke_batch_read_stats(&mut s) };
     s
 }
 
@@ -213,7 +213,7 @@ struct Track;
 impl Track {
     fn new() -> Self {
         // SAFETY: Only records the current task.
-        unsafe { bindings::text_poke_rs_track(true) };
+        unsafe { bindings::text_poke_batch_track(true) };
         Track
     }
 }
@@ -221,7 +221,7 @@ impl Track {
 impl Drop for Track {
     fn drop(&mut self) {
         // SAFETY: Only clears the tracked task.
-        unsafe { bindings::text_poke_rs_track(false) };
+        unsafe { bindings::text_poke_batch_track(false) };
     }
 }
 
@@ -291,7 +291,7 @@ fn ipis_received() -> [u32; MAX_CPUS] {
     for (cpu, c) in counts.iter_mut().enumerate() {
         if online & (1 << cpu) != 0 {
             // SAFETY: `cpu` is a possible CPU; only its counter is read.
-            *c = unsafe { bindings::text_poke_rs_ipis_received(cpu as i32) };
+            *c = unsafe { bindings::text_poke_batch_ipis_received(cpu as i32) };
         }
     }
     counts
@@ -331,8 +331,8 @@ impl Drop for CallCount {
 /// The sync rounds a flip of a key with `sites` sites takes in the booted mode.
 fn expected_rounds(sites: u64) -> u64 {
     match mode() {
-        bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_SERIAL => 3 * sites,
-        bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_C => 3 * sites.div_ceil(256),
+        bindings::text_poke_batch_mode_TEXT_POKE_BATCH_MODE_SERIAL => 3 * sites,
+        bindings::text_poke_batch_mode_TEXT_POKE_BATCH_MODE_C => 3 * sites.div_ceil(256),
         _ => 3,
     }
 }
@@ -414,7 +414,7 @@ impl ModeGuard {
 
     fn set(&self, mode: u32) -> i32 {
         // SAFETY: This task may sleep and holds none of the locks the switch takes.
-        unsafe { bindings::text_poke_rs_set_mode(mode as i32) }
+        unsafe { bindings::text_poke_batch_set_mode(mode as i32) }
     }
 }
 
@@ -424,7 +424,7 @@ impl Drop for ModeGuard {
     }
 }
 
-#[kernel::prelude::kunit_tests(text_poke_rs)]
+#[kernel::prelude::kunit_tests(text_poke_batch)]
 mod tests {
     use super::*;
 
@@ -472,7 +472,7 @@ mod tests {
         assert_eq!(KEY_64.enable(), Ok(()));
         assert_eq!(KEY_64.disable(), Ok(()));
         let seen = probe.stop();
-        let serial = mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_SERIAL;
+        let serial = mode() == bindings::text_poke_batch_mode_TEXT_POKE_BATCH_MODE_SERIAL;
         assert_eq!(seen.batches, if serial { 128 } else { 2 });
         assert_eq!(seen.sites, 128);
         assert_eq!(seen.syncs, 2 * expected_rounds(64));
@@ -485,7 +485,7 @@ mod tests {
         // Registering the probe flips its event's key: before this task is tracked.
         let calls = CallCount::new();
         let _track = Track::new();
-        // With deferral on, idle CPUs take a work bit instead (suite text_poke_rs_defer).
+        // With deferral on, idle CPUs take a work bit instead (suite text_poke_batch_defer).
         let _off = DeferralOff::new();
         // Every round runs a sync on every online CPU: the flipping one calls it, every other
         // one takes an IPI, or, if it polls in idle, runs it when it leaves the loop, with no
@@ -525,7 +525,7 @@ mod tests {
             assert!(after.batch_ns > before.batch_ns);
             // The largest batch so far, boot included, holds at least this test's 64 sites
             // when they are one batch.
-            let one_batch = mode() != bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_SERIAL;
+            let one_batch = mode() != bindings::text_poke_batch_mode_TEXT_POKE_BATCH_MODE_SERIAL;
             assert!(after.max_batch >= if one_batch { 64 } else { 1 });
             let others = u64::from(cpus.count_ones()) - 1;
             if most <= rounds + SLACK && total <= rounds * others + SLACK {
@@ -571,7 +571,7 @@ mod tests {
             assert_eq!(txn.commit(), Ok(()));
             let after = stats();
             let rounds = match mode() {
-                bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_RUST => 3,
+                bindings::text_poke_batch_mode_TEXT_POKE_BATCH_MODE_RUST => 3,
                 _ => 8 * expected_rounds(64),
             };
             assert_eq!(after.own_syncs - before.own_syncs, rounds);
@@ -613,7 +613,7 @@ mod tests {
         // Executors ran into sites being patched, and the handler emulated them.
         assert!(after.int3_hits > before.int3_hits);
         kernel::pr_info!(
-            "text_poke_rs stress: {} flips, {} executor passes, {} INT3s emulated, {} syncs\n",
+            "text_poke_batch stress: {} flips, {} executor passes, {} INT3s emulated, {} syncs\n",
             STRESS_FLIPS,
             passes,
             after.int3_hits - before.int3_hits,
@@ -648,9 +648,9 @@ mod tests {
         let after = stats();
         // A write of phase 3 that does not land: the sites go back to their NOPs through
         // INT3s again, under the executors, and the flip is refused.
-        #[cfg(CONFIG_FAIL_TEXT_POKE_RS)]
-        let undone = mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_RUST && {
-            // A phase's write checks: one a run of up to `TEXT_POKE_RS_RUN_PAGES` of the pages
+        #[cfg(CONFIG_FAIL_TEXT_POKE_BATCH)]
+        let undone = mode() == bindings::text_poke_batch_mode_TEXT_POKE_BATCH_MODE_RUST && {
+            // A phase's write checks: one a run of up to `TEXT_POKE_BATCH_RUN_PAGES` of the pages
             // its sites are on.
             let shift = kernel::page::PAGE_SHIFT;
             let (mut pages, mut last) = (0usize, None);
@@ -663,7 +663,7 @@ mod tests {
                 }
             });
             assert!(walked.is_ok());
-            let runs = pages.div_ceil(bindings::TEXT_POKE_RS_RUN_PAGES as usize);
+            let runs = pages.div_ceil(bindings::TEXT_POKE_BATCH_RUN_PAGES as usize);
             let warnings = ExpectedWarnings::new();
             // SAFETY: Only sets the fault attributes and this task's flag.
             unsafe { text_poke_write_fail((2 * runs + 1) as u32, 1) };
@@ -676,7 +676,7 @@ mod tests {
             lost += u32::from(check_sites(&KEY_1024) != (1024, 0));
             true
         };
-        #[cfg(not(CONFIG_FAIL_TEXT_POKE_RS))]
+        #[cfg(not(CONFIG_FAIL_TEXT_POKE_BATCH))]
         let undone = false;
         let end = stats();
         let (mut passes, mut wrong) = (0, 0);
@@ -693,7 +693,7 @@ mod tests {
         assert!(!KEY_1024.is_enabled());
         assert_eq!(large_pass(), 0);
         kernel::pr_info!(
-            "text_poke_rs large batch: {} flips{}, {} executor passes, {} INT3s emulated\n",
+            "text_poke_batch large batch: {} flips{}, {} executor passes, {} INT3s emulated\n",
             LARGE_FLIPS,
             if undone { " and an undo" } else { "" },
             passes,
@@ -719,7 +719,7 @@ mod tests {
 
         let warnings = ExpectedWarnings::new();
         let count = || warnings.as_ref().map(ExpectedWarnings::count);
-        let c_mode = mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_C;
+        let c_mode = mode() == bindings::text_poke_batch_mode_TEXT_POKE_BATCH_MODE_C;
         let probe = TraceProbe::new();
         // The Rust API refuses, and the key keeps its count and its text.
         let before = stats();
@@ -815,7 +815,7 @@ mod tests {
         // SAFETY: Both pointers are valid for writes.
         unsafe { text_poke_stress_stop(&mut passes, &mut executor_wrong) };
         kernel::pr_info!(
-            "text_poke_rs race: {} + {} passes from {} CPUs\n",
+            "text_poke_batch race: {} + {} passes from {} CPUs\n",
             RACE_FLIPS,
             passes,
             started + 1
@@ -829,7 +829,7 @@ mod tests {
     }
 
     /// A static call's updates, one site at a time (its trampoline and its inline call site), go
-    /// through the batch `text_poke=` selects, while other CPUs call through it: every call
+    /// through the batch `text_poke_batch=` selects, while other CPUs call through it: every call
     /// reaches one of the two functions (calls that hit an INT3 are emulated as CALLs), and after
     /// each update the new one.
     #[test]
@@ -863,7 +863,7 @@ mod tests {
         assert_eq!(sites, 2 * updates);
         assert_eq!(after.own_syncs - before.own_syncs, 3 * sites);
         kernel::pr_info!(
-            "text_poke_rs static call: {updates} updates, {sites} sites written, \
+            "text_poke_batch static call: {updates} updates, {sites} sites written, \
              {passes} calls from {started} CPUs\n"
         );
     }
@@ -919,9 +919,9 @@ mod tests {
         let _track = Track::new();
         let guard = ModeGuard::new();
         for m in [
-            bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_RUST,
-            bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_C,
-            bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_SERIAL,
+            bindings::text_poke_batch_mode_TEXT_POKE_BATCH_MODE_RUST,
+            bindings::text_poke_batch_mode_TEXT_POKE_BATCH_MODE_C,
+            bindings::text_poke_batch_mode_TEXT_POKE_BATCH_MODE_SERIAL,
         ] {
             assert_eq!(guard.set(m), 0);
             assert_eq!(mode(), m);
@@ -945,13 +945,13 @@ mod tests {
 
         // An open transaction queues nothing: the implementation may change under it.
         assert_eq!(
-            guard.set(bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_RUST),
+            guard.set(bindings::text_poke_batch_mode_TEXT_POKE_BATCH_MODE_RUST),
             0
         );
         let mut txn = Transaction::new();
         assert_eq!(txn.enable(&KEY_64), Ok(()));
         assert_eq!(
-            guard.set(bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_C),
+            guard.set(bindings::text_poke_batch_mode_TEXT_POKE_BATCH_MODE_C),
             0
         );
         assert_eq!(txn.commit(), Ok(()));
@@ -976,12 +976,12 @@ fn site_noinstr(x: u32) -> u32 {
     }
 }
 
-/// KUnit suite `text_poke_rs_defer`: what the batch's deferral adds to context tracking's work
+/// KUnit suite `text_poke_batch_defer`: what the batch's deferral adds to context tracking's work
 /// word (whose own suite is `ct_work`): which text it never defers, and the entry's kernel
 /// TLB flush. `make test` boots KUnit with `nohz_full=3`; its user-space boot checks deferral
 /// itself.
 #[cfg(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE)]
-#[kernel::prelude::kunit_tests(text_poke_rs_defer)]
+#[kernel::prelude::kunit_tests(text_poke_batch_defer)]
 mod defer_tests {
     use super::site_noinstr;
     use crate::defer;
@@ -1048,7 +1048,7 @@ mod defer_tests {
     }
 
     /// What [`probe_site`] saw on the CPU it ran on, in an IPI's handler.
-    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
     struct Woken {
         runs: u64,
         word: u32,
@@ -1061,7 +1061,7 @@ mod defer_tests {
     /// # Safety
     ///
     /// `info` points to a [`Woken`] that nothing else accesses until the IPI's sender returns.
-    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
     unsafe extern "C" fn probe_site(info: *mut core::ffi::c_void) {
         let cpu = kernel::cpu::CpuId::current().as_u32() as i32;
         // SAFETY: As the caller guarantees.
@@ -1073,7 +1073,7 @@ mod defer_tests {
     }
 
     /// `cpu`'s work word, or 0 if it is offline.
-    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
     fn word(cpu: i32) -> u32 {
         // SAFETY: Only reads CPU masks; any `cpu` is accepted.
         let word = unsafe { bindings::ct_work_word(cpu) };
@@ -1087,7 +1087,7 @@ mod defer_tests {
 
     /// Lets the calling task run on `cpu` only, or anywhere again with `None`: whether it now
     /// runs where it should.
-    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
     fn pin(cpu: Option<u32>) -> bool {
         let task = kernel::current!();
         let all = &raw const bindings::__cpu_possible_mask;
@@ -1110,7 +1110,7 @@ mod defer_tests {
     }
 
     /// Waits up to a second, in steps of a millisecond, until `done()`: whether it is.
-    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
     fn wait_until(done: impl Fn() -> bool) -> bool {
         for _ in 0..1000 {
             if done() {
@@ -1127,7 +1127,7 @@ mod defer_tests {
     /// run them before the call's handler ran the site, which took the new direction. With
     /// `poll`, idle CPUs poll (`cpu_idle_poll()`, as with `idle=poll`) and the call wakes them
     /// with no interrupt: the CPU leaves idle when it sees it must reschedule.
-    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
     fn flips_while_idle(poll: bool) -> u32 {
         extern "C" {
             fn cpu_idle_poll_ctrl(enable: bool);
@@ -1189,22 +1189,22 @@ mod defer_tests {
     /// A key flipped while another CPU is idle: the CPU takes the flip's syncs as a work bit
     /// instead of three IPIs, and when an interrupt wakes it, it has run them before the
     /// interrupt's handler runs the site, which takes the new direction.
-    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
     #[test]
     fn an_idle_cpu_runs_a_flip_s_syncs_when_it_wakes() {
-        let rust = super::mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_RUST;
+        let rust = super::mode() == bindings::text_poke_batch_mode_TEXT_POKE_BATCH_MODE_RUST;
         let deferred = flips_while_idle(false);
-        // Upstream's batch (text_poke=c) never defers; the Rust batch did, on some attempt.
+        // Upstream's batch (text_poke_batch=c) never defers; the Rust batch did, on some attempt.
         assert!(!rust || deferred > 0);
     }
 
     /// The same with idle CPUs polling, as with `idle=poll`, which QEMU's default idle never
     /// does: a polling CPU's word says idle too, and it runs its syncs when it leaves idle
     /// because it must reschedule, no interrupt taken.
-    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
     #[test]
     fn a_polling_idle_cpu_runs_a_flip_s_syncs_when_it_wakes() {
-        let rust = super::mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_RUST;
+        let rust = super::mode() == bindings::text_poke_batch_mode_TEXT_POKE_BATCH_MODE_RUST;
         let deferred = flips_while_idle(true);
         assert!(!rust || deferred > 0);
     }
@@ -1214,7 +1214,7 @@ mod defer_tests {
     /// handler runs (the word says kernel there), and its exit gives the word back saying idle,
     /// nothing pending, as the CPU goes back to sleep. (The helper needs x86's NMI handlers,
     /// which `<linux/nmi.h>` declares where ACPI is built.)
-    #[cfg(all(CONFIG_TEXT_POKE_RS_MEASURE, CONFIG_HAVE_ACPI_APEI_NMI))]
+    #[cfg(all(CONFIG_TEXT_POKE_BATCH_MEASURE, CONFIG_HAVE_ACPI_APEI_NMI))]
     #[test]
     fn an_nmi_into_an_idle_cpu_runs_its_syncs_first() {
         extern "C" {
@@ -1223,7 +1223,7 @@ mod defer_tests {
         }
         const IDLE: u32 = bindings::CT_WORK_IDLE;
         const SYNC: u32 = bindings::ct_work_kind_CT_WORK_SYNC_CORE << bindings::CT_WORK_WORK_SHIFT;
-        let rust = super::mode() == bindings::text_poke_rs_mode_TEXT_POKE_RS_MODE_RUST;
+        let rust = super::mode() == bindings::text_poke_batch_mode_TEXT_POKE_BATCH_MODE_RUST;
         assert!(pin(Some(0)));
         // SAFETY: Walks the online CPUs; any `cpu` is accepted.
         let target = unsafe { bindings::ct_work_next_online(0) };
@@ -1250,7 +1250,7 @@ mod defer_tests {
             }
         }
         assert!(pin(None));
-        // Upstream's batch (text_poke=c) never defers; the Rust batch did, on some attempt,
+        // Upstream's batch (text_poke_batch=c) never defers; the Rust batch did, on some attempt,
         // and the CPU was back in idle when the NMI's sender looked, on some attempt.
         assert!(!rust || (taken > 0 && given_back > 0));
         kernel::pr_info!(
@@ -1259,14 +1259,14 @@ mod defer_tests {
     }
 
     /// An IPI's handler that does nothing: the IPI takes its CPU out of idle.
-    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
     extern "C" fn wake(_info: *mut core::ffi::c_void) {}
 
     /// A cpuidle driver whose state enters idle in ordinary text, which a CPU must not run with
     /// work pending: its registration keeps idle CPUs out of deferral from then on, and the
     /// IPIs of a flip reach an idle CPU again. One whose state enters in cpuidle text does not.
     /// (The drivers have no device: no CPU enters idle through them.)
-    #[cfg(CONFIG_TEXT_POKE_RS_MEASURE)]
+    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
     #[test]
     fn a_cpuidle_driver_outside_idle_text_keeps_idle_cpus_out() {
         const IDLE: u32 = bindings::CT_WORK_IDLE;

@@ -29,7 +29,7 @@ pub const RUN_CHUNK: usize = 64;
 
 /// A write through a mapped run: [`len`](Self::len) bytes of `bytes` at offset `at` from the
 /// start of the run's mapping, read back at the text's own address, `rel` from the base offsets
-/// are stored from. The layout of C's `struct text_poke_rs_write`.
+/// are stored from. The layout of C's `struct text_poke_batch_write`.
 #[repr(C)]
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct RunWrite {
@@ -63,7 +63,7 @@ impl RunWrite {
 
 /// A phase of the INT3 protocol, as [`TextOps::write_sites`](super::TextOps::write_sites)
 /// makes it of each site's whole new instruction ([`Slot::write`]): the values of C's
-/// `enum text_poke_rs_phase`.
+/// `enum text_poke_batch_phase`.
 #[repr(u32)]
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Phase {
@@ -77,7 +77,7 @@ pub enum Phase {
 
 impl Phase {
     /// What this phase writes of `w`, a site's whole new instruction, as a write of its own: the
-    /// write C's `text_poke_rs_run_sites()` makes. `None` if the phase writes nothing there.
+    /// write C's `text_poke_batch_run_sites()` makes. `None` if the phase writes nothing there.
     #[inline(always)]
     pub fn write(self, w: &RunWrite) -> Option<RunWrite> {
         let len = w.len();
@@ -112,7 +112,7 @@ impl Phase {
 /// the site: the bytes the site held before, for the reports and the way back, and its new
 /// instruction as one write through the mapping of its run, made once in phase 1 for the three
 /// phases, which [`TextOps::write_sites`](super::TextOps::write_sites) makes of it. The layout
-/// of C's `struct text_poke_rs_site`.
+/// of C's `struct text_poke_batch_site`.
 #[repr(C)]
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Slot {

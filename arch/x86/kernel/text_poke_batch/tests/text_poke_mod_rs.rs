@@ -6,7 +6,7 @@
 //!
 //! Sixteen sites on each of four keys: [`MOD_FALSE`] and [`MOD_TRUE`], defined here, `MOD_RO`,
 //! defined here read-only after init and enabled by the module's init, and
-//! `text_poke_rs_mod_key`, defined in C in the kernel image (`text_poke_stress.c`) and flipped
+//! `text_poke_batch_mod_key`, defined in C in the kernel image (`text_poke_stress.c`) and flipped
 //! by `text_poke_bench`. The module's own keys are flipped through
 //! `/sys/kernel/debug/text_poke_mod_rs/`:
 //!
@@ -23,7 +23,7 @@
 //!   `ro_race()`).
 //!
 //! - `span`: for the test of refused flips (`scripts/guest-test/span.sh`), on
-//!   `text_poke_rs_span_key`, a key of the kernel image with one site there and 16 here. Reads
+//!   `text_poke_batch_span_key`, a key of the kernel image with one site there and 16 here. Reads
 //!   `count C image W module W corrupted 0|1`: the key's count, how many of its sites in the
 //!   kernel image and here, run now, took the direction its value does not ask for, and whether
 //!   a corrupted site still holds the one-byte NOPs written over it. Takes `corrupt image`,
@@ -83,15 +83,15 @@ kernel::define_static_key_ro!(
 
 extern "C" {
     // Keys of the kernel image and the test's helpers, in
-    // arch/x86/kernel/jump_label_rs/tests/text_poke_stress.c.
-    static mut text_poke_rs_mod_key: bindings::static_key_false;
-    static mut text_poke_rs_span_key: bindings::static_key_false;
+    // arch/x86/kernel/text_poke_batch/tests/text_poke_stress.c.
+    static mut text_poke_batch_mod_key: bindings::static_key_false;
+    static mut text_poke_batch_span_key: bindings::static_key_false;
     fn text_poke_span_image_site() -> bool;
     fn text_poke_span_corrupt(module: *mut core::ffi::c_void) -> i32;
     fn text_poke_span_corrupted() -> i32;
     fn text_poke_span_repair();
-    static mut text_poke_rs_mod_go: bool;
-    static mut text_poke_rs_ro_race: bool;
+    static mut text_poke_batch_mod_go: bool;
+    static mut text_poke_batch_ro_race: bool;
     fn text_poke_ro_race_start(f: extern "C" fn() -> i32);
     fn text_poke_ro_race_wait() -> i32;
 }
@@ -118,9 +118,9 @@ macro_rules! sites {
 
 sites!(FALSE_SITES, MOD_FALSE, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
 sites!(TRUE_SITES, MOD_TRUE, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
-sites!(C_SITES, text_poke_rs_mod_key, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+sites!(C_SITES, text_poke_batch_mod_key, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
 sites!(RO_SITES, MOD_RO, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
-sites!(SPAN_SITES, text_poke_rs_span_key, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+sites!(SPAN_SITES, text_poke_batch_span_key, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
 
 /// How many of `sites` did not take the direction `enabled` asks for.
 fn wrong_of(sites: &[fn() -> bool], enabled: bool) -> usize {
@@ -136,16 +136,16 @@ fn own_wrong() -> usize {
 
 /// The C key, as a Rust key.
 fn c_key() -> &'static StaticKeyFalse {
-    // SAFETY: `text_poke_rs_mod_key` is a `struct static_key_false` of the kernel image, never
+    // SAFETY: `text_poke_batch_mod_key` is a `struct static_key_false` of the kernel image, never
     // freed, not read-only.
-    unsafe { StaticKeyFalse::from_c(&raw mut text_poke_rs_mod_key) }
+    unsafe { StaticKeyFalse::from_c(&raw mut text_poke_batch_mod_key) }
 }
 
 /// The key with sites in the kernel image and here, as a Rust key.
 fn span_key() -> &'static StaticKeyFalse {
-    // SAFETY: `text_poke_rs_span_key` is a `struct static_key_false` of the kernel image, never
+    // SAFETY: `text_poke_batch_span_key` is a `struct static_key_false` of the kernel image, never
     // freed, not read-only.
-    unsafe { StaticKeyFalse::from_c(&raw mut text_poke_rs_span_key) }
+    unsafe { StaticKeyFalse::from_c(&raw mut text_poke_batch_span_key) }
 }
 
 /// The debugfs directory's data: this module, whose site `span` corrupts, and the transaction
@@ -277,7 +277,7 @@ fn write_span(control: &Control, reader: &mut UserSliceReader) -> Result {
             Ok(())
         }
         "c_disable" => {
-            // SAFETY: `raw` is the `struct static_key` of `text_poke_rs_span_key`, a key of the
+            // SAFETY: `raw` is the `struct static_key` of `text_poke_batch_span_key`, a key of the
             // kernel image, initialised, never freed and writable (not `_RO`); `jump_label_init()`
             // ran before any module could load. `static_key_disable()` may sleep and takes
             // `cpus_read_lock()`, `jump_label_mutex` and `text_mutex`: a debugfs write runs in task
@@ -333,14 +333,14 @@ fn flag(flag: *mut bool) -> bool {
 }
 
 /// The read-only key race (`scripts/guest-test/rokey.sh`), when armed: once the test holds
-/// `jump_label_mutex` (`text_poke_rs_mod_go`), a work item starts to disable `MOD_RO` and waits
+/// `jump_label_mutex` (`text_poke_batch_mod_go`), a work item starts to disable `MOD_RO` and waits
 /// for the mutex, and the init returns meanwhile. The module goes live, and its
 /// `.data..ro_after_init` read-only, before the work item gets the mutex or after it: either
 /// way the change must be refused with `EPERM`, since it is made after the init returned.
 fn ro_race() {
     // The test holds the mutex within a second or so; give up after ten.
     for _ in 0..500 {
-        if flag(&raw mut text_poke_rs_mod_go) {
+        if flag(&raw mut text_poke_batch_mod_go) {
             break;
         }
         kernel::time::delay::fsleep(kernel::time::Delta::from_millis(20));
@@ -395,7 +395,7 @@ impl kernel::Module for TextPokeModRs {
             ),
             GFP_KERNEL,
         )?;
-        if flag(&raw mut text_poke_rs_ro_race) {
+        if flag(&raw mut text_poke_batch_ro_race) {
             ro_race();
         }
         Ok(Self { _debugfs: debugfs })

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * A module with sites of text_poke_rs_mod_key, a key of the kernel image,
+ * A module with sites of text_poke_batch_mod_key, a key of the kernel image,
  * in its init text and in its core text: one in a function here, and five
  * over pages of their own (text_poke_mod_pages.S). Its init function waits
- * until the test lets it go (text_poke_rs_mod_go), so that the test can
+ * until the test lets it go (text_poke_batch_mod_go), so that the test can
  * flip the key while the module is still COMING, and records what its init
  * site saw. scripts/guest-test/module.sh loads it; text_poke_bench drives
  * the key.
@@ -31,7 +31,7 @@ MODULE_PARM_DESC(init_taken, "Whether the init site branched");
 
 static noinline bool text_poke_mod_test_site(void)
 {
-	return static_branch_unlikely(&text_poke_rs_mod_key);
+	return static_branch_unlikely(&text_poke_batch_mod_key);
 }
 
 static int core_taken_get(char *buf, const struct kernel_param *kp)
@@ -96,7 +96,7 @@ static int pages_wrong_get(char *buf, const struct kernel_param *kp)
 {
 	static const u8 nop5[] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
 	const struct text_poke_pages_site *s = text_poke_mod_pages_sites;
-	bool on = static_key_enabled(&text_poke_rs_mod_key);
+	bool on = static_key_enabled(&text_poke_batch_mod_key);
 	unsigned int wrong = 0;
 
 	for (; s < text_poke_mod_pages_sites_end; s++) {
@@ -122,12 +122,12 @@ static int __init text_poke_mod_test_init(void)
 	int waited;
 
 	/* The test lets it go within a second; give up after ten. */
-	for (waited = 0; waited < 500 && !READ_ONCE(text_poke_rs_mod_go);
+	for (waited = 0; waited < 500 && !READ_ONCE(text_poke_batch_mod_go);
 	     waited++)
 		msleep(20);
-	init_count = static_key_count(&text_poke_rs_mod_key.key);
-	init_taken = static_branch_unlikely(&text_poke_rs_mod_key);
-	WRITE_ONCE(text_poke_rs_mod_returning, true);
+	init_count = static_key_count(&text_poke_batch_mod_key.key);
+	init_taken = static_branch_unlikely(&text_poke_batch_mod_key);
+	WRITE_ONCE(text_poke_batch_mod_returning, true);
 	return 0;
 }
 module_init(text_poke_mod_test_init);
