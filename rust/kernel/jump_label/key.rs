@@ -541,7 +541,7 @@ mod tests {
     static FALSE_KEY: StaticKeyFalse = StaticKeyFalse::new();
     static TRUE_KEY: StaticKeyTrue = StaticKeyTrue::new();
 
-    // Keys and sites defined in C, in arch/x86/kernel/text_poke_batch/tests/static_key_test.c.
+    // Keys and sites defined in C, in static_key_test.c beside this file.
     extern "C" {
         static mut rust_static_key_test_false: bindings::static_key_false;
         static mut rust_static_key_test_true: bindings::static_key_true;

@@ -4,8 +4,8 @@
  * (rust/kernel/jump_label/key.rs): the Rust API must drive keys that C
  * defines, and C sites must follow what Rust does to them.
  */
-#ifndef _KERNEL_JUMP_LABEL_RS_STATIC_KEY_TEST_H
-#define _KERNEL_JUMP_LABEL_RS_STATIC_KEY_TEST_H
+#ifndef _RUST_KERNEL_JUMP_LABEL_STATIC_KEY_TEST_H
+#define _RUST_KERNEL_JUMP_LABEL_STATIC_KEY_TEST_H
 
 #include <linux/jump_label.h>
 #include <linux/types.h>
@@ -18,4 +18,4 @@ bool rust_static_key_test_false_unlikely(void);
 bool rust_static_key_test_true_likely(void);
 bool rust_static_key_test_true_unlikely(void);
 
-#endif /* _KERNEL_JUMP_LABEL_RS_STATIC_KEY_TEST_H */
+#endif /* _RUST_KERNEL_JUMP_LABEL_STATIC_KEY_TEST_H */
