@@ -70,27 +70,11 @@ bool jump_label_rs_batches(void)
 }
 
 /**
- * text_poke_batch_text_lock - take text_mutex, for the Rust batch
- */
-void text_poke_batch_text_lock(void)
-{
-	mutex_lock(&text_mutex);
-}
-
-/**
  * text_poke_batch_assert_text_held - check with lockdep that text_mutex is held
  */
 void text_poke_batch_assert_text_held(void)
 {
 	lockdep_assert_held(&text_mutex);
-}
-
-/**
- * text_poke_batch_text_unlock - release text_mutex, for the Rust batch
- */
-void text_poke_batch_text_unlock(void)
-{
-	mutex_unlock(&text_mutex);
 }
 
 /**
@@ -446,7 +430,7 @@ static __always_inline void text_poke_batch_run_leave(struct text_poke_batch_run
  */
 unsigned int text_poke_batch_run_write(struct text_poke_batch_run *run,
 				       const struct text_poke_batch_write *w,
-				    unsigned int n)
+				       unsigned int n)
 {
 	unsigned long size = run->n * PAGE_SIZE;
 	u8 *base = (u8 *)text_poke_batch_run_base();
@@ -513,7 +497,7 @@ unsigned int text_poke_batch_run_write(struct text_poke_batch_run *run,
  */
 static bool text_poke_batch_site_write(const struct text_poke_batch_site *s,
 				       enum text_poke_batch_phase phase,
-				    struct text_poke_batch_write *w)
+				       struct text_poke_batch_write *w)
 {
 	u32 len = s->w.bytes[7];
 
@@ -562,7 +546,7 @@ static bool text_poke_batch_site_write(const struct text_poke_batch_site *s,
  */
 unsigned int text_poke_batch_run_sites(struct text_poke_batch_run *run,
 				       const struct text_poke_batch_site *s,
-				    unsigned int n, enum text_poke_batch_phase phase)
+				       unsigned int n, enum text_poke_batch_phase phase)
 {
 	unsigned long size = run->n * PAGE_SIZE;
 	u8 *base = (u8 *)text_poke_batch_run_base();

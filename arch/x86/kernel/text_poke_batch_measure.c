@@ -231,9 +231,9 @@ void text_poke_batch_note_batch_done(void)
 	if (text_poke_batch_trace.traced)
 		trace_text_poke_batch_applied(text_poke_batch_trace.entries,
 					      atomic64_read(&text_poke_batch_counts.syncs) -
-					 text_poke_batch_trace.syncs,
-					 text_poke_batch_cal_sum() -
-					 text_poke_batch_trace.ipis, ns);
+					      text_poke_batch_trace.syncs,
+					      text_poke_batch_cal_sum() -
+					      text_poke_batch_trace.ipis, ns);
 }
 
 /**
@@ -343,7 +343,7 @@ static int text_poke_batch_stats_open(struct inode *inode, struct file *file)
 /* Any write starts max_batch and max_batch_ns afresh; the counts go on. */
 static ssize_t text_poke_batch_stats_write(struct file *file,
 					   const char __user *ubuf, size_t count,
-					loff_t *ppos)
+					   loff_t *ppos)
 {
 	atomic64_set(&text_poke_batch_counts.max_batch, 0);
 	atomic64_set(&text_poke_batch_counts.max_batch_ns, 0);
@@ -372,7 +372,7 @@ static int text_poke_batch_mode_open(struct inode *inode, struct file *file)
 
 static ssize_t text_poke_batch_mode_write(struct file *file,
 					  const char __user *ubuf, size_t count,
-				       loff_t *ppos)
+					  loff_t *ppos)
 {
 	char buf[8];
 	int mode, ret;

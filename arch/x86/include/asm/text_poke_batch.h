@@ -264,15 +264,13 @@ int text_poke_batch_run_map(struct text_poke_batch_run *run,
 			    const unsigned long *pages, unsigned int n);
 unsigned int text_poke_batch_run_write(struct text_poke_batch_run *run,
 				       const struct text_poke_batch_write *w,
-				    unsigned int n);
+				       unsigned int n);
 unsigned int text_poke_batch_run_sites(struct text_poke_batch_run *run,
 				       const struct text_poke_batch_site *s,
-				    unsigned int n, enum text_poke_batch_phase phase);
+				       unsigned int n, enum text_poke_batch_phase phase);
 void text_poke_batch_run_unmap(struct text_poke_batch_run *run);
 
 /* text_mutex, for the Rust jump-label update. */
-void text_poke_batch_text_lock(void);
-void text_poke_batch_text_unlock(void);
 void text_poke_batch_assert_text_held(void);
 
 /**
@@ -374,7 +372,7 @@ static __always_inline int text_poke_batch_int3_handler(struct pt_regs *regs)
 
 	ret = text_poke_batch_emulate(regs, text_poke_batch_published.sites,
 				      text_poke_batch_published.nr,
-				   text_poke_batch_published.index);
+				      text_poke_batch_published.index);
 	if (ret)
 		text_poke_batch_note_int3();
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The mutexes behind static keys: `jump_label_mutex`, which serialises every update of a key and
-//! every walk of its sites ([`JumpLabelLock`]), and, with the Rust text-poke batch, `text_mutex`,
-//! which serialises every write of kernel text ([`TextLock`]). One guard each, for this crate and
+//! every walk of its sites ([`JumpLabelLock`]), and `text_mutex`, which serialises every write of
+//! kernel text ([`TextLock`]). One guard each, for this crate and
 //! for the batch's (`arch/x86/kernel/text_poke_batch/`).
 //!
 //! Taking either is `unsafe`: upstream exports neither lock, and every flip takes them in one
@@ -12,7 +12,13 @@
 //! ftrace, kprobes and BPF with them. Flip keys with [`StaticKey`](super::StaticKey)'s methods,
 //! which take what they need.
 
-use crate::bindings;
+use crate::{
+    bindings,
+    sync::{
+        Mutex,
+        MutexGuard, //
+    },
+};
 use core::marker::PhantomData;
 
 /// Holds `jump_label_mutex` (`jump_label_lock()`).
@@ -57,17 +63,11 @@ impl Drop for JumpLabelLock {
 /// guard lives.
 ///
 /// The mutex is not recursive: a task that holds it and takes it again deadlocks. Not `Send`:
-/// the task that took the mutex releases it.
-///
-/// # Invariants
-///
-/// The task that made the guard holds `text_mutex` until the guard is dropped.
-#[cfg(CONFIG_TEXT_POKE_BATCH_RUST)]
+/// the task that took the mutex releases it ([`MutexGuard`] is not).
 pub struct TextLock {
-    _not_send: PhantomData<*mut ()>,
+    _guard: MutexGuard<'static, ()>,
 }
 
-#[cfg(CONFIG_TEXT_POKE_BATCH_RUST)]
 impl TextLock {
     /// Takes the mutex; may sleep.
     ///
@@ -77,20 +77,12 @@ impl TextLock {
     /// `jump_label_mutex`) and changes no static key while the guard lives, and drops the guard
     /// before it returns to code that does not know of it.
     pub unsafe fn lock() -> Self {
-        // SAFETY: Taking a mutex only needs a context that may sleep, which `mutex_lock()` checks
-        // (`might_sleep()`); the caller takes it in the order every flip takes it.
-        unsafe { bindings::text_poke_batch_text_lock() };
-        // INVARIANT: The mutex was taken just above, by this task.
+        // SAFETY: `text_mutex` is a static mutex, initialised where it is defined
+        // (`DEFINE_MUTEX()`), that lives as long as the kernel.
+        let mutex: &'static Mutex<()> = unsafe { Mutex::from_raw(&raw mut bindings::text_mutex) };
+        // The caller takes it in the order every flip takes it.
         Self {
-            _not_send: PhantomData,
+            _guard: mutex.lock(),
         }
-    }
-}
-
-#[cfg(CONFIG_TEXT_POKE_BATCH_RUST)]
-impl Drop for TextLock {
-    fn drop(&mut self) {
-        // SAFETY: By the type invariant, this task holds the mutex, taken for this guard.
-        unsafe { bindings::text_poke_batch_text_unlock() };
     }
 }

@@ -3,9 +3,7 @@
 //! The sites of a static key: its jump-table entries ([`JumpEntry`]) and the instructions they
 //! patch ([`Site`]).
 
-#[cfg(CONFIG_TEXT_POKE_BATCH_RUST)]
-use super::TextLock;
-use super::{x86, JumpLabelLock};
+use super::{x86, JumpLabelLock, TextLock};
 use crate::{
     bindings,
     error::{code::*, Result},
@@ -26,7 +24,6 @@ pub(super) fn walk_sites(key: *mut bindings::static_key, f: &mut dyn FnMut(&Site
     // every site whole while it is read.
     // SAFETY: Taken after `jump_label_mutex`, as every flip takes it; the callback `f` changes no
     // key and writes no text (see `for_each_site()`), and the guard is dropped on return.
-    #[cfg(CONFIG_TEXT_POKE_BATCH_RUST)]
     let _text = unsafe { TextLock::lock() };
     // SAFETY: `key` is a valid key, and its `entries` word is only written under
     // `jump_label_mutex`, which `_lock` holds.
