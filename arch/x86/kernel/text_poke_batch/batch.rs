@@ -16,6 +16,7 @@ use kernel::{
     prelude::*, //
 };
 
+use crate::measure;
 use crate::poke::{
     self,
     Index,
@@ -548,32 +549,6 @@ impl TextOps for KernelText {
     }
 }
 
-/// The implementation in use: `text_poke_batch_mode`, with `CONFIG_TEXT_POKE_BATCH_MEASURE`.
-///
-/// It only changes with `text_mutex` and `jump_label_mutex` held and nothing queued, so it
-/// stays put for as long as a caller holds either.
-#[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
-pub(crate) fn mode() -> u32 {
-    use kernel::sync::atomic::{Atomic, Relaxed};
-
-    // SAFETY: `text_poke_batch_mode` is an `int` that lives as long as the kernel, aligned, and
-    // written with `WRITE_ONCE()`.
-    let mode = unsafe { Atomic::from_ptr(&raw mut bindings::text_poke_batch_mode) }.load(Relaxed);
-    mode as u32
-}
-
-/// Whether every site is a batch of its own (`text_poke_batch=serial`).
-#[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
-fn serial() -> bool {
-    mode() == bindings::text_poke_batch_mode_TEXT_POKE_BATCH_MODE_SERIAL
-}
-
-/// Never in a kernel built without `CONFIG_TEXT_POKE_BATCH_MEASURE`: the batch is the only mode.
-#[cfg(not(CONFIG_TEXT_POKE_BATCH_MEASURE))]
-fn serial() -> bool {
-    false
-}
-
 /// Proof that the current task holds `text_mutex`, which serialises every access to the batch.
 ///
 /// # Invariants
@@ -794,7 +769,7 @@ pub unsafe extern "C" fn text_poke_batch_finish() {
 /// (nothing written), [`PokeError::WriteFailed`] if a write did not land (every site put back,
 /// in `serial` mode those applied before too).
 fn apply_batch(sites: &[PokeLoc], old: &mut [Slot], refusable: bool) -> Result<(), PokeError> {
-    if !serial() || sites.len() < 2 {
+    if !measure::serial() || sites.len() < 2 {
         return apply_sites(sites, old, refusable);
     }
     if !poke::mappable(sites, base(), &mut KernelText::of(sites, false)) {
@@ -857,11 +832,7 @@ fn apply_sites(sites: &[PokeLoc], old: &mut [Slot], refusable: bool) -> Result<(
     // until `text_poke_batch_retire()` below, and sets every CPU's reference count, before any
     // INT3 is written; our caller holds `text_mutex`.
     unsafe { bindings::text_poke_batch_publish(sites.as_ptr().cast(), sites.len(), index.cast()) };
-    // SAFETY: Counts the batch for the statistics.
-    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
-    unsafe {
-        bindings::text_poke_batch_note_batch(sites.len() as u32)
-    };
+    measure::batch_starts(sites.len());
 
     // SAFETY: Our caller holds `text_mutex`: nothing else uses the runs, and `poke::apply()`
     // keeps them only until it returns.
@@ -887,11 +858,7 @@ fn apply_sites(sites: &[PokeLoc], old: &mut [Slot], refusable: bool) -> Result<(
     // SAFETY: The last sync is done: no CPU can hit our INT3s any more; waits for handlers,
     // then unpublishes `sites`.
     unsafe { bindings::text_poke_batch_retire() };
-    // SAFETY: Ends the batch counted by `text_poke_batch_note_batch()` above.
-    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
-    unsafe {
-        bindings::text_poke_batch_note_batch_done()
-    };
+    measure::batch_done();
     match stats.outcome {
         Outcome::Applied => Ok(()),
         Outcome::Unmapped => Err(PokeError::Unmapped),

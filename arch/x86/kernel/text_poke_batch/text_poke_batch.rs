@@ -21,6 +21,7 @@ pub mod batch;
 #[cfg(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE)]
 pub mod defer;
 pub mod jump_label;
+mod measure;
 pub mod poke;
 
 /// The prefix of this crate's messages.

@@ -226,7 +226,7 @@ impl Drop for Track {
 }
 
 fn mode() -> u32 {
-    crate::batch::mode()
+    crate::measure::mode()
 }
 
 /// Switches deferral off until the guard is dropped, then back to what it was: every sync round
