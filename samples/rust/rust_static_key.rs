@@ -21,6 +21,7 @@ use kernel::{
         Scope, //
     },
     jump_label::{
+        text_offset,
         x86::Decoded,
         StaticKeyFalse, //
     },
@@ -116,8 +117,6 @@ fn show_sites(_: &KeyControl, f: &mut fmt::Formatter<'_>) -> fmt::Result {
 
 fn show_site_state(_: &KeyControl, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let enabled = SAMPLE_KEY.is_enabled();
-    // Offsets rather than addresses, not to reveal where the kernel was loaded.
-    let stext = (&raw const kernel::bindings::_stext).addr();
     let mut ret = Ok(());
     let walk = SAMPLE_KEY.for_each_site(|site| {
         if ret.is_err() {
@@ -135,12 +134,8 @@ fn show_site_state(_: &KeyControl, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             Some(want) => want.as_bytes() == &bytes[..site.size()],
             None => false,
         };
-        ret = write!(
-            f,
-            "_stext+{:#x} {}",
-            site.code().wrapping_sub(stext),
-            site.size()
-        );
+        // Offsets rather than addresses, not to reveal where the kernel was loaded.
+        ret = write!(f, "_stext+{:#x} {}", text_offset(site.code()), site.size());
         for b in &bytes[..site.size()] {
             ret = ret.and_then(|()| write!(f, " {b:02x}"));
         }

@@ -13,7 +13,12 @@ use core::{cell::UnsafeCell, ffi::c_void, mem::MaybeUninit, ptr};
 
 use kernel::{
     bindings,
-    prelude::*, //
+    jump_label::{
+        core_text,
+        text_base,
+        text_offset, //
+    },
+    prelude::*,
 };
 
 use crate::measure;
@@ -310,18 +315,6 @@ static SCRATCH: Scratch = Scratch {
     runs: UnsafeCell::new(Runs::EMPTY),
 };
 
-/// The address offsets are stored from.
-#[inline(always)]
-fn base() -> usize {
-    (&raw const bindings::_stext).addr()
-}
-
-/// Whether `addr` is in the kernel image's text, `is_kernel_text()` without the call.
-#[inline(always)]
-pub(crate) fn core_text(addr: usize) -> bool {
-    (base()..(&raw const bindings::_etext).addr()).contains(&addr)
-}
-
 /// Whether fault injection (`fail_text_poke_batch`, `CONFIG_FAIL_TEXT_POKE_BATCH`) drops the next
 /// write made with `text_poke()`: it does not land, and the batch must put every site back. (A
 /// run's writes are dropped by the C side, which finds them when it reads them back.)
@@ -372,7 +365,7 @@ impl KernelText {
     /// caller can be told it was not applied: a key flip or a transaction).
     fn of(sites: &[PokeLoc], refusable: bool) -> Self {
         #[cfg(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE)]
-        let may_defer = crate::defer::may_defer(sites, base());
+        let may_defer = crate::defer::may_defer(sites, text_base());
         #[cfg(not(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE))]
         let may_defer = {
             let _ = sites;
@@ -643,12 +636,12 @@ pub unsafe extern "C" fn text_poke_batch_add(
         // SAFETY: The caller guarantees `emulate` points to `len` bytes.
         Some(unsafe { core::slice::from_raw_parts(emulate.cast::<u8>(), len) })
     };
-    match PokeLoc::new(base(), addr.addr(), text, emulate) {
+    match PokeLoc::new(text_base(), addr.addr(), text, emulate) {
         Ok(loc) => {
             let mut applied = Ok(());
             // SAFETY: The caller holds `text_mutex`, and C callers keep no token.
             let mut text = unsafe { TextMutex::assume_held() };
-            let added = batch(&mut text).add(base(), loc, false, |s, o| {
+            let added = batch(&mut text).add(text_base(), loc, false, |s, o| {
                 applied = applied.and(apply_batch(s, o, false));
             });
             if applied.is_err() || added.is_err() {
@@ -675,7 +668,7 @@ fn not_applied() -> ! {
 fn bad_poke(addr: *mut c_void, len: usize, why: PokeError) -> ! {
     panic!(
         "text_poke_batch: cannot patch _stext+{:#x} with a {len}-byte write: {why:?}",
-        addr.addr().wrapping_sub(base())
+        text_offset(addr.addr())
     );
 }
 
@@ -688,7 +681,7 @@ pub(crate) fn key_site(
     len: usize,
     jump: bool,
 ) -> Result<PokeLoc, PokeError> {
-    PokeLoc::key_site(base(), addr, target, len, jump)
+    PokeLoc::key_site(text_base(), addr, target, len, jump)
 }
 
 /// The sites queued.
@@ -711,7 +704,7 @@ pub(crate) fn queue_keys<R>(
     // is made meanwhile, as `batch()` would need the token mutably and `f` only gets it shared.
     let queue = unsafe { &mut *STATE.batch.get() };
     let text = &*text;
-    queue.push_keys(base(), more, |slots| f(text, slots))
+    queue.push_keys(text_base(), more, |slots| f(text, slots))
 }
 
 /// Forgets the sites queued after the first `len`, which [`queue_keys`] queued.
@@ -729,7 +722,7 @@ pub(crate) fn truncate(text: &mut TextMutex, len: usize) {
 /// on an error.
 pub(crate) fn finish(text: &mut TextMutex, refusable: bool) -> Result<(), PokeError> {
     let mut applied = Ok(());
-    let flushed = batch(text).flush(base(), |s, o| {
+    let flushed = batch(text).flush(text_base(), |s, o| {
         applied = applied.and(apply_batch(s, o, refusable));
     });
     if flushed.is_err() {
@@ -772,7 +765,7 @@ fn apply_batch(sites: &[PokeLoc], old: &mut [Slot], refusable: bool) -> Result<(
     if !measure::serial() || sites.len() < 2 {
         return apply_sites(sites, old, refusable);
     }
-    if !poke::mappable(sites, base(), &mut KernelText::of(sites, false)) {
+    if !poke::mappable(sites, text_base(), &mut KernelText::of(sites, false)) {
         return Err(PokeError::Unmapped);
     }
     for (k, (site, first)) in sites.chunks(1).zip(old.chunks_mut(1)).enumerate() {
@@ -790,8 +783,8 @@ fn apply_batch(sites: &[PokeLoc], old: &mut [Slot], refusable: bool) -> Result<(
 fn undo_serial(sites: &[PokeLoc], old: &[Slot]) {
     for (loc, o) in sites.iter().zip(old).rev() {
         let back = PokeLoc::new(
-            base(),
-            loc.addr(base()),
+            text_base(),
+            loc.addr(text_base()),
             o.old.get(..loc.len()).unwrap_or(&o.old),
             None,
         );
@@ -840,7 +833,7 @@ fn apply_sites(sites: &[PokeLoc], old: &mut [Slot], refusable: bool) -> Result<(
     let stats = poke::apply(
         sites,
         old,
-        base(),
+        text_base(),
         &mut KernelText::of(sites, refusable),
         runs,
     );

@@ -54,6 +54,8 @@ use core::{
 use kernel::{
     bindings,
     jump_label::{
+        text_address,
+        text_offset,
         x86,
         JumpEntry, //
     },
@@ -75,11 +77,6 @@ use crate::{
 
 /// The sites named in the log when a flip is refused.
 const REPORTED: usize = 4;
-
-/// `addr` as an offset from `_stext`: logs do not reveal where the kernel was loaded.
-fn stext_offset(addr: usize) -> usize {
-    addr.wrapping_sub((&raw const bindings::_stext).addr())
-}
 
 /// What the walk makes of a site.
 enum SiteAction {
@@ -114,13 +111,12 @@ fn site_action(text: &TextMutex, e: &JumpEntry, enabled: bool, init: bool) -> Si
     if !init && e.init {
         return SiteAction::Skip;
     }
-    // SAFETY: `kernel_text_address()` only looks the address up.
-    if !batch::core_text(e.code) && unsafe { bindings::kernel_text_address(e.code) } == 0 {
+    if !text_address(e.code) {
         // Built-in `__exit` code is not kernel text and never runs: skip it quietly, as C does.
         if !e.init && !NOT_TEXT.swap(true, Ordering::Relaxed) {
             pr_warn!(
                 "jump_label: can't patch jump_label at _stext+{:#x}\n",
-                stext_offset(e.code)
+                text_offset(e.code)
             );
             kernel::warn_on!(true);
         }
@@ -160,7 +156,7 @@ fn report(
     if nth >= REPORTED {
         return;
     }
-    let (at, key) = (stext_offset(code), stext_offset(key.addr()));
+    let (at, key) = (text_offset(code), text_offset(key.addr()));
     match why {
         Refused::Queue(why) => pr_err!(
             "jump_label: site _stext+{at:#x} of key _stext+{key:#x} cannot be queued: {why:?}\n"
@@ -311,7 +307,7 @@ pub unsafe extern "C" fn jump_label_rs_update(
         pr_err!(
             "jump_label: no memory to queue the {sites} sites of key _stext+{:#x} in one \
              batch: nothing written\n",
-            stext_offset(key.addr())
+            text_offset(key.addr())
         );
         return ENOMEM.to_errno();
     }
@@ -322,7 +318,7 @@ pub unsafe extern "C" fn jump_label_rs_update(
     pr_err!(
         "jump_label: {wrong} site(s) of key _stext+{:#x} cannot be flipped: flip refused, \
          nothing written\n",
-        stext_offset(key.addr())
+        text_offset(key.addr())
     );
     // SAFETY: Only counts the refusal, and traces it.
     unsafe { bindings::text_poke_batch_note_refused(key.cast_const().cast(), wrong as u32) };

@@ -12,7 +12,7 @@
 //! user space take a batch's syncs at their next kernel entry instead of as IPIs, through context
 //! tracking's work word (`kernel/context_tracking_work/`).
 //!
-//! C header: [`arch/x86/include/asm/text_poke_batch.h`](srctree/arch/x86/include/asm/text_poke_batch.h).
+//! C header: [`asm/text_poke_batch.h`](srctree/arch/x86/include/asm/text_poke_batch.h).
 
 /// The x86 encodings, shared with the Rust static keys: the one place they live.
 pub(crate) use kernel::jump_label::x86;

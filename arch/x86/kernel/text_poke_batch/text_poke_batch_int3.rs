@@ -9,10 +9,13 @@
 //! file, the lookup it uses: everything here is inlined into the one function, which objtool
 //! checks calls nothing outside `.noinstr.text`.
 //!
-//! C header: [`arch/x86/include/asm/text_poke_batch.h`](srctree/arch/x86/include/asm/text_poke_batch.h).
+//! C header: [`asm/text_poke_batch.h`](srctree/arch/x86/include/asm/text_poke_batch.h).
 
 use core::ptr;
-use kernel::bindings;
+use kernel::{
+    bindings,
+    jump_label::text_base, //
+};
 
 /// The x86 opcodes, as the batch has them.
 pub(crate) use kernel::jump_label::x86;
@@ -23,12 +26,6 @@ pub(crate) use kernel::jump_label::x86;
 pub mod int3;
 
 use int3::{Emulation, Index, PokeLoc};
-
-/// The address offsets are stored from, as the batch stores them.
-#[inline(always)]
-fn base() -> usize {
-    (&raw const bindings::_stext).addr()
-}
 
 /// The INT3 handler's work: finds the site the INT3 at `regs->ip - 1` belongs to in the
 /// published vector, `nr` sites at `sites`, by binary search (narrowed by `index` if it is not
@@ -68,10 +65,10 @@ pub unsafe extern "C" fn text_poke_batch_emulate(
     // SAFETY: The caller guarantees `regs` are valid and ours to change until we return.
     let regs = unsafe { &mut *regs };
     let ip = regs.ip.wrapping_sub(1);
-    let Some(loc) = int3::lookup(sites, index, base(), ip) else {
+    let Some(loc) = int3::lookup(sites, index, text_base(), ip) else {
         return false;
     };
-    match loc.emulation(base()) {
+    match loc.emulation(text_base()) {
         Emulation::Int3 => return false,
         Emulation::Ret => {
             let sp = regs.sp;

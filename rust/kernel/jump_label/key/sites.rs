@@ -10,6 +10,33 @@ use crate::{
     ffi::c_ulong,
 };
 
+
+/// The start of the kernel image's text, `_stext`: what a site is counted from, in logs (which
+/// do not reveal where the kernel was loaded) and in the text-poke batch's vector.
+#[inline(always)]
+pub fn text_base() -> usize {
+    (&raw const bindings::_stext).addr()
+}
+
+/// `addr` as an offset from [`text_base()`].
+#[inline(always)]
+pub fn text_offset(addr: usize) -> usize {
+    addr.wrapping_sub(text_base())
+}
+
+/// Whether `addr` is in the kernel image's text, `_stext` to `_etext`: checked inline, with no
+/// call, where that is all a caller needs.
+#[inline(always)]
+pub fn core_text(addr: usize) -> bool {
+    (text_base()..(&raw const bindings::_etext).addr()).contains(&addr)
+}
+
+/// Whether `addr` is kernel text: the image's ([`core_text()`]), or a module's, or other text
+/// `kernel_text_address()` knows. Not freed init text.
+pub fn text_address(addr: usize) -> bool {
+    // SAFETY: `kernel_text_address()` only looks the address up.
+    core_text(addr) || unsafe { bindings::kernel_text_address(addr) } != 0
+}
 /// Calls `f` on each site of `key` in the kernel image; see [`StaticKey::for_each_site`].
 ///
 /// [`StaticKey::for_each_site`]: crate::jump_label::StaticKey::for_each_site
@@ -123,8 +150,7 @@ impl Site {
         // SAFETY: The caller guarantees `entry` is valid and does not change.
         let entry = unsafe { JumpEntry::read(entry) };
         let code = entry.code;
-        // SAFETY: `kernel_text_address()` only looks the address up.
-        let size = if unsafe { bindings::kernel_text_address(code) } == 0 {
+        let size = if !text_address(code) {
             0
         } else {
             let mut bytes = [0u8; x86::MAX_LEN];

@@ -1329,7 +1329,7 @@ mod defer_tests {
         // A batch, sorted by address, is refused when any one of its sites is there: first,
         // last or in between, among sites that are not.
         assert!(defer::enabled());
-        let base = (&raw const bindings::_stext).addr();
+        let base = kernel::jump_label::text_base();
         let int3 = |addr: usize| {
             crate::poke::PokeLoc::new(base, addr, &[0xcc], None)
                 .unwrap_or(crate::poke::PokeLoc::EMPTY)
