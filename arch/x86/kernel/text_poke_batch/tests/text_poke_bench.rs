@@ -324,7 +324,7 @@ extern "C" {
     fn text_poke_vcheck(reused: *mut bool, stale: *mut bool) -> i32;
     fn text_poke_vtables(level: u32, cpus: *mut c_ulong) -> i32;
     fn text_poke_lru_drain(n: u32) -> i32;
-    fn text_poke_lock_bench(
+    fn qpw_lock_bench(
         n: u32,
         none: *mut u64,
         local: *mut u64,
@@ -1168,7 +1168,7 @@ impl Bench {
         let mut values = [0u64; FIELDS.len()];
         let (mut on, mut none, mut local, mut qpw) = (false, 0, 0, 0);
         // SAFETY: The pointers are valid for writes.
-        errno(unsafe { text_poke_lock_bench(n as u32, &mut none, &mut local, &mut qpw, &mut on) })?;
+        errno(unsafe { qpw_lock_bench(n as u32, &mut none, &mut local, &mut qpw, &mut on) })?;
         values[1] = n;
         values[24..28].copy_from_slice(&[none, local, qpw, u64::from(on)]);
         self.record(11, values);

@@ -876,7 +876,7 @@ int text_poke_branch_run(unsigned int which, unsigned int n, u64 *ns)
  * between, each variant in a function of its own that the loop calls.
  */
 static DEFINE_PER_CPU(local_lock_t, text_poke_bench_ll) = INIT_LOCAL_LOCK(text_poke_bench_ll);
-static DEFINE_PER_CPU(struct qpw_lock, text_poke_bench_ql) = QPW_LOCK_UNLOCKED;
+static DEFINE_PER_CPU(struct qpw_lock, qpw_bench_lock) = QPW_LOCK_UNLOCKED;
 
 static noinline void text_poke_lock_none(void)
 {
@@ -891,8 +891,8 @@ static noinline void text_poke_lock_local(void)
 
 static noinline void text_poke_lock_qpw(void)
 {
-	local_qpw_lock(&text_poke_bench_ql);
-	local_qpw_unlock(&text_poke_bench_ql);
+	local_qpw_lock(&qpw_bench_lock);
+	local_qpw_unlock(&qpw_bench_lock);
 }
 
 static u64 text_poke_lock_loop(void (*pass)(void), unsigned int n)
@@ -910,7 +910,7 @@ static u64 text_poke_lock_loop(void (*pass)(void), unsigned int n)
 }
 
 /**
- * text_poke_lock_bench() - time the local fast path of per-CPU locks
+ * qpw_lock_bench() - time the local fast path of per-CPU locks
  * @n: how many lock-unlock pairs of each kind
  * @none: where to store the time of @n calls of an empty function
  * @local: where to store the time of @n local_lock pairs
@@ -922,7 +922,7 @@ static u64 text_poke_lock_loop(void (*pass)(void), unsigned int n)
  *
  * Return: 0, or -EINVAL for @n 0.
  */
-int text_poke_lock_bench(unsigned int n, u64 *none, u64 *local, u64 *qpw, bool *on)
+int qpw_lock_bench(unsigned int n, u64 *none, u64 *local, u64 *qpw, bool *on)
 {
 	if (!n)
 		return -EINVAL;

@@ -206,7 +206,7 @@ unsigned int text_poke_fail_nth(unsigned int n);
  * lock (*@qpw), in local_clock() ns (guest instructions under -icount
  * shift=0); *@on says whether qpw is on in this boot.
  */
-int text_poke_lock_bench(unsigned int n, u64 *none, u64 *local, u64 *qpw, bool *on);
+int qpw_lock_bench(unsigned int n, u64 *none, u64 *local, u64 *qpw, bool *on);
 
 /*
  * The fast path of a branch, for the benchmark's branch command: small
