@@ -476,25 +476,8 @@ impl<const INITIAL: bool> Drop for StaticKeyRef<INITIAL> {
 /// `cpuslocked`, and holds neither `jump_label_mutex` nor `text_mutex`.
 #[inline(never)]
 unsafe fn set_key(key: *mut bindings::static_key, enable: bool, cpuslocked: bool) -> Result {
-    #[cfg(CONFIG_TEXT_POKE_BATCH_RUST)]
-    {
-        // SAFETY: A valid key, in a context the update may run in, as the caller guarantees.
-        crate::error::to_result(unsafe { bindings::jump_label_rs_set(key, enable, cpuslocked) })
-    }
-    #[cfg(not(CONFIG_TEXT_POKE_BATCH_RUST))]
-    {
-        // SAFETY: `key` is valid, and the caller may sleep and holds `cpus_read_lock()` for the
-        // `_cpuslocked` forms only, as the caller guarantees. Upstream's update cannot refuse.
-        unsafe {
-            match (enable, cpuslocked) {
-                (true, false) => bindings::static_key_enable(key),
-                (false, false) => bindings::static_key_disable(key),
-                (true, true) => bindings::static_key_enable_cpuslocked(key),
-                (false, true) => bindings::static_key_disable_cpuslocked(key),
-            }
-        };
-        Ok(())
-    }
+    // SAFETY: A valid key, in a context the update may run in, as the caller guarantees.
+    crate::error::to_result(unsafe { bindings::static_key_set_checked(key, enable, cpuslocked) })
 }
 
 /// Takes a reference on `key`: `static_key_slow_inc()` (`_cpuslocked` if `cpuslocked`), told
@@ -508,29 +491,8 @@ unsafe fn set_key(key: *mut bindings::static_key, enable: bool, cpuslocked: bool
 /// `cpuslocked`, and holds neither `jump_label_mutex` nor `text_mutex`.
 #[inline(never)]
 unsafe fn inc_key(key: *mut bindings::static_key, cpuslocked: bool) -> Result {
-    #[cfg(CONFIG_TEXT_POKE_BATCH_RUST)]
-    {
-        // SAFETY: A valid key, in a context the update may run in, as the caller guarantees.
-        crate::error::to_result(unsafe { bindings::jump_label_rs_inc(key, cpuslocked) })
-    }
-    #[cfg(not(CONFIG_TEXT_POKE_BATCH_RUST))]
-    {
-        // SAFETY: `key` is valid, and the caller may sleep and holds `cpus_read_lock()` for the
-        // `_cpuslocked` form only, as the caller guarantees. Upstream's update cannot refuse:
-        // only an overflow takes no reference.
-        let taken = unsafe {
-            if cpuslocked {
-                bindings::static_key_slow_inc_cpuslocked(key)
-            } else {
-                bindings::static_key_slow_inc(key)
-            }
-        };
-        if taken {
-            Ok(())
-        } else {
-            Err(EOVERFLOW)
-        }
-    }
+    // SAFETY: A valid key, in a context the update may run in, as the caller guarantees.
+    crate::error::to_result(unsafe { bindings::static_key_slow_inc_checked(key, cpuslocked) })
 }
 
 #[cfg(CONFIG_RUST_STATIC_KEY_KUNIT_TEST)]

@@ -273,38 +273,6 @@ void text_poke_batch_run_unmap(struct text_poke_batch_run *run);
 /* text_mutex, for the Rust jump-label update. */
 void text_poke_batch_assert_text_held(void);
 
-/**
- * struct text_poke_batch_claim - one key of a transaction
- * @key: the key
- * @enable: the value it is to take
- * @flip: set by jump_label_rs_commit(): whether the key changed
- */
-struct text_poke_batch_claim {
-	struct static_key *key;
-	bool enable;
-	bool flip;
-};
-
-/*
- * Flips several keys as one batch: 0, or an error (-EINVAL, -ENOMEM,
- * -EFAULT, -EIO) with nothing changed.
- */
-int jump_label_rs_commit(struct text_poke_batch_claim *claims, size_t n);
-
-/* In kernel/jump_label.c. */
-/* @pass over every site of @key, under jump_label_mutex: 0 or an error. */
-int jump_label_rs_key_update(struct static_key *key, enum jump_label_pass pass);
-/*
- * A transaction's count steps, under jump_label_mutex: whether @key changes
- * to @enable (marked as changing), then its end once the sites are updated,
- * or the count put back if the update failed (@ret).
- */
-bool jump_label_rs_key_begin(struct static_key *key, bool enable);
-void jump_label_rs_key_end(struct static_key *key, bool enable, int ret);
-/* static_key_enable() or _disable() that returns 0 or the refusal's error. */
-int jump_label_rs_set(struct static_key *key, bool enable, bool cpuslocked);
-/* static_key_slow_inc() that returns 0, the refusal's error or -EOVERFLOW. */
-int jump_label_rs_inc(struct static_key *key, bool cpuslocked);
 /* Whether key flips go through the Rust batch: not with text_poke_batch=c or at boot. */
 bool jump_label_rs_batches(void);
 

@@ -569,45 +569,6 @@ impl TextMutex {
     }
 }
 
-/// Holds `text_mutex`, and proves it to the batch.
-pub(crate) struct TextMutexGuard {
-    // Declared first, dropped first: the token goes before the mutex is released.
-    token: TextMutex,
-    _lock: kernel::jump_label::TextLock,
-}
-
-impl TextMutexGuard {
-    /// Takes `text_mutex`. May sleep.
-    pub(crate) fn lock() -> Self {
-        // SAFETY: The batch's entry points take `text_mutex` last, after the
-        // `cpus_read_lock()` and `jump_label_mutex` of a flip, change no key under it, and
-        // drop the guard before they return.
-        let lock = unsafe { kernel::jump_label::TextLock::lock() };
-        Self {
-            // SAFETY: `lock` holds the mutex for as long as `Self`, which owns both; a task
-            // cannot take it twice, so it has no other token but those it is handed by callees
-            // that run under its guard (see `jump_label_rs_update()`), which it does not use
-            // meanwhile.
-            token: unsafe { TextMutex::assume_held() },
-            _lock: lock,
-        }
-    }
-}
-
-impl core::ops::Deref for TextMutexGuard {
-    type Target = TextMutex;
-
-    fn deref(&self) -> &TextMutex {
-        &self.token
-    }
-}
-
-impl core::ops::DerefMut for TextMutexGuard {
-    fn deref_mut(&mut self) -> &mut TextMutex {
-        &mut self.token
-    }
-}
-
 /// `smp_text_poke_batch_add()`: queues a write, applying the batch first if the write would
 /// break its address order or the batch's page is full, as C does.
 ///

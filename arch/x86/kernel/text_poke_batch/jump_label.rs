@@ -38,9 +38,10 @@
 //! `JUMP_LABEL_CHECK` checks a key's sites without queueing them, for the callers that can be
 //! told of a refusal.
 //!
-//! [`jump_label_rs_commit`] flips several keys as one batch (`jump_label::Transaction`): the
-//! keys' counts and their text change together, inside one hold of `jump_label_mutex` and
-//! `text_mutex`, and only the keys it was given wait for the batch.
+//! `static_keys_update()` (`jump_label::Transaction`) flips several keys as one batch: it walks
+//! every run of each key with `JUMP_LABEL_QUEUE`, then calls [`jump_label_rs_finish`] once, so
+//! that the keys' counts and their text change together, inside one hold of `jump_label_mutex`
+//! and `text_mutex`, and only the keys it was given wait for the batch.
 
 use core::{
     ffi::c_int,
@@ -65,8 +66,7 @@ use kernel::{
 use crate::{
     batch::{
         self,
-        TextMutex,
-        TextMutexGuard, //
+        TextMutex, //
     },
     poke::{
         KeySlots,
@@ -354,118 +354,4 @@ fn finish_keys(text: &mut TextMutex, queued: c_int) -> c_int {
         Err(PokeError::WriteFailed) => EIO.to_errno(),
         Err(_) => EINVAL.to_errno(),
     }
-}
-
-/// Holds `cpus_read_lock()` and `jump_label_mutex`, taken in that order, as
-/// `static_key_enable()` takes them, and released in the reverse order.
-struct UpdateLocks {
-    // Declared first, dropped first.
-    _jump_label: kernel::jump_label::JumpLabelLock,
-    _cpus: kernel::cpu::CpusReadGuard,
-}
-
-impl UpdateLocks {
-    /// Takes both. May sleep.
-    fn lock() -> Self {
-        let cpus = kernel::cpu::CpusReadGuard::lock();
-        Self {
-            // SAFETY: After `cpus_read_lock()`, as every flip; a commit holds neither mutex,
-            // changes its keys through the locked steps only, and drops the guard on return.
-            _jump_label: unsafe { kernel::jump_label::JumpLabelLock::lock() },
-            _cpus: cpus,
-        }
-    }
-}
-
-/// Flips the keys of `claims`, each to its `enable`, as one batch: a transaction's commit.
-///
-/// Every key's count and text change together: the keys being enabled read -1 (enabling in
-/// progress, as in `static_key_enable()`) until their sites are written, the keys being
-/// disabled read 0 from the start, as in `static_key_disable()`. Only these keys wait for the
-/// batch; whatever else the caller flips meanwhile is applied as it returns.
-///
-/// Every site of every key is checked first: if one is corrupted (or the batch cannot take
-/// it), no key changes, nothing is written, and the commit fails with `-EINVAL`; if the batch
-/// cannot make room for the sites, likewise with `-ENOMEM`, and if a page of the keys' text
-/// cannot be mapped, with `-EFAULT`; if a write does not land, with `-EIO`, every site put
-/// back. A key already at its value is left
-/// alone, as `static_key_enable()` and `static_key_disable()` leave it (with their warning if its
-/// count is above one). Sets each claim's `flip` to whether its key changed.
-///
-/// # Safety
-///
-/// `claims` points to `n` claims on valid keys, none named twice; the caller may sleep and
-/// holds none of `cpus_read_lock()`, `jump_label_mutex` and `text_mutex`.
-#[no_mangle]
-pub unsafe extern "C" fn jump_label_rs_commit(
-    claims: *mut bindings::text_poke_batch_claim,
-    n: usize,
-) -> c_int {
-    if n == 0 {
-        return 0;
-    }
-    // SAFETY: The caller guarantees `claims` points to `n` claims, ours until we return.
-    let claims = unsafe { core::slice::from_raw_parts_mut(claims, n) };
-    let _locks = UpdateLocks::lock();
-
-    // Mark what changes, as `static_key_enable()` and `static_key_disable()` do, under
-    // `jump_label_mutex`: fast paths only ever move a count between positive values.
-    for c in claims.iter_mut() {
-        // SAFETY: The caller guarantees the key is valid; `jump_label_mutex` is held.
-        c.flip = unsafe { bindings::jump_label_rs_key_begin(c.key, c.enable) };
-    }
-
-    let ret = update_keys(claims.iter().filter(|c| c.flip).map(|c| c.key));
-    for c in claims.iter().filter(|c| c.flip) {
-        // SAFETY: `c.key` is a valid key, as the caller guarantees. `jump_label_mutex`, which
-        // `jump_label_rs_key_end()` asserts, is held by `_locks` since the
-        // `jump_label_rs_key_begin()` that set `c.flip`, and fast paths only move a count between
-        // positive values: the count is still the one `begin` set. `ret` is the result of
-        // `update_keys()` for all the flipped keys: 0 once their sites were written, or the error
-        // of an update that left every site as it was, and then the count is put back.
-        // Whoever sees a key enabled also sees its sites written, as in `static_key_enable()`.
-        unsafe { bindings::jump_label_rs_key_end(c.key, c.enable, ret) };
-    }
-    ret
-}
-
-/// Writes the sites of `keys` for their counts, as one batch: every site of every key is
-/// checked (and queued) before any is written, and if one is refused, none is. Returns 0 or the
-/// refusal's error. Where upstream's update runs (`text_poke_batch=c`, and while the kernel boots),
-/// the keys are checked first and then updated one by one by upstream's code.
-///
-/// Called with `cpus_read_lock()` and `jump_label_mutex` held, on valid keys, in a context that
-/// may sleep.
-fn update_keys(keys: impl Iterator<Item = *mut bindings::static_key> + Clone) -> c_int {
-    let mut text = TextMutexGuard::lock();
-    // SAFETY: Only reads the mode, which cannot change under `jump_label_mutex`.
-    let batches = unsafe { bindings::jump_label_rs_batches() };
-    let pass = if batches {
-        bindings::jump_label_pass_JUMP_LABEL_QUEUE
-    } else {
-        bindings::jump_label_pass_JUMP_LABEL_CHECK
-    };
-    let mut ret = 0;
-    for key in keys.clone() {
-        // SAFETY: `jump_label_mutex` and `text_mutex` are held, and the key is valid.
-        ret = unsafe { bindings::jump_label_rs_key_update(key, pass) };
-        if ret != 0 {
-            break;
-        }
-    }
-    if batches {
-        return finish_keys(&mut text, ret);
-    }
-    // Upstream's update takes `text_mutex` itself.
-    drop(text);
-    if ret == 0 {
-        for key in keys {
-            // SAFETY: `jump_label_mutex` is held, and the key is valid. Upstream's update
-            // cannot refuse.
-            unsafe {
-                bindings::jump_label_rs_key_update(key, bindings::jump_label_pass_JUMP_LABEL_PATCH)
-            };
-        }
-    }
-    ret
 }

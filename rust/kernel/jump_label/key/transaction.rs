@@ -52,7 +52,7 @@ use crate::{
 /// reference, or null for a key of the kernel image.
 #[must_use = "a transaction changes nothing until it is committed"]
 pub struct Transaction {
-    claims: crate::alloc::KVec<bindings::text_poke_batch_claim>,
+    claims: crate::alloc::KVec<bindings::static_key_claim>,
     pinned: crate::alloc::KVec<*mut bindings::module>,
 }
 
@@ -83,7 +83,7 @@ impl Transaction {
         let _ = self.pinned.push_within_capacity(module);
         let _ = self
             .claims
-            .push_within_capacity(bindings::text_poke_batch_claim {
+            .push_within_capacity(bindings::static_key_claim {
                 key,
                 enable,
                 flip: false,
@@ -118,7 +118,7 @@ impl Transaction {
         // SAFETY: The claims name valid keys (they are `'static` keys), each once; the caller
         // may sleep and holds none of the locks the commit takes.
         crate::error::to_result(unsafe {
-            bindings::jump_label_rs_commit(self.claims.as_mut_ptr(), self.claims.len())
+            bindings::static_keys_update(self.claims.as_mut_ptr(), self.claims.len())
         })
     }
 }

@@ -479,7 +479,7 @@ static void text_poke_pages_write_fails(struct kunit *test)
 	for (i = 0; i < n; i++) {
 		kunit_warning_suppress(test) {
 			text_poke_write_fail(nth[i], 1);
-			ret = jump_label_rs_set(&text_poke_pages_key.key, true, false);
+			ret = static_key_set_checked(&text_poke_pages_key.key, true, false);
 			text_poke_write_fail(0, 0);
 			KUNIT_EXPECT_SUPPRESSED_WARNING_COUNT(test, 1);
 		}
@@ -494,7 +494,7 @@ static void text_poke_pages_write_fails(struct kunit *test)
 	 */
 	kunit_warning_suppress(test) {
 		text_poke_write_fail(1, 1);
-		ret = jump_label_rs_inc(&text_poke_pages_key.key, false);
+		ret = static_key_slow_inc_checked(&text_poke_pages_key.key, false);
 		text_poke_write_fail(0, 0);
 		KUNIT_EXPECT_SUPPRESSED_WARNING_COUNT(test, 1);
 	}
@@ -535,7 +535,7 @@ static void text_poke_pages_undo_not_injected(struct kunit *test)
 		nth = phase * per_phase + 1;
 		kunit_warning_suppress(test) {
 			text_poke_write_fail(nth, 3);
-			ret = jump_label_rs_set(&text_poke_pages_key.key, true, false);
+			ret = static_key_set_checked(&text_poke_pages_key.key, true, false);
 			KUNIT_EXPECT_EQ_MSG(test, atomic_read(&fail_text_poke_batch.times),
 					    3 - per_phase, "write check %u", nth);
 			text_poke_write_fail(0, 0);
