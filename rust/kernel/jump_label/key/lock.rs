@@ -2,8 +2,8 @@
 
 //! The mutexes behind static keys: `jump_label_mutex`, which serialises every update of a key and
 //! every walk of its sites ([`JumpLabelLock`]), and `text_mutex`, which serialises every write of
-//! kernel text ([`TextLock`]). One guard each, for this crate and
-//! for the batch's (`arch/x86/kernel/text_poke_batch/`).
+//! kernel text ([`TextLock`]). One guard each, for this crate and for the crates that patch text
+//! beside it.
 //!
 //! Taking either is `unsafe`: upstream exports neither lock, and every flip takes them in one
 //! order, `cpus_read_lock()`, then `jump_label_mutex`, then `text_mutex`. A task that holds

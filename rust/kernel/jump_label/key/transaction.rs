@@ -14,15 +14,16 @@ use crate::{
 /// Changes to several keys, made together, with their sites patched as one batch.
 ///
 /// A transaction records which keys to enable and disable; nothing changes until
-/// [`commit`](Self::commit), which changes every key's value and its sites together: three sync
-/// rounds in all with `text_poke_batch=rust`, where changing the keys one by one takes three each.
-/// Until the commit returns, every key keeps its value and its text, and only the keys of the
+/// [`commit`](Self::commit), which changes every key's value and its sites together, through
+/// `static_keys_update()`: where the architecture patches a batch of keys at once (x86's Rust
+/// text-poke batch), three sync rounds in all, where changing the keys one by one takes three
+/// each. Until the commit returns, every key keeps its value and its text, and only the keys of the
 /// transaction wait for the batch: whatever else the caller changes meanwhile takes effect as
 /// it returns. Dropping a transaction without committing it changes nothing.
 ///
 /// The commit checks every site of every key first: if one is corrupted, no key changes.
-/// A key may be named once per transaction. With `text_poke_batch=c` or `serial` the commit changes
-/// the same keys, patching them one by one.
+/// A key may be named once per transaction. Where the update patches one key at a time, the
+/// commit changes the same keys, patching them one by one.
 ///
 /// # Examples
 ///
