@@ -10,7 +10,6 @@ use crate::{
     ffi::c_ulong,
 };
 
-
 /// The start of the kernel image's text, `_stext`: what a site is counted from, in logs (which
 /// do not reveal where the kernel was loaded) and in the text-poke batch's vector.
 #[inline(always)]

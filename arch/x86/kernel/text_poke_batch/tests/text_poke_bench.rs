@@ -324,13 +324,8 @@ extern "C" {
     fn text_poke_vcheck(reused: *mut bool, stale: *mut bool) -> i32;
     fn text_poke_vtables(level: u32, cpus: *mut c_ulong) -> i32;
     fn text_poke_lru_drain(n: u32) -> i32;
-    fn qpw_lock_bench(
-        n: u32,
-        none: *mut u64,
-        local: *mut u64,
-        qpw: *mut u64,
-        on: *mut bool,
-    ) -> i32;
+    fn qpw_lock_bench(n: u32, none: *mut u64, local: *mut u64, qpw: *mut u64, on: *mut bool)
+        -> i32;
     fn text_poke_branch_run(which: u32, n: u32, ns: *mut u64) -> i32;
     fn text_poke_fail_nth(n: u32) -> u32;
     fn text_poke_hold_jump_label(ms: u32) -> i32;
