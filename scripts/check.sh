@@ -222,6 +222,31 @@ if [ -n "$named" ]; then
 fi
 result "generic work word names no architecture's option" $rc
 
+# One seam between generic static keys and the x86 batch: the hook
+# patches add no <asm/> include to generic kernel/jump_label.c and
+# <linux/jump_label.h>, nor any name of the batch, the
+# kernel crate's jump_label module names no binding of it, and no C file,
+# header or symbol says its language (an "_rs" name): only the option that
+# picks the Rust batch over upstream's does, and the test module written in
+# Rust (text_poke_mod_rs.ko).
+rc=0
+named=$( (for f in kernel/jump_label.c include/linux/jump_label.h; do
+		awk -v f="$f" 'FNR == 1 { on = 0 } /^diff --git / { on = index($0, " b/" f) > 0 }
+			on && /^\+[^+]/ { print FILENAME ":" FNR ":" $0 }' "$JLRS_TOP"/patches/*.patch
+	done | grep -E '#include <asm/|text_poke_batch|TEXT_POKE_BATCH|_rs_';
+	cd "$JLRS_TOP" && grep -rHnE 'bindings::(text_poke|jump_label_rs|ct_work)' rust/kernel/jump_label/;
+	git -C "$JLRS_TOP" grep -nE '[A-Za-z0-9]_(rs|RS)(_[A-Za-z0-9_]*)?\b' -- '*.c' '*.h' '*.S';
+	grep -HnE '^\+.*[A-Za-z0-9]_(rs|RS)(_[A-Za-z0-9_]*)?\b' "$JLRS_TOP"/patches/*.patch |
+		grep -v '^[^:]*:[0-9]*:+++ ';
+	git -C "$JLRS_TOP" grep -hA2 'no_mangle' -- '*.rs' | grep -E 'fn [a-z0-9_]*_rs(_|\b)') |
+	grep -vE 'text_poke_mod_rs|^[^:]*MAINTAINERS[^:]*:[0-9]*:\+JUMP_LABEL_RS ')
+if [ -n "$named" ]; then
+	echo "$named"
+	echo "generic static keys name the batch, or a C name says its language"
+	rc=1
+fi
+result "one seam between static keys and the batch" $rc
+
 # The documentation: make htmldocs for the directories of the project's
 # .rst files (which pull in its kernel-doc) and make rustdoc, with no
 # warning naming a file of the project's own (not an upstream file a hook

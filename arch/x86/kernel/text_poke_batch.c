@@ -56,7 +56,7 @@ void text_poke_batch_note_refused(const void *key, unsigned int wrong)
 }
 
 /**
- * jump_label_rs_batches - whether key flips go through the Rust batch
+ * text_poke_batch_flips_keys - whether key flips go through the Rust batch
  *
  * The mode changes only under jump_label_mutex, which every caller holds,
  * and the kernel leaves SYSTEM_BOOTING before any other CPU runs.
@@ -64,7 +64,7 @@ void text_poke_batch_note_refused(const void *key, unsigned int wrong)
  * Context: jump_label_mutex held.
  * Return: false with text_poke_batch=c, and while the kernel boots.
  */
-bool jump_label_rs_batches(void)
+bool text_poke_batch_flips_keys(void)
 {
 	return text_poke_batch_active() && system_state != SYSTEM_BOOTING;
 }

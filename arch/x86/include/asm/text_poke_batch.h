@@ -18,19 +18,7 @@
 #include <asm/ptrace.h>
 
 struct ct_work_asked;
-struct jump_entry;
 struct mm_struct;
-struct static_key;
-
-/* What kernel/jump_label.c's update of a key does with the key's sites. */
-enum jump_label_pass {
-	/* Upstream's update writes them (text_poke_batch=c, and during boot). */
-	JUMP_LABEL_PATCH,
-	/* jump_label_rs_update() checks that each holds what the key put there. */
-	JUMP_LABEL_CHECK,
-	/* It checks them and queues them for jump_label_rs_finish(). */
-	JUMP_LABEL_QUEUE,
-};
 
 /* The most text pages one temporary mapping of the Rust batch holds. */
 #define TEXT_POKE_BATCH_RUN_PAGES	64
@@ -274,7 +262,7 @@ void text_poke_batch_run_unmap(struct text_poke_batch_run *run);
 void text_poke_batch_assert_text_held(void);
 
 /* Whether key flips go through the Rust batch: not with text_poke_batch=c or at boot. */
-bool jump_label_rs_batches(void);
+bool text_poke_batch_flips_keys(void);
 
 /* The per-CPU reference handshake with the INT3 handler. */
 void text_poke_batch_publish(const void *sites, size_t nr, const void *index);
@@ -308,10 +296,7 @@ void text_poke_batch_add(void *addr, const void *opcode, size_t len,
 			 const void *emulate);
 void text_poke_batch_finish(void);
 size_t text_poke_batch_pending(void);
-int jump_label_rs_update(struct static_key *key, struct jump_entry *entry,
-			 struct jump_entry *stop, bool init,
-			 enum jump_label_pass pass);
-int jump_label_rs_finish(int queued);
+int text_poke_batch_finish_checked(void);
 /*
  * In a crate of its own (text_poke_batch/text_poke_batch_int3.rs), built to be
  * called from noinstr code.

@@ -1,19 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The generic jump-label update, `__jump_label_update()`, for the Rust batch.
+//! x86's `arch_jump_label_update()`: the update of static keys' sites as one batch.
 //!
 //! A key flip is one flow, from `static_key_enable()` (or `StaticKey::enable()`, or a
 //! transaction's commit) to the bytes:
 //!
-//! 1. `kernel/jump_label.c` sets the key's count and, holding `jump_label_mutex` and
-//!    `text_mutex`, walks every run of the key's entries, in the kernel image and in every
-//!    module that uses it, calling [`jump_label_rs_update`] on each with the pass
-//!    `JUMP_LABEL_QUEUE`: each site is checked and queued, none written. The first run that is
-//!    refused stops the walk.
-//! 2. [`jump_label_rs_finish`] gets the walk's result: if every run was queued, the batch is
-//!    applied once, in three sync rounds however many sites there are; otherwise everything
-//!    queued is dropped and nothing is written anywhere. Either way the result goes back as
-//!    the return value, and the C caller puts the count back on an error.
+//! 1. `kernel/jump_label.c` sets the key's count and, holding `cpus_read_lock()` and
+//!    `jump_label_mutex`, calls [`arch_jump_label_update`] once with the update's runs: every
+//!    run of each key's entries, in the kernel image and in every module that uses it.
+//! 2. [`arch_jump_label_update`] takes `text_mutex` and walks the runs with
+//!    `jump_label_next_run()`: each site is checked and queued, none written. The first run
+//!    that is refused stops the walk.
+//! 3. If every run was queued, the batch is applied once, in three sync rounds however many
+//!    sites there are; otherwise everything queued is dropped and nothing is written anywhere.
+//!    Either way the result goes back as the return value, and the C caller puts the count
+//!    back on an error.
 //!
 //! Entries that cannot be patched are skipped: init text once it is freed, and code that is not
 //! kernel text. Every other site must hold the instruction the key's previous value put there;
@@ -34,14 +35,14 @@
 //! be freed, and an update that takes the mutex later finds the module LIVE. (`text_mutex`,
 //! which the update also holds, is not what orders it.)
 //!
-//! Where upstream's update runs (`text_poke_batch=c`, and while the kernel boots), the pass
-//! `JUMP_LABEL_CHECK` checks a key's sites without queueing them, for the callers that can be
-//! told of a refusal.
+//! Where upstream's update runs (`text_poke_batch=c`, and while the kernel boots), the sites
+//! are checked without being queued, for the callers that can be told of a refusal, and the
+//! generic walk writes them.
 //!
-//! `static_keys_update()` (`jump_label::Transaction`) flips several keys as one batch: it walks
-//! every run of each key with `JUMP_LABEL_QUEUE`, then calls [`jump_label_rs_finish`] once, so
-//! that the keys' counts and their text change together, inside one hold of `jump_label_mutex`
-//! and `text_mutex`, and only the keys it was given wait for the batch.
+//! `static_keys_update()` (`jump_label::Transaction`) flips several keys as one update: its
+//! runs are every run of each key, queued into one batch, so that the keys' counts and their
+//! text change together, inside one hold of `jump_label_mutex` and `text_mutex`, and only the
+//! keys it was given wait for the batch.
 
 use core::{
     ffi::c_int,
@@ -58,7 +59,8 @@ use kernel::{
         text_address,
         text_offset,
         x86,
-        JumpEntry, //
+        JumpEntry,
+        TextLock, //
     },
     prelude::*,
 };
@@ -74,6 +76,9 @@ use crate::{
         PokeLoc, //
     },
 };
+
+/// `-EOPNOTSUPP`: what [`arch_jump_label_update`] returns to leave an update to the generic walk.
+const GENERIC_WALK: c_int = -(bindings::EOPNOTSUPP as c_int);
 
 /// The sites named in the log when a flip is refused.
 const REPORTED: usize = 4;
@@ -239,39 +244,33 @@ unsafe fn run_len(
     hi
 }
 
-/// `__jump_label_update()` for the Rust batch: checks each site of `key` from `entry` to `stop`
-/// against the key's current value and, with `JUMP_LABEL_QUEUE`, queues it; writes nothing.
+/// Checks each site of `key` from `entry` to `stop` against the key's current value and, if
+/// `queue`, queues it; writes nothing.
 ///
 /// Returns 0, or, with nothing queued by this call: `-EINVAL` if a site does not hold the
 /// instruction the key's previous value put there (or the batch cannot take it: two keys of a
 /// transaction naming one site), with a warning naming the first few; `-ENOMEM` if the batch
-/// cannot make room for the run's sites. The caller ([`jump_label_rs_finish`]) drops what
-/// earlier runs queued.
+/// cannot make room for the run's sites. The caller drops what earlier runs queued.
 ///
 /// # Safety
 ///
-/// Called by `__jump_label_update()` with `cpus_read_lock()`, `jump_label_mutex` and
-/// `text_mutex` held, in a context that may sleep, on a valid run of jump-table entries
-/// starting at `entry`; `pass` is `JUMP_LABEL_CHECK` or `JUMP_LABEL_QUEUE`.
-#[no_mangle]
-pub unsafe extern "C" fn jump_label_rs_update(
+/// Called with `cpus_read_lock()`, `jump_label_mutex` and `text_mutex` (`text`) held, in a
+/// context that may sleep, on a valid run of jump-table entries starting at `entry`.
+unsafe fn update_run(
+    text: &mut TextMutex,
     key: *mut bindings::static_key,
     entry: *mut bindings::jump_entry,
     stop: *mut bindings::jump_entry,
     init: bool,
-    pass: bindings::jump_label_pass,
+    queue: bool,
 ) -> c_int {
-    // SAFETY: The caller holds `text_mutex`; a Rust caller up the stack (a transaction's
-    // commit) does not use its own token until we return.
-    let text = &mut unsafe { TextMutex::assume_held() };
-    let queue = pass == bindings::jump_label_pass_JUMP_LABEL_QUEUE;
     // SAFETY: `key` is a valid key, and its value cannot change under `jump_label_mutex`.
     // `static_key_count()` reads the -1 of a first enable in progress as enabled.
     let enabled = unsafe { bindings::static_key_count(key) } > 0;
 
     let mark = batch::queued(text);
     let mut wrong = 0usize;
-    // Checks every site and, with `JUMP_LABEL_QUEUE`, queues it in `slots`.
+    // Checks every site and, if `queue`, queues it in `slots`.
     let walk = |text: &TextMutex, slots: &mut KeySlots<'_>| {
         // SAFETY: The caller guarantees that `entry..stop` is a valid run of jump-table
         // entries, and it holds `jump_label_mutex`, the only lock under which entries are
@@ -294,8 +293,8 @@ pub unsafe extern "C" fn jump_label_rs_update(
         }
     };
     // Room for every site first, so that each is queued as it is checked, under one borrow of
-    // the batch: the walk reads each site once. `JUMP_LABEL_CHECK` makes no room (and queues
-    // nothing): one walk for both passes.
+    // the batch: the walk reads each site once. A check alone makes no room (and queues
+    // nothing): one walk for both.
     let sites = if queue {
         // SAFETY: The caller guarantees the entries, which only change under
         // `jump_label_mutex`.
@@ -326,23 +325,99 @@ pub unsafe extern "C" fn jump_label_rs_update(
     EINVAL.to_errno()
 }
 
-/// Ends a key update that [`jump_label_rs_update`] queued, given the walk's result `queued`: if
-/// it is 0, applies the batch and returns 0, or `-EFAULT` if a page of the keys' text cannot be
-/// mapped (or `-EINVAL` if a transaction's keys queued one site twice), nothing written, or
-/// `-EIO` if a write did not land, every site put back; if it is an error, drops every site
-/// queued and returns it.
+/// Checks every site of every run of `runs` and, if `queue`, queues it: 0, or the first
+/// refusal of [`update_run`], which stops the walk.
 ///
 /// # Safety
 ///
-/// Called with `text_mutex` held, by the task that queued the sites since it took it.
-#[no_mangle]
-pub unsafe extern "C" fn jump_label_rs_finish(queued: c_int) -> c_int {
-    // SAFETY: The caller, C code, holds `text_mutex` and keeps no token.
-    let text = &mut unsafe { TextMutex::assume_held() };
-    finish_keys(text, queued)
+/// As for [`update_run`]; `runs` is a valid update of `jump_label_next_run()`.
+unsafe fn update_runs(
+    text: &mut TextMutex,
+    runs: *mut bindings::jump_label_runs,
+    queue: bool,
+) -> c_int {
+    // SAFETY: The caller guarantees `runs`, and holds `jump_label_mutex`.
+    while unsafe { bindings::jump_label_next_run(runs) } {
+        // SAFETY: `jump_label_next_run()` set the run's fields; nothing else writes them.
+        let r = unsafe { &*runs };
+        // SAFETY: The caller holds the locks; the run is one of the jump table's.
+        let ret = unsafe { update_run(text, r.key, r.entry, r.stop, r.init, queue) };
+        if ret != 0 {
+            return ret;
+        }
+    }
+    0
 }
 
-/// [`jump_label_rs_finish`] with `text_mutex` held as `text` proves.
+/// `arch_jump_label_update()`: the update of every site of `runs` as one batch.
+///
+/// Every site is checked and queued before any is written; the batch is then applied once, in
+/// three sync rounds however many sites there are, or, if any site was refused, everything
+/// queued is dropped and nothing is written anywhere.
+///
+/// Where upstream's update runs (`text_poke_batch=c`, and while the kernel boots), returns
+/// `-EOPNOTSUPP` for the generic walk, having checked the sites first for a caller that can be
+/// told of a refusal (`check`). A caller that cannot be told (C's `static_key_enable()` and the
+/// like) does not lose its update to a batch that had no memory for the sites, or one a write
+/// of which did not land (every site put back): the sites are checked again and left to the
+/// generic walk, which writes them as upstream does, in batches the text-poke batch holds
+/// without allocating.
+///
+/// Returns 0, `-EOPNOTSUPP`, or the refusal's error (see [`update_run`] and [`finish_keys`]).
+///
+/// # Safety
+///
+/// Called by `kernel/jump_label.c` with `cpus_read_lock()` and `jump_label_mutex` held, not
+/// `text_mutex`, in a context that may sleep, with a valid update `runs`.
+#[no_mangle]
+pub unsafe extern "C" fn arch_jump_label_update(
+    runs: *mut bindings::jump_label_runs,
+    check: bool,
+) -> c_int {
+    // SAFETY: Only reads the mode, which changes under `jump_label_mutex`, held.
+    let batches = unsafe { bindings::text_poke_batch_flips_keys() };
+    if !batches && !check {
+        return GENERIC_WALK;
+    }
+    // SAFETY: The caller guarantees `runs`: a copy walks the runs again from the first.
+    let mut again = unsafe { runs.read() };
+    // SAFETY: The caller holds `cpus_read_lock()` and `jump_label_mutex`, taken before
+    // `text_mutex` by every flip, and not `text_mutex`; the guard is dropped before we return.
+    let _lock = unsafe { TextLock::lock() };
+    // SAFETY: `_lock` holds `text_mutex` for as long as the token lives; no other token.
+    let text = &mut unsafe { TextMutex::assume_held() };
+    if batches {
+        // SAFETY: The locks are held, and the caller guarantees `runs`.
+        let queued = unsafe { update_runs(text, runs, true) };
+        let ret = finish_keys(text, queued);
+        if check || (ret != ENOMEM.to_errno() && ret != EIO.to_errno()) {
+            return ret;
+        }
+    }
+    // SAFETY: As above; `again` is a copy of the caller's update.
+    match unsafe { update_runs(text, &mut again, false) } {
+        0 => GENERIC_WALK,
+        ret => ret,
+    }
+}
+
+/// `smp_text_poke_batch_finish()` for a caller that can be told of a refusal: applies what is
+/// queued and returns 0, or the error of [`finish_keys`], the text as it was.
+///
+/// # Safety
+///
+/// Called with `text_mutex` held.
+#[no_mangle]
+pub unsafe extern "C" fn text_poke_batch_finish_checked() -> c_int {
+    // SAFETY: The caller, C code, holds `text_mutex` and keeps no token.
+    finish_keys(&mut unsafe { TextMutex::assume_held() }, 0)
+}
+
+/// Ends a key update that [`update_run`] queued, given the walk's result `queued`: if it is 0,
+/// applies the batch and returns 0, or `-EFAULT` if a page of the keys' text cannot be mapped
+/// (or `-EINVAL` if a transaction's keys queued one site twice), nothing written, or `-EIO` if
+/// a write did not land, every site put back; if it is an error, drops every site queued and
+/// returns it.
 fn finish_keys(text: &mut TextMutex, queued: c_int) -> c_int {
     if queued != 0 {
         batch::truncate(text, 0);

@@ -164,7 +164,7 @@ static unsigned long text_poke_pages_unmapped(struct kunit *test)
  * warning naming the page, nothing written, no sync round, the stats'
  * unmapped count up by one, and the error for a caller that can be told
  * (key flips and transactions, which end their batch with
- * jump_label_rs_finish()). C callers of smp_text_poke_batch_finish()
+ * text_poke_batch_finish_checked()). C callers of smp_text_poke_batch_finish()
  * cannot be told: the kernel stops there, as upstream's text_poke() BUG()s,
  * so only the Rust batch is asked. In serial mode too nothing is written:
  * every page is checked before the first site is.
@@ -190,7 +190,7 @@ static void text_poke_pages_unmappable(struct kunit *test)
 		smp_text_poke_batch_add((void *)s[0].code, site, sizeof(site), NULL);
 		smp_text_poke_batch_add((void *)bad, text_poke_pages_nop5,
 					sizeof(text_poke_pages_nop5), NULL);
-		ret = jump_label_rs_finish(0);
+		ret = text_poke_batch_finish_checked();
 		mutex_unlock(&text_mutex);
 		KUNIT_EXPECT_SUPPRESSED_WARNING_COUNT(test, 1);
 	}

@@ -4,8 +4,8 @@
  * text_poke_bench benchmark: kthreads that run a callback in a loop on
  * other CPUs while the caller flips a static key.
  */
-#ifndef _KERNEL_JUMP_LABEL_RS_TEXT_POKE_STRESS_H
-#define _KERNEL_JUMP_LABEL_RS_TEXT_POKE_STRESS_H
+#ifndef _TEXT_POKE_BATCH_TEXT_POKE_STRESS_H
+#define _TEXT_POKE_BATCH_TEXT_POKE_STRESS_H
 
 #include <linux/jump_label.h>
 #include <linux/types.h>
@@ -255,4 +255,4 @@ int text_poke_tlb_selftest(int way, u64 *stale, u64 *flushed, bool *global);
 /* The KUnit test of an NMI into an idle CPU: see text_poke_stress.c. */
 int text_poke_nmi_peek(int cpu, unsigned long *runs, u32 *word);
 
-#endif /* _KERNEL_JUMP_LABEL_RS_TEXT_POKE_STRESS_H */
+#endif /* _TEXT_POKE_BATCH_TEXT_POKE_STRESS_H */
