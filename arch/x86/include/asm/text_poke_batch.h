@@ -24,7 +24,7 @@ struct mm_struct;
 #define TEXT_POKE_BATCH_RUN_PAGES	64
 /*
  * The most writes text_poke_batch_run_write() makes at once, in one
- * interrupts-off section (RUN_CHUNK in text_poke_batch/poke.rs).
+ * interrupts-off section (RUN_CHUNK in text_poke_batch/runs.rs).
  */
 #define TEXT_POKE_BATCH_RUN_WRITES	64
 
