@@ -56,20 +56,6 @@ void text_poke_batch_note_refused(const void *key, unsigned int wrong)
 }
 
 /**
- * text_poke_batch_flips_keys - whether key flips go through the Rust batch
- *
- * The mode changes only under jump_label_mutex, which every caller holds,
- * and the kernel leaves SYSTEM_BOOTING before any other CPU runs.
- *
- * Context: jump_label_mutex held.
- * Return: false with text_poke_batch=c, and while the kernel boots.
- */
-bool text_poke_batch_flips_keys(void)
-{
-	return text_poke_batch_active() && system_state != SYSTEM_BOOTING;
-}
-
-/**
  * text_poke_batch_assert_text_held - check with lockdep that text_mutex is held
  */
 void text_poke_batch_assert_text_held(void)

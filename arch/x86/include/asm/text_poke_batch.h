@@ -261,9 +261,6 @@ void text_poke_batch_run_unmap(struct text_poke_batch_run *run);
 /* text_mutex, for the Rust jump-label update. */
 void text_poke_batch_assert_text_held(void);
 
-/* Whether key flips go through the Rust batch: not with text_poke_batch=c or at boot. */
-bool text_poke_batch_flips_keys(void);
-
 /* The per-CPU reference handshake with the INT3 handler. */
 void text_poke_batch_publish(const void *sites, size_t nr, const void *index);
 void text_poke_batch_retire(void);

@@ -559,9 +559,14 @@ impl TextMutex {
     ///
     /// The caller holds `text_mutex` for as long as the token lives, and uses no other token of
     /// its own while this one is borrowed.
+    #[inline(always)]
     pub(crate) unsafe fn assume_held() -> Self {
-        // SAFETY: Only asserts, to lockdep, what the caller guarantees.
-        unsafe { bindings::text_poke_batch_assert_text_held() };
+        // SAFETY: Only asserts, to lockdep, what the caller guarantees. Without lockdep there is
+        // nothing to assert, and no call.
+        #[cfg(CONFIG_LOCKDEP)]
+        unsafe {
+            bindings::text_poke_batch_assert_text_held()
+        };
         // INVARIANT: The caller guarantees it.
         Self {
             _not_send: core::marker::PhantomData,

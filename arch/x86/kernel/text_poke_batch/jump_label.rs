@@ -63,6 +63,10 @@ use kernel::{
         TextLock, //
     },
     prelude::*,
+    sync::atomic::{
+        Atomic,
+        Relaxed, //
+    },
 };
 
 use crate::{
@@ -70,6 +74,7 @@ use crate::{
         self,
         TextMutex, //
     },
+    measure,
     poke::{
         KeySlots,
         PokeError,
@@ -264,9 +269,11 @@ unsafe fn update_run(
     init: bool,
     queue: bool,
 ) -> c_int {
-    // SAFETY: `key` is a valid key, and its value cannot change under `jump_label_mutex`.
-    // `static_key_count()` reads the -1 of a first enable in progress as enabled.
-    let enabled = unsafe { bindings::static_key_count(key) } > 0;
+    // SAFETY: `key` is a valid key, and its count cannot change under `jump_label_mutex`, only
+    // be read (`static_key_count()` without the call): -1 (a first enable in progress, which
+    // is enabled), 0 or more.
+    let count = unsafe { Atomic::from_ptr(&raw mut (*key).enabled.counter) }.load(Relaxed);
+    let enabled = count != 0;
 
     let mark = batch::queued(text);
     let mut wrong = 0usize;
@@ -325,6 +332,16 @@ unsafe fn update_run(
     EINVAL.to_errno()
 }
 
+/// Whether key updates go through the batch: not with `text_poke_batch=c`, nor while the kernel
+/// boots (upstream's update runs then). Read under `jump_label_mutex`, which the mode changes
+/// under; the kernel leaves `SYSTEM_BOOTING` before any other CPU runs.
+#[inline(always)]
+fn flips_keys() -> bool {
+    // SAFETY: `system_state` lives as long as the kernel, and is only read.
+    let state = unsafe { (&raw const bindings::system_state).read_volatile() };
+    measure::active() && state != bindings::system_states_SYSTEM_BOOTING
+}
+
 /// Checks every site of every run of `runs` and, if `queue`, queues it: 0, or the first
 /// refusal of [`update_run`], which stops the walk.
 ///
@@ -374,13 +391,10 @@ pub unsafe extern "C" fn arch_jump_label_update(
     runs: *mut bindings::jump_label_runs,
     check: bool,
 ) -> c_int {
-    // SAFETY: Only reads the mode, which changes under `jump_label_mutex`, held.
-    let batches = unsafe { bindings::text_poke_batch_flips_keys() };
+    let batches = flips_keys();
     if !batches && !check {
         return GENERIC_WALK;
     }
-    // SAFETY: The caller guarantees `runs`: a copy walks the runs again from the first.
-    let mut again = unsafe { runs.read() };
     // SAFETY: The caller holds `cpus_read_lock()` and `jump_label_mutex`, taken before
     // `text_mutex` by every flip, and not `text_mutex`; the guard is dropped before we return.
     let _lock = unsafe { TextLock::lock() };
@@ -394,8 +408,12 @@ pub unsafe extern "C" fn arch_jump_label_update(
             return ret;
         }
     }
-    // SAFETY: As above; `again` is a copy of the caller's update.
-    match unsafe { update_runs(text, &mut again, false) } {
+    if batches {
+        // SAFETY: The caller guarantees `runs`, and holds `jump_label_mutex`.
+        unsafe { bindings::jump_label_rewind_runs(runs) };
+    }
+    // SAFETY: As above.
+    match unsafe { update_runs(text, runs, false) } {
         0 => GENERIC_WALK,
         ret => ret,
     }

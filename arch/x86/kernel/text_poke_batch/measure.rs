@@ -21,6 +21,16 @@ pub(crate) fn mode() -> u32 {
     mode as u32
 }
 
+/// Whether the batch is the implementation in use (not `text_poke_batch=c`); always in a kernel
+/// built without `CONFIG_TEXT_POKE_BATCH_MEASURE`.
+#[inline(always)]
+pub(crate) fn active() -> bool {
+    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
+    return mode() != bindings::text_poke_batch_mode_TEXT_POKE_BATCH_MODE_C;
+    #[cfg(not(CONFIG_TEXT_POKE_BATCH_MEASURE))]
+    true
+}
+
 /// Whether every site is a batch of its own (`text_poke_batch=serial`); never in a kernel built
 /// without `CONFIG_TEXT_POKE_BATCH_MEASURE`.
 #[inline(always)]

@@ -32,10 +32,14 @@ pub fn core_text(addr: usize) -> bool {
 
 /// Whether `addr` is kernel text: the image's ([`core_text()`]), or a module's, or other text
 /// `kernel_text_address()` knows. Not freed init text.
+///
+/// Inline: a key's update asks it of every site, from the text-poke batch's crate.
+#[inline]
 pub fn text_address(addr: usize) -> bool {
     // SAFETY: `kernel_text_address()` only looks the address up.
     core_text(addr) || unsafe { bindings::kernel_text_address(addr) } != 0
 }
+
 /// Calls `f` on each site of `key` in the kernel image; see [`StaticKey::for_each_site`].
 ///
 /// [`StaticKey::for_each_site`]: crate::jump_label::StaticKey::for_each_site
