@@ -407,8 +407,7 @@ pub unsafe extern "C" fn arch_jump_label_update(
         if check || (ret != ENOMEM.to_errno() && ret != EIO.to_errno()) {
             return ret;
         }
-    }
-    if batches {
+        // The walk again, from the first run, to check the sites for the generic walk.
         // SAFETY: The caller guarantees `runs`, and holds `jump_label_mutex`.
         unsafe { bindings::jump_label_rewind_runs(runs) };
     }
