@@ -247,6 +247,22 @@ if [ -n "$named" ]; then
 fi
 result "one seam between static keys and the batch" $rc
 
+# The INT3 protocol is written once, in the Rust batch's apply: its three
+# phases, and the way back of a failed batch, write through one loop, a
+# run's sites at a time (TextOps::write_sites) or a write at a time
+# (TextOps::write), and the C shim under the runs writes the piece of each
+# site it is told, knowing no phase and no INT3.
+rc=0
+calls=$(grep -cE 'ops\.write(_sites|_run)?\(' "$JLRS_TOP/arch/x86/kernel/text_poke_batch/apply.rs")
+named=$(cd "$JLRS_TOP" && grep -HnE 'INT3_INSN_OPCODE|text_poke_batch_phase|TEXT_POKE_BATCH_(INT3|TAIL|FIRST)' \
+	arch/x86/kernel/text_poke_batch.c arch/x86/include/asm/text_poke_batch.h)
+if [ "$calls" != 2 ] || [ -n "$named" ]; then
+	[ -z "$named" ] || echo "$named"
+	echo "the INT3 protocol is written in more than one place: $calls writes of text in apply.rs (2 expected), or the C shim names a phase"
+	rc=1
+fi
+result "one writer of the INT3 protocol" $rc
+
 # The documentation: make htmldocs for the directories of the project's
 # .rst files (which pull in its kernel-doc) and make rustdoc, with no
 # warning naming a file of the project's own (not an upstream file a hook

@@ -49,7 +49,7 @@ has() { grep -qx -- "$1" <<< "$syms"; }
 # What ships: the batch, its INT3 handler, the entry's work and the update.
 missing=()
 for s in text_poke_batch_publish text_poke_batch_retire text_poke_batch_emulate \
-	text_poke_batch_run_write smp_text_poke_int3_handler arch_jump_label_update \
+	text_poke_batch_run_sites smp_text_poke_int3_handler arch_jump_label_update \
 	ct_work_words __ct_work_take __ct_work_nmi_enter \
 	ct_work_ask ct_work_tlb_flush_at_entry; do
 	has "$s" || missing+=("$s")

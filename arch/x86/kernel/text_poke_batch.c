@@ -296,7 +296,7 @@ bool text_poke_batch_run_mappable(const unsigned long *pages, unsigned int n)
  * @pages: the pages' addresses
  * @n: how many, at most TEXT_POKE_BATCH_RUN_PAGES
  *
- * Maps the pages in the poking mm for text_poke_batch_run_write(), until
+ * Maps the pages in the poking mm for text_poke_batch_run_sites(), until
  * text_poke_batch_run_unmap(). The PTE
  * lock is held only while the PTEs are set, and again while they are
  * cleared: text_mutex keeps every other user of the poking mm out in
@@ -390,20 +390,136 @@ static __always_inline void text_poke_batch_run_leave(struct text_poke_batch_run
 	local_irq_restore(run->flags);
 }
 
+/*
+ * The piece @from to @to of the instruction of the site @s, or @fill in its
+ * bytes, as a write of its own in @w: false if the instruction has no byte
+ * in it.
+ */
+static bool text_poke_batch_piece(const struct text_poke_batch_site *s,
+				  unsigned int from, unsigned int to, int fill,
+				  struct text_poke_batch_write *w)
+{
+	u32 end = min_t(u32, s->w.bytes[7], to);
+
+	if (end <= from)
+		return false;
+	*w = (struct text_poke_batch_write){ .at = s->w.at + from, .rel = s->w.rel + from };
+	if (fill < 0)
+		memcpy(w->bytes, s->w.bytes + from, min(end - from, 7U));
+	else
+		memset(w->bytes, fill, min(end - from, 7U));
+	w->bytes[7] = end - from;
+	return true;
+}
+
+/*
+ * The first byte of each of the @n sites @s, or @fill there if @filled,
+ * written through a run of @size bytes mapped at @base and read back
+ * through the text. Inlined for each @filled it is called with.
+ */
+static __always_inline unsigned int
+text_poke_batch_put_firsts(u8 *base, unsigned long size, const struct text_poke_batch_site *s,
+			   unsigned int n, bool filled, u8 fill)
+{
+	const u8 *text = (const u8 *)_stext;
+	unsigned int wrong = 0;
+
+	for (; n; n--, s++) {
+		u32 at = s->w.at;
+		u8 byte = filled ? fill : s->w.bytes[0];
+
+		if (unlikely((unsigned long)at >= size)) {
+			wrong++;
+			continue;
+		}
+		text_poke_batch_put(base + at, byte);
+		wrong += READ_ONCE(text[s->w.rel]) != byte;
+	}
+	return wrong;
+}
+
+/*
+ * Bytes @from to @to of the instruction of each of the @n sites @s, those
+ * it has, as text_poke_batch_put_firsts() writes the first: inlined for
+ * each @from and @to it is called with.
+ */
+static __always_inline unsigned int
+text_poke_batch_put_pieces(u8 *base, unsigned long size, const struct text_poke_batch_site *s,
+			   unsigned int n, unsigned int from, unsigned int to)
+{
+	const u8 *text = (const u8 *)_stext;
+	unsigned int j, wrong = 0;
+
+	for (; n; n--, s++) {
+		u32 len = s->w.bytes[7], at = s->w.at + from, cnt, diff = 0;
+		const u8 *txt = text + s->w.rel + from;
+		u8 *dst = base + at;
+		u64 b;
+
+		if (unlikely(len > TEXT_POKE_BATCH_WRITE_MAX)) {
+			wrong++;
+			continue;
+		}
+		len = min(len, to);
+		if (len <= from)
+			continue;
+		cnt = len - from;
+		if (unlikely((unsigned long)at + cnt > size)) {
+			wrong++;
+			continue;
+		}
+		/*
+		 * The bytes as one word, shifted: no index into the site's
+		 * bytes, whose bounds check (UBSAN) would call out with user
+		 * access on. The four of a JMP's or a CALL's tail in one
+		 * store, a single byte as one, anything else byte by byte.
+		 */
+		b = get_unaligned_le64(s->w.bytes) >> (8 * from);
+		switch (cnt) {
+		case 1:
+			text_poke_batch_put(dst, b);
+			wrong += READ_ONCE(*txt) != (u8)b;
+			break;
+		case 4:
+			text_poke_batch_put4(dst, b);
+			wrong += get_unaligned((const u32 *)txt) != (u32)b;
+			break;
+		default:
+			for (j = 0; j < cnt; j++) {
+				text_poke_batch_put(dst + j, b >> (8 * j));
+				diff |= READ_ONCE(txt[j]) ^ (u8)(b >> (8 * j));
+			}
+			wrong += !!diff;
+			break;
+		}
+	}
+	return wrong;
+}
+
 /**
- * text_poke_batch_run_write - make writes through a run of text pages mapped
+ * text_poke_batch_run_sites - write a piece of each site's instruction through a run
  * @run: the run, mapped by text_poke_batch_run_map()
- * @w: the writes
+ * @s: the sites, each with its whole new instruction @s->w (one byte at
+ *     least) at its place in the run's mapping
  * @n: how many, at most TEXT_POKE_BATCH_RUN_WRITES (more are refused: none
- *     of them is made)
+ *     of them is written)
+ * @from: the first byte of each instruction to write
+ * @to: the byte after the last, or any number past the instruction's end
+ *	for all the rest of it
+ * @fill: if not negative, the byte to write instead of the instruction's
+ *	own, for a piece of one byte at the start (other pieces are refused)
  *
- * Makes the writes in order, and reads each back through the text's own
+ * Writes, at each site, the bytes of the piece its instruction has (a site
+ * with none is skipped), and reads them back through the text's own
  * address, as text_poke() does: a write through a mapping of the wrong
- * page reads back right through the mapping and wrong in the text.
+ * page reads back right through the mapping and wrong in the text. The
+ * Rust batch makes each site's write once, in the first phase of the INT3
+ * protocol, and tells this function which piece of it each phase writes:
+ * the protocol is the batch's, this function only writes.
  *
  * The writes are made in the poking mm with interrupts off, as text_poke()
  * makes its one write: an interrupt handler never runs with the writable
- * alias of the text mapped. The Rust batch hands the writes of a run over
+ * alias of the text mapped. The Rust batch hands the sites of a run over
  * in chunks of TEXT_POKE_BATCH_RUN_WRITES at most and interrupts come in
  * between, so that the longest interrupts-off section stays near
  * text_poke()'s however many sites a run holds. The TLB entries of the
@@ -412,144 +528,31 @@ static __always_inline void text_poke_batch_run_leave(struct text_poke_batch_run
  *
  * Context: text_mutex held.
  * Return: how many writes differ, or, not written at all, do not lie
- * within the run.
- */
-unsigned int text_poke_batch_run_write(struct text_poke_batch_run *run,
-				       const struct text_poke_batch_write *w,
-				       unsigned int n)
-{
-	unsigned long size = run->n * PAGE_SIZE;
-	u8 *base = (u8 *)text_poke_batch_run_base();
-	unsigned int i = 0, j, wrong = 0;
-
-	if (WARN_ON_ONCE(n > TEXT_POKE_BATCH_RUN_WRITES))
-		return n;
-	text_poke_batch_run_enter(run);
-	if (unlikely(run->fail) && n) {
-		/* Fault injection: the run's first write does not land. */
-		run->fail = false;
-		wrong += !text_poke_batch_run_landed(w, size);
-		i++;
-		w++;
-	}
-	lass_stac();
-	for (; i < n; i++, w++) {
-		u32 at = w->at, len = w->bytes[7];
-		const u8 *txt = (const u8 *)_stext + w->rel;
-		u8 *dst = base + at;
-		u8 diff = 0;
-		u64 b;
-
-		/* Two tests, two branches: each write pays for them. */
-		if (unlikely((unsigned long)at + len > size)) {
-			wrong++;
-			continue;
-		}
-		if (unlikely(len - 1 >= TEXT_POKE_BATCH_WRITE_MAX)) {
-			wrong++;
-			continue;
-		}
-		/*
-		 * The writes: never instrumented (the poking mm's address has
-		 * no KASAN shadow) and never a call with user access on, one
-		 * byte store at a time. Phases 1 and 3 write one byte at every
-		 * site.
-		 */
-		if (len == 1) {
-			text_poke_batch_put(dst, w->bytes[0]);
-			wrong += READ_ONCE(*txt) != w->bytes[0];
-			continue;
-		}
-		/*
-		 * The bytes as one little-endian word, shifted out: no index
-		 * into w->bytes, whose bounds check (UBSAN) would call out
-		 * with user access on. Then the read-back through the text.
-		 */
-		b = get_unaligned_le64(w->bytes);
-		for (j = 0; j < len; j++)
-			text_poke_batch_put(dst + j, b >> (8 * j));
-		for (j = 0; j < len; j++)
-			diff |= READ_ONCE(txt[j]) ^ (u8)(b >> (8 * j));
-		wrong += !!diff;
-	}
-	lass_clac();
-	text_poke_batch_run_leave(run);
-	return wrong;
-}
-
-/*
- * What phase @phase writes at the site @s, in @w, as a write of its own
- * (the Rust batch's Phase::write()): false if it writes nothing there.
- */
-static bool text_poke_batch_site_write(const struct text_poke_batch_site *s,
-				       enum text_poke_batch_phase phase,
-				       struct text_poke_batch_write *w)
-{
-	u32 len = s->w.bytes[7];
-
-	*w = (struct text_poke_batch_write){ .at = s->w.at, .rel = s->w.rel };
-	switch (phase) {
-	case TEXT_POKE_BATCH_INT3:
-		w->bytes[0] = INT3_INSN_OPCODE;
-		w->bytes[7] = 1;
-		return true;
-	case TEXT_POKE_BATCH_TAIL:
-		if (len < 2)
-			return false;
-		memcpy(w->bytes, s->w.bytes + 1, min(len - 1, 6U));
-		w->bytes[7] = len - 1;
-		w->at++;
-		w->rel++;
-		return true;
-	case TEXT_POKE_BATCH_FIRST:
-		if (s->w.bytes[0] == INT3_INSN_OPCODE)
-			return false;
-		w->bytes[0] = s->w.bytes[0];
-		w->bytes[7] = 1;
-		return true;
-	}
-	return false;
-}
-
-/**
- * text_poke_batch_run_sites - make one phase of the writes of sites through a run
- * @run: the run, mapped by text_poke_batch_run_map()
- * @s: the sites, each with its whole new instruction @s->w
- * @n: how many, at most TEXT_POKE_BATCH_RUN_WRITES
- * @phase: INT3 at each site's first byte (TEXT_POKE_BATCH_INT3), every byte
- *	   but the first (TEXT_POKE_BATCH_TAIL), or the first byte
- *	   (TEXT_POKE_BATCH_FIRST)
- *
- * Makes the writes as text_poke_batch_run_write() makes its own, with
- * interrupts off; a site the phase writes nothing at is skipped. The Rust
- * batch makes each site's write once, in its first phase, and hands the
- * same sites over in each: a loop of each phase's own, with nothing to
- * build.
- *
- * Context: text_mutex held.
- * Return: how many writes differ, or, not written at all, do not lie
- * within the run or have no or too many bytes (a tail).
+ * within the run or are of an instruction longer than
+ * TEXT_POKE_BATCH_WRITE_MAX.
  */
 unsigned int text_poke_batch_run_sites(struct text_poke_batch_run *run,
 				       const struct text_poke_batch_site *s,
-				       unsigned int n, enum text_poke_batch_phase phase)
+				       unsigned int n, unsigned int from,
+				       unsigned int to, int fill)
 {
 	unsigned long size = run->n * PAGE_SIZE;
 	u8 *base = (u8 *)text_poke_batch_run_base();
-	const u8 *text = (const u8 *)_stext;
-	unsigned int i = 0, j, wrong = 0;
+	bool first = from == 0 && to == 1;
 	struct text_poke_batch_write w;
+	unsigned int wrong = 0;
 
-	if (WARN_ON_ONCE(n > TEXT_POKE_BATCH_RUN_WRITES || phase > TEXT_POKE_BATCH_FIRST))
+	if (WARN_ON_ONCE(n > TEXT_POKE_BATCH_RUN_WRITES || from >= to || fill > U8_MAX ||
+			 (fill >= 0 && !first)))
 		return n;
 	text_poke_batch_run_enter(run);
 	if (unlikely(run->fail)) {
-		/* Fault injection: the phase's first write in the run does not land. */
-		for (; i < n; i++, s++) {
-			if (text_poke_batch_site_write(s, phase, &w)) {
+		/* Fault injection: the first write of the piece in the run does not land. */
+		for (; n; n--, s++) {
+			if (text_poke_batch_piece(s, from, to, fill, &w)) {
 				run->fail = false;
 				wrong += !text_poke_batch_run_landed(&w, size);
-				i++;
+				n--;
 				s++;
 				break;
 			}
@@ -557,81 +560,19 @@ unsigned int text_poke_batch_run_sites(struct text_poke_batch_run *run,
 	}
 	lass_stac();
 	/*
-	 * As in text_poke_batch_run_write(): byte stores, never instrumented,
-	 * and no index into a site's bytes.
+	 * Byte stores, never instrumented (the poking mm's address has no
+	 * KASAN shadow) and never a call with user access on. Each shape of
+	 * piece the batch writes has a loop of its own: its first bytes, INT3
+	 * in their place, the rest of each instruction.
 	 */
-	switch (phase) {
-	case TEXT_POKE_BATCH_INT3:
-		for (; i < n; i++, s++) {
-			u32 at = s->w.at;
-
-			if (unlikely((unsigned long)at >= size)) {
-				wrong++;
-				continue;
-			}
-			text_poke_batch_put(base + at, INT3_INSN_OPCODE);
-			wrong += READ_ONCE(text[s->w.rel]) != INT3_INSN_OPCODE;
-		}
-		break;
-	case TEXT_POKE_BATCH_TAIL:
-		for (; i < n; i++, s++) {
-			u32 at = s->w.at, len = s->w.bytes[7], diff = 0;
-			const u8 *txt = text + s->w.rel + 1;
-			u8 *dst = base + at + 1;
-			u64 b;
-
-			if (len < 2)
-				continue;
-			if (unlikely(len > TEXT_POKE_BATCH_WRITE_MAX)) {
-				wrong++;
-				continue;
-			}
-			if (unlikely((unsigned long)at + len > size)) {
-				wrong++;
-				continue;
-			}
-			/*
-			 * The bytes after the first, as one word. No CPU runs
-			 * them behind the INT3: the four of a JMP's or a CALL's
-			 * tail in one store, the one of a short JMP's, those of
-			 * anything else one by one.
-			 */
-			b = get_unaligned_le64(s->w.bytes) >> 8;
-			switch (len) {
-			case 2:
-				text_poke_batch_put(dst, b);
-				wrong += READ_ONCE(*txt) != (u8)b;
-				break;
-			case 5:
-				text_poke_batch_put4(dst, b);
-				wrong += get_unaligned((const u32 *)txt) != (u32)b;
-				break;
-			default:
-				for (j = 0; j < len - 1; j++) {
-					text_poke_batch_put(dst + j, b >> (8 * j));
-					diff |= READ_ONCE(txt[j]) ^ (u8)(b >> (8 * j));
-				}
-				wrong += !!diff;
-				break;
-			}
-		}
-		break;
-	case TEXT_POKE_BATCH_FIRST:
-		for (; i < n; i++, s++) {
-			u32 at = s->w.at;
-			u8 first = s->w.bytes[0];
-
-			if (first == INT3_INSN_OPCODE)
-				continue;
-			if (unlikely((unsigned long)at >= size)) {
-				wrong++;
-				continue;
-			}
-			text_poke_batch_put(base + at, first);
-			wrong += READ_ONCE(text[s->w.rel]) != first;
-		}
-		break;
-	}
+	if (first && fill >= 0)
+		wrong += text_poke_batch_put_firsts(base, size, s, n, true, fill);
+	else if (first)
+		wrong += text_poke_batch_put_firsts(base, size, s, n, false, 0);
+	else if (from == 1 && to >= TEXT_POKE_BATCH_WRITE_MAX)
+		wrong += text_poke_batch_put_pieces(base, size, s, n, 1, TEXT_POKE_BATCH_WRITE_MAX);
+	else
+		wrong += text_poke_batch_put_pieces(base, size, s, n, from, to);
 	lass_clac();
 	text_poke_batch_run_leave(run);
 	return wrong;

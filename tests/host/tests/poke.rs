@@ -5,8 +5,8 @@
 //! batch is applied.
 
 use jump_label_rs_host::poke::{
-    self, Emulation, Index, Outcome, Phase, PokeError, PokeLoc, PokeStorage, Queue, RunWrite, Runs,
-    Slot, TextOps, INT3, MAX_INSN, PAGE_SIZE,
+    self, Emulation, Index, Outcome, Phase, Piece, PokeError, PokeLoc, PokeStorage, Queue, RunWrite,
+    Runs, Slot, TextOps, INT3, MAX_INSN, PAGE_SIZE,
 };
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -409,13 +409,14 @@ impl TextOps for Sim {
         true
     }
 
-    fn write_run(&mut self, writes: &[RunWrite]) -> u32 {
+    fn write_sites(&mut self, piece: Piece, sites: &[Slot]) -> u32 {
+        let writes: Vec<RunWrite> = sites.iter().filter_map(|s| piece.write(&s.write)).collect();
         let Some(pages) = self.mapped.clone() else {
             self.violations.push("write with no run mapped".into());
             return writes.len() as u32;
         };
         let mut wrong = 0;
-        for w in writes {
+        for w in &writes {
             // Every byte through the mapping, whose pages are consecutive from the first.
             let len = w.len();
             let at = w.at as usize;
@@ -693,23 +694,24 @@ fn whole(at: u32, rel: i32, b: &[u8]) -> RunWrite {
 }
 
 /// What each phase writes of a site's whole new instruction: INT3 over its first byte, every
-/// byte but the first from one further on, the first byte; nothing where the phase has nothing
-/// to write (the tail of a one-byte instruction, a first byte that is INT3 itself).
+/// byte but the first from one further on, the first byte; nothing where the instruction has
+/// no byte in the phase's piece (the tail of a one-byte instruction). A first byte that is
+/// INT3 itself is written again: the site holds it since phase 1.
 #[test]
 fn phases_write_their_part_of_a_prepared_site() {
     let jmp = whole(0x100, -8, &[0xe9, 1, 2, 3, 4]);
-    assert_eq!(Phase::Int3.write(&jmp), Some(whole(0x100, -8, &[INT3])));
-    assert_eq!(Phase::Tail.write(&jmp), Some(whole(0x101, -7, &[1, 2, 3, 4])));
-    assert_eq!(Phase::First.write(&jmp), Some(whole(0x100, -8, &[0xe9])));
+    assert_eq!(Phase::Int3.piece().write(&jmp), Some(whole(0x100, -8, &[INT3])));
+    assert_eq!(Phase::Tail.piece().write(&jmp), Some(whole(0x101, -7, &[1, 2, 3, 4])));
+    assert_eq!(Phase::First.piece().write(&jmp), Some(whole(0x100, -8, &[0xe9])));
     let jcc = whole(0xffe, 0x40, &[0x0f, 0x85, 1, 2, 3, 4]);
-    assert_eq!(Phase::Tail.write(&jcc), Some(whole(0xfff, 0x41, &[0x85, 1, 2, 3, 4])));
+    assert_eq!(Phase::Tail.piece().write(&jcc), Some(whole(0xfff, 0x41, &[0x85, 1, 2, 3, 4])));
     let int3 = whole(0x10, 0, &[INT3]);
-    assert_eq!(Phase::Int3.write(&int3), Some(int3));
-    assert_eq!(Phase::Tail.write(&int3), None);
-    assert_eq!(Phase::First.write(&int3), None);
+    assert_eq!(Phase::Int3.piece().write(&int3), Some(int3));
+    assert_eq!(Phase::Tail.piece().write(&int3), None);
+    assert_eq!(Phase::First.piece().write(&int3), Some(int3));
     let ret = whole(0x10, 0, &[0xc3]);
-    assert_eq!(Phase::Tail.write(&ret), None);
-    assert_eq!(Phase::First.write(&ret), Some(ret));
+    assert_eq!(Phase::Tail.piece().write(&ret), None);
+    assert_eq!(Phase::First.piece().write(&ret), Some(ret));
 }
 
 #[test]
@@ -1382,9 +1384,14 @@ fn padded_writes_are_written_and_emulated_as_given() {
         let (new, len) = loc.new_bytes();
         assert_eq!(&new[..len], &text[..], "{text:02x?}");
         assert_eq!(loc.first_byte(), text[0]);
-        let tail = loc.tail().unwrap();
-        assert_eq!((tail.skip, tail.bytes()), (1, &text[1..]));
-        assert!(tail.bytes[tail.len..].iter().all(|&b| b == 0), "{text:02x?}");
+        let whole = RunWrite {
+            at: 0,
+            rel: 0,
+            bytes: loc.run_bytes(),
+        };
+        let tail = Phase::Tail.piece().write(&whole).unwrap();
+        assert_eq!((tail.at, &tail.bytes[..tail.len()]), (1, &text[1..]));
+        assert!(tail.bytes[tail.len()..7].iter().all(|&b| b == 0), "{text:02x?}");
         assert_eq!(loc.emulation(BASE), emulation, "{text:02x?}");
     }
     // Six bytes that are neither a `Jcc rel32` nor padded: not written as a Jcc, refused.

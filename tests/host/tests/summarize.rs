@@ -269,7 +269,7 @@ fn missing_host_results_fail() {
 #[test]
 fn sanitizer_reports_fail() {
     for report in [
-        "BUG: KASAN: slab-use-after-free in text_poke_batch_run_write+0x10/0x20",
+        "BUG: KASAN: slab-use-after-free in text_poke_batch_run_sites+0x10/0x20",
         "BUG: KCSAN: data-race in ct_work_ask / ct_work_enter",
         "UBSAN: shift-out-of-bounds in kernel/jump_label.c:100:5",
     ] {

@@ -23,7 +23,7 @@ struct mm_struct;
 /* The most text pages one temporary mapping of the Rust batch holds. */
 #define TEXT_POKE_BATCH_RUN_PAGES	64
 /*
- * The most writes text_poke_batch_run_write() makes at once, in one
+ * The most sites text_poke_batch_run_sites() writes at once, in one
  * interrupts-off section (RUN_CHUNK in text_poke_batch/runs.rs).
  */
 #define TEXT_POKE_BATCH_RUN_WRITES	64
@@ -44,7 +44,8 @@ struct text_poke_batch_run {
 };
 
 /**
- * struct text_poke_batch_write - a write through a mapped run
+ * struct text_poke_batch_write - a write through a mapped run: a site's
+ *	instruction, or a piece of it
  * @at: where, from the start of the run's first page
  * @rel: where the write lies in the text, from _stext: where it is read
  *	back
@@ -67,24 +68,12 @@ struct text_poke_batch_write {
  * @old: the bytes it held before the batch
  *
  * The layout of the Rust batch's Slot: made once, in the batch's first
- * phase, for the three phases text_poke_batch_run_sites() makes of it.
+ * phase, for the pieces of it each phase has text_poke_batch_run_sites()
+ * write.
  */
 struct text_poke_batch_site {
 	struct text_poke_batch_write w;
 	u8 old[TEXT_POKE_BATCH_WRITE_MAX];
-};
-
-/*
- * The phases of the INT3 protocol, as text_poke_batch_run_sites() makes them
- * of a site's whole new instruction (the Rust batch's Phase).
- */
-enum text_poke_batch_phase {
-	/* INT3 over the first byte. */
-	TEXT_POKE_BATCH_INT3,
-	/* Every byte but the first: nothing for a one-byte instruction. */
-	TEXT_POKE_BATCH_TAIL,
-	/* The first byte: nothing if it is INT3 itself. */
-	TEXT_POKE_BATCH_FIRST,
 };
 
 #ifdef CONFIG_TEXT_POKE_BATCH_MEASURE
@@ -250,12 +239,10 @@ unsigned long text_poke_batch_run_area(void);
 bool text_poke_batch_run_mappable(const unsigned long *pages, unsigned int n);
 int text_poke_batch_run_map(struct text_poke_batch_run *run,
 			    const unsigned long *pages, unsigned int n);
-unsigned int text_poke_batch_run_write(struct text_poke_batch_run *run,
-				       const struct text_poke_batch_write *w,
-				       unsigned int n);
 unsigned int text_poke_batch_run_sites(struct text_poke_batch_run *run,
 				       const struct text_poke_batch_site *s,
-				       unsigned int n, enum text_poke_batch_phase phase);
+				       unsigned int n, unsigned int from,
+				       unsigned int to, int fill);
 void text_poke_batch_run_unmap(struct text_poke_batch_run *run);
 
 /* text_mutex, for the Rust jump-label update. */

@@ -454,46 +454,27 @@ impl TextOps for KernelText {
         ret == 0
     }
 
-    fn write_run(&mut self, writes: &[poke::RunWrite]) -> u32 {
+    fn write_sites(&mut self, piece: poke::Piece, sites: &[Slot]) -> u32 {
         const _: () = assert!(poke::RUN_CHUNK == bindings::TEXT_POKE_BATCH_RUN_WRITES as usize);
         const _: () = assert!(
             size_of::<poke::RunWrite>() == size_of::<bindings::text_poke_batch_write>()
                 && align_of::<poke::RunWrite>() == align_of::<bindings::text_poke_batch_write>()
-        );
-        // SAFETY: A run is mapped (`map_run()` succeeded); `RunWrite` has the layout of
-        // `struct text_poke_batch_write` (`#[repr(C)]`, same fields, sizes checked above), and
-        // `writes` holds `writes.len()` of them. The C side refuses a write that would not
-        // stay within the run.
-        unsafe {
-            bindings::text_poke_batch_run_write(
-                &mut self.run,
-                writes.as_ptr().cast(),
-                writes.len() as u32,
-            )
-        }
-    }
-
-    fn write_sites(&mut self, phase: poke::Phase, sites: &[Slot]) -> u32 {
-        const _: () = assert!(
-            size_of::<Slot>() == size_of::<bindings::text_poke_batch_site>()
+                && size_of::<Slot>() == size_of::<bindings::text_poke_batch_site>()
                 && align_of::<Slot>() == align_of::<bindings::text_poke_batch_site>()
         );
-        const _: () = assert!(
-            poke::Phase::Int3 as u32 == bindings::text_poke_batch_phase_TEXT_POKE_BATCH_INT3
-                && poke::Phase::Tail as u32 == bindings::text_poke_batch_phase_TEXT_POKE_BATCH_TAIL
-                && poke::Phase::First as u32
-                    == bindings::text_poke_batch_phase_TEXT_POKE_BATCH_FIRST
-        );
+        let fill = piece.fill.map_or(-1, i32::from);
         // SAFETY: A run is mapped (`map_run()` succeeded); `Slot` has the layout of
         // `struct text_poke_batch_site` (`#[repr(C)]`, same fields, sizes checked above), and
-        // `sites` holds `sites.len()` of them; `phase` is one of C's phases (checked above).
-        // The C side refuses a write that would not stay within the run.
+        // `sites` holds `sites.len()` of them. The C side refuses a write that would not stay
+        // within the run.
         unsafe {
             bindings::text_poke_batch_run_sites(
                 &mut self.run,
                 sites.as_ptr().cast(),
                 sites.len() as u32,
-                phase as u32,
+                piece.from.into(),
+                piece.to.into(),
+                fill,
             )
         }
     }

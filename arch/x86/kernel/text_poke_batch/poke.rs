@@ -51,6 +51,7 @@ mod runs;
 pub use runs::{
     next_run,
     Phase,
+    Piece,
     RunWrite,
     Runs,
     Slot,
@@ -67,7 +68,6 @@ pub use apply::{
     mappable,
     ApplyStats,
     Outcome,
-    Piece,
     TextOps, //
 };
 
@@ -283,31 +283,6 @@ impl PokeLoc {
             out[5] = INT3;
         }
         (out, self.len())
-    }
-
-    /// The bytes to write but the first: `len() - 1` of them, as a phase of [`apply`] writes
-    /// them, or `None` for a one-byte write.
-    #[inline(always)]
-    pub fn tail(&self) -> Option<Piece> {
-        if self.len < 2 {
-            return None;
-        }
-        // As one word, without building the whole write first: the bytes of `text` past the
-        // write are zero (type invariant), as `Piece`'s past its `len` must be.
-        let [t0, t1, t2, t3, t4] = self.text;
-        let bytes = if self.form & ESCAPED != 0 {
-            // The write is the escape, then all of `text`.
-            [t0, t1, t2, t3, t4, 0, 0, 0]
-        } else {
-            // A 6-byte write without the escape ends with the INT3 `text` leaves out.
-            let pad = if self.len == 6 { INT3 } else { 0 };
-            [t1, t2, t3, t4, pad, 0, 0, 0]
-        };
-        Some(Piece {
-            skip: 1,
-            len: usize::from(self.len) - 1,
-            bytes,
-        })
     }
 
     /// The bytes to write as a [`RunWrite`] holds them: the first [`len`](Self::len) of them,

@@ -21,7 +21,7 @@ pub const PAGE_SIZE: usize = 4096;
 /// The most pages one mapping of a run holds.
 pub const RUN_MAX: usize = 64;
 
-/// Writes handed to [`TextOps::write_run`](super::TextOps::write_run) at once. The kernel
+/// Sites handed to [`TextOps::write_sites`](super::TextOps::write_sites) at once. The kernel
 /// makes them with interrupts off and lets interrupts in between chunks: enough writes that the
 /// switches to and from the poking mm around each chunk cost little next to them, few enough
 /// that a chunk is about as long as the one write of `text_poke()`.
@@ -61,48 +61,95 @@ impl RunWrite {
     }
 }
 
-/// A phase of the INT3 protocol, as [`TextOps::write_sites`](super::TextOps::write_sites)
-/// makes it of each site's whole new instruction ([`Slot::write`]): the values of C's
-/// `enum text_poke_batch_phase`.
-#[repr(u32)]
+/// A phase of the INT3 protocol: what [`apply`](super::apply) writes of each site's whole new
+/// instruction ([`Slot::write`]) in it, as a [`Piece`].
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Phase {
     /// INT3 over the first byte.
     Int3 = 0,
     /// Every byte but the first: nothing for a one-byte instruction.
     Tail = 1,
-    /// The first byte: nothing if it is INT3 itself.
+    /// The first byte.
     First = 2,
 }
 
 impl Phase {
-    /// What this phase writes of `w`, a site's whole new instruction, as a write of its own: the
-    /// write C's `text_poke_batch_run_sites()` makes. `None` if the phase writes nothing there.
+    /// What this phase writes of each site's instruction.
     #[inline(always)]
-    pub fn write(self, w: &RunWrite) -> Option<RunWrite> {
-        let len = w.len();
-        let mut bytes = [0u8; 8];
-        let (skip, n) = match self {
-            Self::Int3 => {
-                bytes[0] = INT3;
-                (0, 1)
-            }
-            Self::Tail if len >= 2 => {
-                for (d, s) in bytes.iter_mut().zip(w.bytes.iter().skip(1).take(len - 1)) {
-                    *d = *s;
-                }
-                (1, len - 1)
-            }
-            Self::First if w.bytes[0] != INT3 => {
-                bytes[0] = w.bytes[0];
-                (0, 1)
-            }
-            _ => return None,
+    pub const fn piece(self) -> Piece {
+        match self {
+            Self::Int3 => Piece {
+                from: 0,
+                to: 1,
+                fill: Some(INT3),
+            },
+            Self::Tail => Piece {
+                from: 1,
+                to: MAX_INSN as u8,
+                fill: None,
+            },
+            Self::First => Piece {
+                from: 0,
+                to: 1,
+                fill: None,
+            },
+        }
+    }
+}
+
+/// A piece of each site's instruction ([`Slot::write`]): its bytes `from..to`, those it has, or,
+/// with a `fill`, that byte in their place. What C's `text_poke_batch_run_sites()` is told to
+/// write at each site, and all it knows of the protocol.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Piece {
+    /// The first byte written.
+    pub from: u8,
+    /// The byte after the last, or past the instruction's end for all the rest of it.
+    pub to: u8,
+    /// The byte written instead of each of the instruction's own, if any.
+    pub fill: Option<u8>,
+}
+
+impl Piece {
+    /// Where the piece of `w`, a site's whole instruction, starts in it, and its bytes: those
+    /// of `w`, or of `filled`, which holds `fill` in every byte. `None` if the instruction has
+    /// no byte in the piece.
+    #[inline(always)]
+    pub fn of<'a>(self, w: &'a RunWrite, filled: &'a [u8; 8]) -> Option<(usize, &'a [u8])> {
+        let from = usize::from(self.from);
+        let to = w.len().min(usize::from(self.to));
+        let bytes = match self.fill {
+            Some(_) => filled.get(from..to),
+            None => w.bytes.get(from..to),
         };
-        bytes[7] = n as u8;
+        bytes.filter(|b| !b.is_empty()).map(|b| (from, b))
+    }
+
+    /// `fill` in every byte of a piece, for [`Piece::of`].
+    #[inline(always)]
+    pub fn filled(self) -> [u8; 8] {
+        [self.fill.unwrap_or(0); 8]
+    }
+
+    /// Whether `w`, a site's whole instruction, has a byte in the piece.
+    #[inline(always)]
+    pub fn has(self, w: &RunWrite) -> bool {
+        w.len().min(usize::from(self.to)) > usize::from(self.from)
+    }
+
+    /// The piece of `w`, a site's whole instruction, as a write of its own: the write C's
+    /// `text_poke_batch_run_sites()` makes. `None` if the instruction has no byte in the piece.
+    pub fn write(self, w: &RunWrite) -> Option<RunWrite> {
+        let filled = self.filled();
+        let (from, piece) = self.of(w, &filled)?;
+        let mut bytes = [0u8; 8];
+        for (d, s) in bytes.iter_mut().zip(piece) {
+            *d = *s;
+        }
+        bytes[7] = piece.len() as u8;
         Some(RunWrite {
-            at: w.at.wrapping_add(skip),
-            rel: w.rel.wrapping_add(skip as i32),
+            at: w.at.wrapping_add(from as u32),
+            rel: w.rel.wrapping_add(from as i32),
             bytes,
         })
     }
@@ -189,12 +236,11 @@ pub fn next_run(vec: &[PokeLoc], base: usize, start: usize, pages: &mut [usize])
 pub const RUNS_KEPT: usize = 16;
 
 /// Scratch a batch's caller keeps for [`apply`](super::apply): the batch's runs of pages, and
-/// the buffers its write phases fill, which would otherwise be cleared on the stack for every
-/// phase.
+/// room for a run found again beyond them, which would otherwise be cleared on the stack for
+/// every phase.
 pub struct Runs {
     pub(super) found: Found,
     pub(super) spare: [usize; RUN_MAX],
-    pub(super) buf: [RunWrite; RUN_CHUNK],
 }
 
 impl Runs {
@@ -202,7 +248,6 @@ impl Runs {
     pub const EMPTY: Self = Self {
         found: Found::EMPTY,
         spare: [0; RUN_MAX],
-        buf: [RunWrite::EMPTY; RUN_CHUNK],
     };
 }
 
@@ -259,7 +304,7 @@ impl Found {
     /// them, kept in `runs`, or found in `spare` with runs of at most `max` pages.
     #[inline(always)]
     pub(super) fn get<'a>(
-        runs: Option<&'a Self>,
+        runs: &'a Self,
         r: usize,
         vec: &[PokeLoc],
         base: usize,
@@ -267,7 +312,7 @@ impl Found {
         max: usize,
         spare: &'a mut [usize; RUN_MAX],
     ) -> (usize, &'a [usize]) {
-        if let Some(runs) = runs.filter(|runs| r < runs.kept) {
+        if r < runs.kept {
             if let (Some(&end), Some(&n), Some(pages)) =
                 (runs.ends.get(r), runs.counts.get(r), runs.pages.get(r))
             {

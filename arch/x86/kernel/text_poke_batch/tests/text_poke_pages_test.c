@@ -207,24 +207,42 @@ static void text_poke_pages_unmappable(struct kunit *test)
 	text_poke_pages_expect(test, false, 1);
 }
 
+/* The piece @from to @to, or @fill, of the sites @site through a run of @page alone. */
+static unsigned int text_poke_pages_piece(struct kunit *test, unsigned long page,
+					  const struct text_poke_batch_site *site,
+					  unsigned int n, unsigned int from,
+					  unsigned int to, int fill)
+{
+	struct text_poke_batch_run run;
+	unsigned int wrong;
+	int ret;
+
+	mutex_lock(&text_mutex);
+	ret = text_poke_batch_run_map(&run, &page, 1);
+	wrong = ret ? 0 : text_poke_batch_run_sites(&run, site, n, from, to, fill);
+	if (!ret)
+		text_poke_batch_run_unmap(&run);
+	mutex_unlock(&text_mutex);
+	KUNIT_EXPECT_EQ(test, ret, 0);
+	return wrong;
+}
+
 /*
  * The shim under the runs: a run is mappable only if every page is
- * (warning otherwise), and a write through a mapped run that does not lie
- * within it (here one crossing into the page after a one-page run), or has
- * no or too many bytes, is refused and counted, the others made and read
- * back. The page is unchanged: the one write made puts back a site's own
- * bytes.
+ * (warning otherwise), and a site's write through a mapped run that does
+ * not lie within it (here one crossing into the page after a one-page
+ * run), or is of too many bytes, is refused and counted, a site with no
+ * bytes skipped, the others made and read back. The page is unchanged:
+ * the one write made puts back a site's own bytes.
  */
 static void text_poke_pages_run_bounds(struct kunit *test)
 {
 	const struct text_poke_pages_site *s = text_poke_pages_sites;
 	unsigned long page = s[1].code & PAGE_MASK;
 	unsigned long pages[2] = { page, text_poke_pages_unmapped(test) };
-	struct text_poke_batch_write w[4] = {};
-	struct text_poke_batch_run run;
+	struct text_poke_batch_site site[4] = {};
 	unsigned int wrong;
 	u8 *copy;
-	int ret;
 
 	kunit_warning_suppress(test) {
 		KUNIT_EXPECT_FALSE(test, text_poke_batch_run_mappable(pages, 2));
@@ -235,59 +253,36 @@ static void text_poke_pages_run_bounds(struct kunit *test)
 	copy = kunit_kmalloc(test, PAGE_SIZE, GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, copy);
 	memcpy(copy, (void *)page, PAGE_SIZE);
-	w[0].at = offset_in_page(s[1].code);
-	w[0].rel = s[1].code - (unsigned long)_stext;
-	memcpy(w[0].bytes, (void *)s[1].code, 5);
-	w[0].bytes[7] = 5;
-	w[1].at = PAGE_SIZE - 2;
-	w[1].rel = w[0].rel;
-	memset(w[1].bytes, 0xcc, 5);
-	w[1].bytes[7] = 5;
-	w[2].at = 0x10;
-	w[2].rel = w[0].rel;
-	w[3].at = 0x10;
-	w[3].rel = w[0].rel;
-	w[3].bytes[7] = TEXT_POKE_BATCH_WRITE_MAX + 1;
+	site[0].w.at = offset_in_page(s[1].code);
+	site[0].w.rel = s[1].code - (unsigned long)_stext;
+	memcpy(site[0].w.bytes, (void *)s[1].code, 5);
+	site[0].w.bytes[7] = 5;
+	site[1].w.at = PAGE_SIZE - 2;
+	site[1].w.rel = site[0].w.rel;
+	memset(site[1].w.bytes, 0xcc, 5);
+	site[1].w.bytes[7] = 5;
+	site[2].w.at = 0x10;
+	site[2].w.rel = site[0].w.rel;
+	site[3].w.at = 0x10;
+	site[3].w.rel = site[0].w.rel;
+	site[3].w.bytes[7] = TEXT_POKE_BATCH_WRITE_MAX + 1;
 
-	mutex_lock(&text_mutex);
-	ret = text_poke_batch_run_map(&run, pages, 1);
-	wrong = ret ? 0 : text_poke_batch_run_write(&run, w, ARRAY_SIZE(w));
-	if (!ret)
-		text_poke_batch_run_unmap(&run);
-	mutex_unlock(&text_mutex);
-	KUNIT_ASSERT_EQ(test, ret, 0);
-	KUNIT_EXPECT_EQ(test, wrong, 3);
+	wrong = text_poke_pages_piece(test, page, site, ARRAY_SIZE(site), 0,
+				      TEXT_POKE_BATCH_WRITE_MAX, -1);
+	KUNIT_EXPECT_EQ(test, wrong, 2);
 	KUNIT_EXPECT_MEMEQ(test, (void *)page, copy, PAGE_SIZE);
 }
 
-/* Phase @phase of the sites @site through a run of @page alone. */
-static unsigned int text_poke_pages_phase(struct kunit *test, unsigned long page,
-					  const struct text_poke_batch_site *site,
-					  unsigned int n, enum text_poke_batch_phase phase)
-{
-	struct text_poke_batch_run run;
-	unsigned int wrong;
-	int ret;
-
-	mutex_lock(&text_mutex);
-	ret = text_poke_batch_run_map(&run, &page, 1);
-	wrong = ret ? 0 : text_poke_batch_run_sites(&run, site, n, phase);
-	if (!ret)
-		text_poke_batch_run_unmap(&run);
-	mutex_unlock(&text_mutex);
-	KUNIT_EXPECT_EQ(test, ret, 0);
-	return wrong;
-}
-
 /*
- * The phases of prepared sites, through a run: INT3 at a site's first
- * byte, then its tail, then its first byte, each read back, from the one
- * write made of the site's whole new instruction (here its own bytes, so
- * that the page ends as it was; its function is never called). A site the
- * phase writes nothing at is skipped, even with an offset outside the run
- * (a one-byte instruction's tail, a first byte that is INT3 itself); a
- * write outside the run, or a tail of too many bytes, is refused and
- * counted; a phase that does not exist is refused whole.
+ * The pieces of prepared sites, through a run: INT3 at a site's first
+ * byte, then its tail, then its first byte, as the batch's three phases
+ * write them, each read back, from the one write made of the site's whole
+ * new instruction (here its own bytes, so that the page ends as it was;
+ * its function is never called); any other piece too. A site with no byte
+ * in the piece is skipped, even with an offset outside the run (a one-byte
+ * instruction's tail); a write outside the run, or of an instruction of
+ * too many bytes, is refused and counted; a piece that is empty, or filled
+ * but not the first byte alone, is refused whole.
  */
 static void text_poke_pages_run_sites(struct kunit *test)
 {
@@ -320,24 +315,39 @@ static void text_poke_pages_run_sites(struct kunit *test)
 	site[3] = site[0];
 	site[3].w.bytes[7] = TEXT_POKE_BATCH_WRITE_MAX + 1;
 
-	wrong = text_poke_pages_phase(test, page, site, 1, TEXT_POKE_BATCH_INT3);
+	wrong = text_poke_pages_piece(test, page, site, 1, 0, 1, INT3_INSN_OPCODE);
 	KUNIT_EXPECT_EQ(test, wrong, 0);
 	int3 = READ_ONCE(*code);
-	wrong = text_poke_pages_phase(test, page, site, ARRAY_SIZE(site), TEXT_POKE_BATCH_TAIL);
+	wrong = text_poke_pages_piece(test, page, site, ARRAY_SIZE(site), 1,
+				      TEXT_POKE_BATCH_WRITE_MAX, -1);
 	KUNIT_EXPECT_EQ(test, wrong, 2);
-	wrong = text_poke_pages_phase(test, page, site, 2, TEXT_POKE_BATCH_FIRST);
+	wrong = text_poke_pages_piece(test, page, site, 1, 0, 1, -1);
 	KUNIT_EXPECT_EQ(test, wrong, 0);
 	KUNIT_EXPECT_EQ(test, int3, INT3_INSN_OPCODE);
 	KUNIT_EXPECT_MEMEQ(test, (void *)page, copy, PAGE_SIZE);
 
+	/* Two bytes from the middle, and INT3 over the first byte again. */
+	wrong = text_poke_pages_piece(test, page, site, 1, 2, 4, -1);
+	KUNIT_EXPECT_EQ(test, wrong, 0);
+	wrong = text_poke_pages_piece(test, page, site, 1, 0, 1, INT3_INSN_OPCODE);
+	KUNIT_EXPECT_EQ(test, wrong, 0);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(*code), INT3_INSN_OPCODE);
+	wrong = text_poke_pages_piece(test, page, site, 1, 0, 1, -1);
+	KUNIT_EXPECT_EQ(test, wrong, 0);
+	KUNIT_EXPECT_MEMEQ(test, (void *)page, copy, PAGE_SIZE);
+
 	/* Outside the run: refused, nothing written. */
-	wrong = text_poke_pages_phase(test, page, &site[1], 1, TEXT_POKE_BATCH_INT3);
+	wrong = text_poke_pages_piece(test, page, &site[1], 1, 0, 1, INT3_INSN_OPCODE);
 	KUNIT_EXPECT_EQ(test, wrong, 1);
 	kunit_warning_suppress(test) {
-		wrong = text_poke_pages_phase(test, page, site, 1, TEXT_POKE_BATCH_FIRST + 1);
+		wrong = text_poke_pages_piece(test, page, site, 1, 1, 1, -1);
 		KUNIT_EXPECT_SUPPRESSED_WARNING_COUNT(test, 1);
 	}
-	KUNIT_EXPECT_EQ(test, wrong, 1);
+	kunit_warning_suppress(test) {
+		wrong += text_poke_pages_piece(test, page, site, 1, 1, 2, INT3_INSN_OPCODE);
+		KUNIT_EXPECT_SUPPRESSED_WARNING_COUNT(test, 1);
+	}
+	KUNIT_EXPECT_EQ(test, wrong, 2);
 	KUNIT_EXPECT_MEMEQ(test, (void *)page, copy, PAGE_SIZE);
 }
 
@@ -352,7 +362,7 @@ static void text_poke_pages_run_lets_interrupts_in(struct kunit *test)
 {
 	const struct text_poke_pages_site *s = text_poke_pages_sites;
 	unsigned long page = s[1].code & PAGE_MASK;
-	struct text_poke_batch_write w = {};
+	struct text_poke_batch_site w = {};
 	bool mapped_irqs_off = true, written_irqs_off = true;
 	bool preemptible_mapped = false, preemptible_written = false;
 	bool pinned_mapped = false, pinned_written = false;
@@ -361,10 +371,10 @@ static void text_poke_pages_run_lets_interrupts_in(struct kunit *test)
 	unsigned int wrong = 0;
 	int ret;
 
-	w.at = offset_in_page(s[1].code);
-	w.rel = s[1].code - (unsigned long)_stext;
-	memcpy(w.bytes, (void *)s[1].code, 5);
-	w.bytes[7] = 5;
+	w.w.at = offset_in_page(s[1].code);
+	w.w.rel = s[1].code - (unsigned long)_stext;
+	memcpy(w.w.bytes, (void *)s[1].code, 5);
+	w.w.bytes[7] = 5;
 
 	mutex_lock(&text_mutex);
 	ret = text_poke_batch_run_map(&run, &page, 1);
@@ -373,14 +383,14 @@ static void text_poke_pages_run_lets_interrupts_in(struct kunit *test)
 		preemptible_mapped = preemptible();
 		pinned_mapped = current->migration_disabled;
 		cpu_mapped = raw_smp_processor_id();
-		wrong = text_poke_batch_run_write(&run, &w, 1);
+		wrong = text_poke_batch_run_sites(&run, &w, 1, 0, TEXT_POKE_BATCH_WRITE_MAX, -1);
 		written_irqs_off = irqs_disabled();
 		preemptible_written = preemptible();
 		/* A chance to be preempted between chunks: it must not move. */
 		cond_resched();
 		pinned_written = current->migration_disabled;
 		cpu_written = raw_smp_processor_id();
-		wrong += text_poke_batch_run_write(&run, &w, 1);
+		wrong += text_poke_batch_run_sites(&run, &w, 1, 0, TEXT_POKE_BATCH_WRITE_MAX, -1);
 		text_poke_batch_run_unmap(&run);
 	}
 	mutex_unlock(&text_mutex);
