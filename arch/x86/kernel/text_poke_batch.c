@@ -638,13 +638,6 @@ static void text_poke_batch_do_sync_core(void *info)
 	sync_core();
 }
 
-static bool text_poke_batch_needs_ipi(int cpu, void *info)
-{
-	struct text_poke_batch_round *round = info;
-
-	return cpu == round->local || !cpumask_test_cpu(cpu, round->deferred_cpus);
-}
-
 /**
  * text_poke_batch_round_mask - the CPU mask of a sync round, cleared
  *
@@ -676,10 +669,17 @@ void text_poke_batch_sync_round(struct text_poke_batch_round *round)
 		/* Nobody deferred: the round upstream's batch makes. */
 		on_each_cpu(text_poke_batch_do_sync_core, NULL, 1);
 	} else {
+		/* Serialised by text_mutex, as the round's own mask. */
+		static struct cpumask ipis;
+
+		/*
+		 * The CPUs to send to, as one mask: a test of each CPU
+		 * through a callback would cost an indirect call per CPU.
+		 */
 		preempt_disable();
-		round->local = smp_processor_id();
-		on_each_cpu_cond(text_poke_batch_needs_ipi,
-				 text_poke_batch_do_sync_core, round, true);
+		cpumask_andnot(&ipis, cpu_online_mask, round->deferred_cpus);
+		__cpumask_set_cpu(smp_processor_id(), &ipis);
+		on_each_cpu_mask(&ipis, text_poke_batch_do_sync_core, NULL, true);
 		preempt_enable();
 	}
 	text_poke_batch_note_deferral(&round->asked);

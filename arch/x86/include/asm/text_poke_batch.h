@@ -257,12 +257,10 @@ void text_poke_batch_retire(void);
  * struct text_poke_batch_round - one sync round of the Rust batch
  * @deferred_cpus: the CPUs that took a work bit instead of the IPI (set
  *	when any did)
- * @local: the CPU sending the round, which syncs itself
  * @asked: what asking the other CPUs did (ct_work_ask())
  */
 struct text_poke_batch_round {
 	struct cpumask *deferred_cpus;
-	int local;
 	struct ct_work_asked asked;
 };
 

@@ -78,7 +78,6 @@ pub fn entry_text(addr: usize) -> bool {
 pub unsafe fn sync(may_defer: bool) {
     let mut round = bindings::text_poke_batch_round {
         deferred_cpus: ptr::null_mut(),
-        local: -1,
         asked: bindings::ct_work_asked {
             deferred: 0,
             idle: 0,
