@@ -1339,12 +1339,15 @@ def headline(doc):
                      f"{fmt(max(tlb['on']['cal']))} with deferral, "
                      f"{fmt(max(tlb['off']['cal']))} without")
         row("isolation", "function-call IPIs per isolated CPU running user space", text)
+    # What deferral costs where it does not defer: one row, kernel entry and idle.
+    cost = []
     off = _one(doc, "entry", variant="getpid() on CPU 2, deferral off")
     on = _one(doc, "entry", variant="getpid() on CPU 2, deferral on")
     if off and on:
-        row("entry", "kernel entry on an isolated CPU (`getpid()`, guest instructions)",
-            f"{fmt(on['instr_per_call'])} with deferral against {fmt(off['instr_per_call'])} "
-            f"without ({on['instr_per_call'] / off['instr_per_call'] - 1:+.1%})")
+        cost.append(("entry", f"a kernel entry on an isolated CPU (`getpid()`, guest instructions) "
+                     f"{fmt(on['instr_per_call'])} with deferral against "
+                     f"{fmt(off['instr_per_call'])} without "
+                     f"({on['instr_per_call'] / off['instr_per_call'] - 1:+.1%})"))
     hooks = doc.get("hooks") or {}
     added, ct = hooks.get("deferral_adds") or {}, hooks.get("ct_state_inc_pair")
     if "idle" in added and "irq" in added and ct:
@@ -1352,11 +1355,14 @@ def headline(doc):
         if hooks.get("idle_exit_us"):
             share = (f", {added['idle']['ns'] / (hooks['idle_exit_us'] * 10):.1f}% of the "
                      f"{hooks['idle_exit_us']} µs exit of the host's `{hooks['idle_state']}` state")
-        row("hooks", "idle deferral on every idle entry and exit (host CPU, TSC ticks, cheapest "
-            "of the samples)",
-            f"+{fmt(added['idle']['ticks'])} ticks ({fmt(added['idle']['ns'], 1)} ns) per idle "
-            f"round trip, +{fmt(added['irq']['ticks'])} per interrupt in idle, beside context "
-            f"tracking's own {fmt(ct['ticks'])}{share}: on by default")
+        cost.append(("hooks", f"an idle round trip (host CPU, TSC ticks, cheapest of the samples) "
+                     f"+{fmt(added['idle']['ticks'])} ({fmt(added['idle']['ns'], 1)} ns), an "
+                     f"interrupt in idle +{fmt(added['irq']['ticks'])}, beside context tracking's "
+                     f"own {fmt(ct['ticks'])}{share}"))
+    if cost:
+        out.append(["what deferral adds to kernel entry and to idle", "; ".join(t for _, t in cost),
+                    " / ".join(dict.fromkeys(revs.get(s, doc.get("revision", "?"))
+                                             for s, _ in cost))])
     q0, q1 = _one(doc, "qpw", kernel="demo", qpw="off"), _one(doc, "qpw", kernel="demo", qpw="on")
     if q0 and q1 and q0.get("drains") is not None:
         m0, m1 = q0.get("mlocked") or {}, q1.get("mlocked") or {}

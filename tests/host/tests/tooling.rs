@@ -225,6 +225,32 @@ fn readme_figures_are_demo_json_s() {
     assert_eq!(fs::read_to_string(&readme).unwrap(), text);
 }
 
+/// The README is a front door a newcomer reads in minutes: at most 200 lines, no line over 400
+/// characters, and a results table of at most 10 rows ([`readme_figures_are_demo_json_s`]
+/// checks their figures), which `results/REPORT.md` holds the rest of.
+#[test]
+fn readme_is_short() {
+    let text = fs::read_to_string(top().join("README.md")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() <= 200, "README.md: {} lines", lines.len());
+    for (i, l) in lines.iter().enumerate() {
+        assert!(l.chars().count() <= 400, "README.md:{}: {} characters", i + 1, l.len());
+    }
+    let begin = lines
+        .iter()
+        .position(|l| l.starts_with("<!-- results: generated"))
+        .expect("a generated table");
+    let end = begin
+        + lines[begin..]
+            .iter()
+            .position(|l| l.starts_with("<!-- results: end"))
+            .expect("the table's end");
+    // The header and its rule, then a row per figure.
+    let rows = lines[begin + 1..end].iter().filter(|l| l.starts_with('|')).count() - 2;
+    assert!(rows <= 10, "README.md: {rows} rows of results");
+    assert!(text.contains("results/REPORT.md"), "the table links no report");
+}
+
 /// `make demo`'s hooks scenario: the host benchmark of the idle hooks reports every variant in
 /// lines `results.py` reads, and the section it makes says what deferral adds to an idle round
 /// trip and to an interrupt in idle: a locked compare-and-exchange and an exchange, which cost
