@@ -105,6 +105,9 @@ first_tests=${first_tests/modfaults,/}
 first_tests=${first_tests/isopart,/}
 first_tests=${first_tests/idle,/}
 first_tests=${first_tests/tlbrefused,/}
+# Nor params.sh, whose cases are the bad parameters only the second boot
+# gives.
+first_tests=${first_tests/params,/}
 after_tests=
 if grep -qx 'CONFIG_CONTEXT_TRACKING_WORK_DEBUG=y' "$JLRS_BUILD/.config" 2>/dev/null; then
 	after_tests=audit,

@@ -4,8 +4,8 @@
 # user-space boot passes context_tracking_work.sync_core=maybe and
 # context_tracking_work.tlb_flush=maybe. Each is refused with a warning
 # naming it and the value the switch keeps, which is what its debugfs file
-# then reads. A boot without them has no case here:
-# the plan counts the values given.
+# then reads. The plan counts the values given: a boot without them would
+# have no case here, and scripts/guest-test.sh runs it in that boot only.
 . /tests/cases.inc
 given=
 for p in sync_core tlb_flush; do
