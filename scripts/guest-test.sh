@@ -6,15 +6,16 @@
 # with a busybox initramfs holding the project's test modules, and run
 # every scripts/guest-test/*.sh but init.sh in it, booted with qpw=1; then
 # boot again with qpw=0 and bad deferral parameters, and run qpw.sh and
-# params.sh alone. Each test declares the cases it reports ("@@ plan TEST
-# N") and prints "@@ case NAME ok", "@@ case NAME FAILED: why" or "@@ case
-# NAME skipped: why"; init.sh fails "TEST-complete" for a test that did
-# not report its plan, and ends the boot with "@@ end RC". Before each
-# boot the log gets "@@ host boot I/N tests=A,B,...: ARGS", the tests the
-# boot must run. The log goes to $1 (default
-# $JLRS_CACHE/<version>/logs/guest-test.log), where summarize.py counts it
-# and checks every boot's plans. Exits non-zero when a boot's end is not
-# "@@ end 0".
+# params.sh alone. Each boot prints one KTAP document, with the kernel's
+# helpers (tools/testing/selftests/kselftest/ktap_helpers.sh of the base
+# tree, put in the initramfs): every test a subtest with its plan and its
+# cases (scripts/guest-test/cases.inc, init.sh), the boot's last line the
+# helpers' "# Totals: pass:P fail:F ...". Before each boot the log gets
+# "@@ host boot I/N tests=A,B,...: ARGS", the tests the boot must run. The
+# log goes to $1 (default $JLRS_CACHE/<version>/logs/guest-test.log), where
+# summarize.py parses each boot with the kernel's KTAP parser
+# (tools/testing/kunit/kunit_parser.py) and checks its plans. Exits
+# non-zero when a boot fails a test.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 step guest-test
@@ -40,6 +41,8 @@ for ko in "${modules[@]}"; do
 	[ -f "$ko" ] || die "$ko missing: are CONFIG_TEXT_POKE_BATCH_MOD_TEST and _MOD_TEST_RS =m in the kunitconfig?"
 done
 jlrs_initramfs_tools
+ktap=$JLRS_PRISTINE/tools/testing/selftests/kselftest/ktap_helpers.sh
+[ -f "$ktap" ] || die "$ktap missing: run scripts/fetch-base.sh"
 
 # $JLRS_GUEST_WORK: where the initramfs is made, for a run beside make test's.
 work=${JLRS_GUEST_WORK:-$JLRS_CACHE/$JLRS_BASE_VERSION/guest-test}
@@ -74,6 +77,7 @@ LIST
 	for f in cases.inc audit.inc kmemleak.inc; do
 		echo "file /tests/$f $JLRS_TOP/scripts/guest-test/$f 0644 0 0"
 	done
+	echo "file /tests/ktap_helpers.sh $ktap 0644 0 0"
 	echo "file /tests/project-code $work/project-code 0644 0 0"
 	echo "file /tests/lockless-mask-writers $work/lockless-mask-writers 0644 0 0"
 	for t in "$JLRS_TOP"/scripts/guest-test/*.sh; do
@@ -117,6 +121,12 @@ if grep -qx 'CONFIG_DEBUG_KMEMLEAK=y' "$JLRS_BUILD/.config" 2>/dev/null; then
 fi
 status=0
 
+# results: the lines of a boot's KTAP document (standard input) that give
+# a result, or say why a case failed, to standard error.
+results() {
+	grep -E '^ *((not )?ok [0-9]|# [a-z0-9_]+: )' | sed 's/^ */[guest-test] /' >&2 || true
+}
+
 # guest SECONDS OUT ARGS: boots the test kernel with the initramfs and
 # kernel arguments ARGS more, its console in OUT, for SECONDS at most;
 # returns QEMU's status (124: timed out).
@@ -135,8 +145,9 @@ guest() {
 }
 
 # boot I N ARGS...: boot I of N, with these kernel arguments more, its
-# output appended to $log. Sets status to 1 if the guest's tests ended
-# with anything but "@@ end 0", and stops there if they did not end.
+# output appended to $log. Sets status to 1 if a test of the guest failed
+# (its "# Totals:" line's fail: count), and stops there if the guest did
+# not end.
 # ARGS "-noiso" (not passed on): no CPU isolated at boot.
 boot() {
 	local i=$1 n=$2 part=$work/boot.log rc t0 end tests=$all_tests a args=()
@@ -166,23 +177,26 @@ boot() {
 	# A console cut short by the guest's reset ends mid-line: the next
 	# boot's "@@ host boot" line starts a line of its own.
 	[ -z "$(tail -c 1 "$part")" ] || echo >> "$log"
-	grep -E '^@@ (case|error)' "$part" | sed 's/^@@ /[guest-test] /' >&2 || true
+	results < "$part"
 	[ "$rc" = 124 ] && die "the guest ($*) timed out after $timeout s (log: $log)"
-	end=$(sed -n 's/^@@ end //p' "$part" | tail -n 1)
+	end=$(sed -n 's/^# Totals: //p' "$part" | tail -n 1)
 	[ -n "$end" ] || die "the guest ($*) did not finish its tests (log: $log)"
-	if [ "$end" != 0 ]; then
-		msg "the guest ($*) ended its tests with '@@ end $end' (log: $log)"
+	case " $end" in
+	*" fail:0 "*) ;;
+	*)
+		msg "the guest ($*) ended its tests with '$end' (log: $log)"
 		status=1
-	fi
+		;;
+	esac
 }
 
 # stop_boot I N: boot I of N, whose init (unapplied.init) makes a batch of
 # smp_text_poke_batch_add() that cannot be applied: its caller cannot be
 # told, so the kernel must stop there, with the Rust batch's panic, and
 # never return to the caller. The outcome goes to $log as a boot of one
-# test, "unapplied", with one case.
+# test, "unapplied", with one case, in KTAP.
 stop_boot() {
-	local i=$1 n=$2 part=$work/stop.log rc why= end=0 t=unapplied_batch_stops_the_kernel
+	local i=$1 n=$2 part=$work/stop.log rc why= t=unapplied_batch_stops_the_kernel
 	echo "@@ host boot $i/$n tests=unapplied: rdinit=/stop.sh" >> "$log"
 	msg "booting the test kernel to make a batch that cannot be applied"
 	rc=0
@@ -193,20 +207,25 @@ stop_boot() {
 		why="$why; no panic naming the batch that was not applied"
 	! grep -q 'returned to its caller\|^@@ stop returned' "$part" ||
 		why="$why; the batch returned to its caller, which went on"
-	{
-		echo "@@ run unapplied"
-		echo "@@ plan unapplied 1"
-		if [ -z "$why" ]; then
-			echo "@@ case $t ok"
-		else
-			echo "@@ case $t FAILED: ${why#; } (console: $part)"
-			end=1
-			status=1
-		fi
-		echo "@@ done unapplied 0"
-		echo "@@ end $end"
-	} >> "$log"
-	grep "^@@ case $t" "$log" | tail -n 1 | sed 's/^@@ /[guest-test] /' >&2
+	[ -z "$why" ] || status=1
+	(
+		# shellcheck disable=SC1090 # the base tree's
+		. "$ktap"
+		result=ktap_test_pass
+		[ -z "$why" ] || result=ktap_test_fail
+		ktap_print_header
+		ktap_set_plan 1
+		echo "  # Subtest: unapplied"
+		# The subtest's lines, numbered on their own.
+		(
+			ktap_set_plan 1
+			[ -z "$why" ] || echo "# $t: ${why#; } (console: $part)"
+			$result "$t"
+		) | sed 's/^/  /'
+		$result unapplied
+		ktap_print_totals
+	) >> "$log"
+	sed -n '/^@@ host boot '"$i"'\//,$p' "$log" | results
 }
 
 : > "$log"

@@ -5,7 +5,7 @@
 Usage: summarize.py --project-code | --lockless-mask-writers
        summarize.py [--cargo LOG] [--checks LOG] --kunit JSON [--kunit JSON ...]
                     [--kunit-of JSON SUITE ...]
-                    [--guest LOG ...] [--cases LOG ...]
+                    [--guest LOG ...] [--cases LOG ... --tree DIR]
                     [--suite NAME ...] [--expected FILE --run NAME]
 
 --expected names a TOML file (scripts/expected.toml) that declares what a
@@ -28,22 +28,25 @@ expect_warnings, or a KUnit case's pr_warn()) fails the run; but a KCSAN report
 of a data race between two functions outside this project (PROJECT_CODE,
 below), or against the writer of a CPU mask read without a lock by design
 (LOCKLESS_MASK_WRITERS), is upstream 7.2's own: noted, not failed.
-Every --cases file is the log of boots with user space (scripts/guest-test.sh):
-each "@@ case NAME ok" line counts as a passed case, each "@@ case NAME
-skipped..." as a skipped one, any other as a failed one. Each boot in it
-starts with a line "@@ host boot I/N tests=A,B,...: ARGS" and must run
-every test it names, each between "@@ run TEST" and "@@ done TEST STATUS";
-each test must report exactly the cases its "@@ plan TEST N" announces and
-exit 0, or non-zero with a case failed (init.sh reports one that does not
-as a failed case "TEST-complete"); the boot must end with "@@ end 0", and
-all N boots must be there. Anything else is a problem, one line each that
-names the log and the boot.
+Every --cases file is the log of boots with user space (scripts/guest-test.sh),
+each a KTAP document that the KTAP parser of the kernel tree --tree
+(tools/testing/kunit/kunit_parser.py) reads: its cases count as passed,
+failed or skipped, and a test failed with its cases passed (init.sh's
+verdict on a test that did not report its plan, exited non-zero with no
+case failed, or was killed) as a failed case. What KTAP cannot say is
+checked here: each boot starts with a line "@@ host boot I/N tests=A,B,...:
+ARGS" and must run every test it names, each test must report the cases its
+plan announces, the boot must end (the helpers' "# Totals:" line, whose
+counts must be the log's), and all N boots must be there. Anything else is
+a problem, one line each that names the log and the boot.
 
 Exits non-zero on any failure, on an expected suite that did not run, or on
 missing results (a build that failed, a guest that crashed or timed out).
 """
 import argparse
+import io
 import json
+import os
 import re
 import sys
 import tomllib
@@ -105,13 +108,12 @@ def kunit_cases(group, prefix=""):
 def user_boots(lines):
     """Split a --cases log into its boots.
 
-    Returns ([[label, tests or None, lines], ...], boots meant or None): a
-    boot starts at guest-test.sh's "@@ host boot I/N tests=...: ARGS" line,
-    or in a log without them, at the guest's "@@ boot ok".
+    Returns ([[label, tests, lines], ...], boots meant): a boot starts at
+    guest-test.sh's "@@ host boot I/N tests=...: ARGS" line; a log without
+    one is one boot.
     """
     boots = []
     meant = None
-    hosted = False
     for line in lines:
         m = re.search(r"@@ host boot (\d+)/(\d+) tests=([^:\s]*):?\s*(.*)$", line)
         if m:
@@ -119,17 +121,15 @@ def user_boots(lines):
             # reset): what precedes the line is that boot's.
             if m.start() > 0 and boots:
                 boots[-1][2].append(line[:m.start()])
-            hosted = True
             meant = int(m.group(2))
             label = f"boot {m.group(1)}/{m.group(2)}"
             if m.group(4):
                 label += f" ({m.group(4)})"
             boots.append([label, [t for t in m.group(3).split(",") if t], []])
             continue
-        if not hosted and line.startswith("@@ boot ok"):
-            boots.append([f"boot {len(boots) + 1}", None, []])
-        if boots:
-            boots[-1][2].append(line)
+        if not boots:
+            boots.append(["boot 1", [], []])
+        boots[-1][2].append(line)
     return boots, meant
 
 
@@ -141,122 +141,70 @@ def boot_lines(lines, k):
     return lines[max(k, 0):end]
 
 
-def user_boot(where, tests, lines):
-    """Count one user-space boot's cases and check its plans and its end.
+def user_boot(where, tests, lines, ktap):
+    """Count one user-space boot's cases, from its KTAP document as the kernel's parser reads
+    it (ktap: tools/testing/kunit/kunit_parser.py, what kunit.py parse runs, whose JSON would
+    drop a test's own result, its plan and the diagnostics); and check what KTAP cannot say:
+    that the boot ended, ran every test the host meant it to, and each test its plan.
 
     Returns (passed, failed, skipped, problems, the names of the cases skipped).
     """
-    up = uf = us = 0
+    out = io.StringIO()
+    boot = ktap.parse_run_tests(lines, ktap.Printer(output=out))
     problems = []
-    skipped = []
-    runs = {}          # test -> {"plans": [N...], "cases", "failed", "status"}
-    order = []
-    cur = None
-    completes = set()  # tests init.sh failed a "TEST-complete" case for
-    stray = []
-    end = None
-    info = None
-    for line in lines:
-        m = re.match(r"@@ case (\S+) (.*)$", line)
-        if m:
-            name, status = m.groups()
-            if status == "ok":
-                up += 1
-            elif status.startswith("skipped"):
-                us += 1
-                skipped.append(name)
-            else:
-                uf += 1
-                print(f"user-space test ({where}): {name} {status}")
-            if cur is not None:
-                runs[cur]["cases"] += 1
-                if status != "ok" and not status.startswith("skipped"):
-                    runs[cur]["failed"] += 1
-            elif name.endswith("-complete"):
-                completes.add(name[:-len("-complete")])
-            else:
-                stray.append(name)
-            continue
-        m = re.match(r"@@ run (\S+)\s*$", line)
-        if m:
-            cur = m.group(1)
-            order.append(cur)
-            runs[cur] = {"plans": [], "cases": 0, "failed": 0, "status": None}
-            continue
-        m = re.match(r"@@ plan (\S+) (\S+)\s*$", line)
-        if m:
-            if cur is None:
-                stray.append(f"plan of {m.group(1)}")
-            elif m.group(1) == cur and m.group(2).isdigit():
-                runs[cur]["plans"].append(int(m.group(2)))
-            else:
-                runs[cur]["plans"].append(None)
-            continue
-        m = re.match(r"@@ done (\S+) (\d+)\s*$", line)
-        if m and m.group(1) in runs:
-            runs[m.group(1)]["status"] = int(m.group(2))
-            cur = None
-            continue
-        m = re.match(r"@@ info boot planned=(\d+) reported=(\d+)", line)
-        if m:
-            info = (int(m.group(1)), int(m.group(2)))
-            continue
-        m = re.match(r"@@ end(?:\s+(\S*))?\s*$", line)
-        if m:
-            end = m.group(1) or ""
+    ran = [t for t in boot.subtests if t.name]
 
-    if end is None:
-        if cur is not None:
-            r = runs[cur]
-            plan = r["plans"][0] if len(r["plans"]) == 1 and r["plans"][0] is not None else "?"
-            at = f"in {cur}, after {r['cases']} of its {plan} planned cases"
-        elif order:
-            at = f"after {order[-1]}"
-        elif any(line.startswith("@@ boot ok") for line in lines):
-            at = "before any test ran"
-        else:
+    def why(test):
+        """The diagnostic "# NAME: why" before the test's result (which the parser gives the
+        cases it found missing, if any)."""
+        log = test.log + [l for c in test.subtests if not c.name for l in c.log]
+        return next((l.strip()[len(test.name) + 4:] for l in reversed(log)
+                     if l.strip().startswith(f"# {test.name}: ")), "")
+
+    for t in ran:
+        cases = [c for c in t.subtests if c.name]
+        for c in cases:
+            if c.status == ktap.TestStatus.FAILURE:
+                print(f"user-space test ({where}): {t.name}.{c.name} failed: {why(c)}")
+        if why(t) or t.status == ktap.TestStatus.FAILURE and all(c.ok_status() for c in cases):
+            # init.sh's verdict: the test did not report its plan, exited non-zero with no case
+            # failed, or was killed; or it is not there.
+            print(f"user-space test ({where}): {t.name} failed: {why(t)}")
+        if t.subtests and t.expected_count is None:
+            problems.append(f"{where}: {t.name}: no plan (cases.inc's plan N), "
+                            f"cases reported: {len(cases)}")
+        elif t.subtests and t.expected_count != len(cases):
+            problems.append(f"{where}: {t.name}: reported {len(cases)} of its "
+                            f"{t.expected_count} planned cases")
+    totals = [l for l in lines if l.startswith("# Totals: ")]
+    if not totals:
+        cut = [t for t in ran if t.status == ktap.TestStatus.TEST_CRASHED]
+        if cut:
+            n = sum(bool(c.name) for c in cut[0].subtests)
+            at = f"in {cut[0].name}, after {n} of its {cut[0].expected_count} planned cases"
+        elif ran:
+            at = f"after {ran[-1].name}"
+        elif boot.status == ktap.TestStatus.FAILURE_TO_PARSE_TESTS:
             at = "before user space started"
-        problems.append(f"{where}: no '@@ end': the guest crashed, hung or timed out {at}")
-
-    planned = reported = 0
-    for t in order:
-        r = runs[t]
-        why = []
-        plans = r["plans"]
-        reported += r["cases"]
-        if len(plans) == 1 and plans[0] is not None:
-            planned += plans[0]
-            if r["cases"] != plans[0]:
-                why.append(f"reported {r['cases']} of its {plans[0]} planned cases")
-        elif not plans:
-            why.append(f"no plan (cases.inc's plan N), cases reported: {r['cases']}")
         else:
-            why.append(f"{len(plans)} plan lines, not one 'plan N', cases reported: {r['cases']}")
-        st = r["status"]
-        if st is None:
-            if t != cur:
-                why.append("no '@@ done'")
-            else:
-                why = []  # the missing end says where the guest stopped
-        elif st > 128:
-            why.append(f"killed by signal {st - 128}")
-        elif st != 0 and r["failed"] == 0:
-            why.append(f"exit {st} with no case failed")
-        if why and t not in completes:
-            problems.append(f"{where}: {t}: " + "; ".join(why))
-    if end is not None:
-        missing = [t for t in tests or [] if t not in runs and t not in completes]
+            at = "before any test ran"
+        problems.append(f"{where}: no '# Totals:' line: the guest crashed, hung or timed "
+                        f"out {at}")
+    else:
+        missing = [t for t in tests if t not in [r.name for r in ran]]
         if missing:
             problems.append(f"{where}: {', '.join(missing)} never ran")
-        if info is not None and info != (planned, reported) and not problems:
-            problems.append(f"{where}: init.sh counted {info[1]} of {info[0]} planned cases, "
-                            f"the log holds {reported} of {planned}")
-        if stray:
-            problems.append(f"{where}: outside any test (no '@@ run' before): "
-                            f"{', '.join(stray)}")
-        if end != "0" and uf == 0:
-            problems.append(f"{where}: '@@ end {end}' with no failed case")
-    return up, uf, us, problems, skipped
+        failed = sum(not t.ok_status() for t in ran)
+        if f" pass:{len(ran) - failed} fail:{failed} " not in totals[-1]:
+            problems.append(f"{where}: the guest's '{totals[-1]}', and the log holds "
+                            f"{len(ran) - failed} tests passed, {failed} failed")
+        if not problems:
+            # What else the kernel's parser finds wrong with the document.
+            problems += [f"{where}: KTAP: {e}"
+                         for e in re.findall(r"\[ERROR\] Test: (.*)", out.getvalue())]
+    skipped = [c.name for t in ran for c in t.subtests if c.status == ktap.TestStatus.SKIPPED]
+    c = boot.counts
+    return c.passed, c.failed + c.crashed, c.skipped, problems, skipped
 
 
 def main():
@@ -277,6 +225,7 @@ def main():
     ap.add_argument("--checks")
     ap.add_argument("--guest", action="append", default=[])
     ap.add_argument("--cases", action="append", default=[])
+    ap.add_argument("--tree")
     ap.add_argument("--suite", action="append", default=[])
     ap.add_argument("--expected")
     ap.add_argument("--run")
@@ -391,7 +340,7 @@ def main():
                 expected = [re.compile(m.group(1))
                             for m in (re.match(r"@@ expect-warnings \S+ (.+)$", l)
                                       for l in boot_lines(lines, -1)) if m]
-            if line.startswith("@@ kmsg ") and re.search(r"Testing [^:]*:", line):
+            if line.startswith("# kmsg ") and re.search(r"Testing [^:]*:", line):
                 # The kernel log, printed again by the guest: counted on the console.
                 pass
             elif re.search(r"Testing [^:]*: PASSED", line):
@@ -418,9 +367,14 @@ def main():
             print(f"note: guest ({path}): {on_purpose} warnings the tests caused on purpose, "
                   "each of a kind its test declared")
 
-    # Tests with user space: each boot's "@@ plan", "@@ case NAME
-    # ok|FAILED...|skipped...", then "@@ end 0".
+    # Tests with user space: each boot's KTAP document.
     up = uf = us = 0
+    if args.cases:
+        if not args.tree:
+            print("error: --cases needs --tree, the kernel tree whose KTAP parser reads them")
+            return 1
+        sys.path.insert(0, os.path.join(args.tree, "tools", "testing", "kunit"))
+        import kunit_parser
     for path in args.cases:
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
@@ -429,12 +383,9 @@ def main():
             problems.append(f"user-space tests: {e}")
             continue
         boots, meant = user_boots(lines)
-        if not boots:
-            problems.append(f"user-space tests: no boot in {path}: the guest did not start")
-            continue
         cases = 0
         for label, tests, blines in boots:
-            p, f, s, bp, names = user_boot(f"{path}, {label}", tests, blines)
+            p, f, s, bp, names = user_boot(f"{path}, {label}", tests, blines, kunit_parser)
             up, uf, us, cases = up + p, uf + f, us + s, cases + p + f + s
             problems += [f"user-space tests, {b}" for b in bp]
             problems += [f"user-space tests, {path}, {label}: {n} skipped, and "

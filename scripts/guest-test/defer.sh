@@ -135,7 +135,7 @@ switched_on() {
 	e=$(($(stat wait_expired) - e0))
 	dd=$(($(stat deferred) - d0))
 	stop
-	echo "@@ info $t flips=40 wait_expired=$e deferred=$dd"
+	info "$t flips=40 wait_expired=$e deferred=$dd"
 	[ $dd -gt 0 ] || why="$why; no round was deferred after the switch"
 }
 first=
@@ -177,7 +177,7 @@ for mode in off on; do
 		[ $((d1 - d0)) = $((3 * flips * 2)) ] ||
 			why="$why; $((d1 - d0)) rounds deferred, not $((3 * flips * 2))"
 	fi
-	echo "@@ info $t flips=$flips cal_before=$before cal_after=$after deferred=$((d1 - d0)) waited=$((w1 - w0))"
+	info "$t flips=$flips cal_before=$before cal_after=$after deferred=$((d1 - d0)) waited=$((w1 - w0))"
 	if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 	[ $mode = on ] || stop
 done
@@ -225,7 +225,7 @@ else
 			echo 1 > $mp/$k && echo 0 > $mp/$k || why="$why; cannot flip $k"
 		done
 		after=$(cals)
-		echo "@@ info $t $k flips=10 cal_before=$before cal_after=$after"
+		info "$t $k flips=10 cal_before=$before cal_after=$after"
 		set -- $before
 		for c in $after; do
 			if [ $k = text_key ]; then
@@ -256,7 +256,7 @@ t=defer_every_sync_added_ran
 why=$(audit_wrong sync $iso | tr '\n' ';')
 for c in $iso; do
 	set -- $(audit $c sync)
-	echo "@@ info $t cpu$c sync_added=$1 sync_ran=$2 sync_lost=$3"
+	info "$t cpu$c sync_added=$1 sync_ran=$2 sync_lost=$3"
 	[ "${1:-0}" -gt 0 ] || why="$why; CPU $c: no sync added"
 done
 [ "$(stat lost_at_entry)" = 0 ] || why="$why; $(stat lost_at_entry) kinds of work lost at entry"
@@ -276,7 +276,7 @@ for k in 1 8 56 256; do
 	bad=$(check $k)
 	[ -z "$bad" ] || why="$why; $bad"
 done
-echo "@@ info $t flips=$flips deferred=$((d1 - d0)) sent=$((s1 - s0)) waited=$(stat waited)"
+info "$t flips=$flips deferred=$((d1 - d0)) sent=$((s1 - s0)) waited=$(stat waited)"
 [ $((d1 - d0)) -gt 0 ] || why="$why; no round was deferred"
 why="$why$(accounted $flips $((d1 - d0)) $((s1 - s0)))"
 if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
@@ -296,7 +296,7 @@ storm $n || why="$why; a flip failed or a site took the wrong direction on CPU 0
 d1=$(stat deferred)
 s1=$(stat sent)
 stop
-echo "@@ info $t flips=$n deferred=$((d1 - d0)) sent=$((s1 - s0))"
+info "$t flips=$n deferred=$((d1 - d0)) sent=$((s1 - s0))"
 why="$why$(accounted $n $((d1 - d0)) $((s1 - s0)))"
 if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 
@@ -313,7 +313,7 @@ storm 40 || why="$why; a flip failed or a site took the wrong direction on CPU 0
 after=$(cals)
 d1=$(stat deferred)
 s1=$(stat sent)
-echo "@@ info $t flips=40 cal_before=$before cal_after=$after deferred=$((d1 - d0)) sent=$((s1 - s0))"
+info "$t flips=40 cal_before=$before cal_after=$after deferred=$((d1 - d0)) sent=$((s1 - s0))"
 set -- $before
 for c in $after; do
 	[ $((c - $1)) -le 6 ] || why="$why; an idle isolated CPU took $((c - $1)) IPIs for 40 flips"
@@ -348,7 +348,7 @@ for c in $after; do
 	shift
 done
 rounds=$((3 * n * 2))
-echo "@@ info $t flips=$n rounds_per_isolated_cpu=$((3 * n)) ipis=$ipis deferred=$((d1 - d0))"
+info "$t flips=$n rounds_per_isolated_cpu=$((3 * n)) ipis=$ipis deferred=$((d1 - d0))"
 [ $((ipis + d1 - d0)) -ge $rounds ] || why="$why; $ipis IPIs and $((d1 - d0)) bits for $rounds rounds: work lost"
 [ $((ipis + d1 - d0)) -le $((rounds + 8)) ] || why="$why; $ipis IPIs and $((d1 - d0)) bits for $rounds rounds"
 [ $ipis -gt 0 ] && [ $((d1 - d0)) -gt 0 ] || why="$why; the switch never changed during the storm"
@@ -385,7 +385,7 @@ else
 	stop
 	echo 1 > $online || why="$why; CPU 3 cannot come back online"
 	r1=$(runs 3)
-	echo "@@ info $t deferred=$((d1 - d0)) cpu3_runs=$((r1 - r0))"
+	info "$t deferred=$((d1 - d0)) cpu3_runs=$((r1 - r0))"
 	[ $((d1 - d0)) -ge 6 ] || why="$why; only $((d1 - d0)) rounds deferred, not 3 to each isolated CPU"
 	[ $((r1 - r0)) -ge 2 ] || why="$why; CPU 3 went offline without running its deferred work"
 	grep -q "^cpu3 .* isolated 1" $cpus || why="$why; CPU 3 is not isolated after coming back"
@@ -424,7 +424,7 @@ else
 	s1=$(stat skipped_at_entry)
 	u1=$(unrun)
 	echo "set 256 0" > $b || why="$why; set 256 0 failed"
-	echo "@@ info $t lost_at_entry=$((l1 - l0)) added_not_run=$((u1 - u0)) drops_left=$left"
+	info "$t lost_at_entry=$((l1 - l0)) added_not_run=$((u1 - u0)) drops_left=$left"
 	[ "$left" = 0 ] || why="$why; $left of 2 drops never used: no entry took work"
 	[ $((l1 - l0)) = 2 ] || why="$why; $((l1 - l0)) syncs seen lost, not 2"
 	# Counted as dropped on purpose: the end of the boot (audit.inc) finds

@@ -88,7 +88,7 @@ for c in $iso; do
 	eval "kill \$pid_$c"
 done
 wait 2>/dev/null
-echo "@@ info $t cycles=$cycles flip_loops=${loops:-0} deferred=$((d1 - d0))"
+info "$t cycles=$cycles flip_loops=${loops:-0} deferred=$((d1 - d0))"
 [ "${loops:-0}" -gt 0 ] || why="$why; no flip loop finished while CPUs went and came"
 [ $((d1 - d0)) -gt 0 ] || why="$why; no round was deferred to an isolated CPU"
 bad=$(audit_wrong sync $iso)

@@ -72,7 +72,7 @@ measure() {
 	after=$(cals)
 	b1=$(busy)
 	di1=$(stat deferred_idle)
-	echo "@@ info $t try=$try flips=$flips cal_before=$before cal_after=$after deferred_idle=$((di1 - di0)) busy_before=$b0 busy_after=$b1"
+	info "$t try=$try flips=$flips cal_before=$before cal_after=$after deferred_idle=$((di1 - di0)) busy_before=$b0 busy_after=$b1"
 	set -- $before
 	i=0
 	for c in $after; do
@@ -96,9 +96,9 @@ measure() {
 	fi
 	[ -n "$why" ] || return 0
 	# What ran on the idle CPUs meanwhile.
-	tasks | awk 'NR == FNR { t[$1] = $4; next }
+	info "$t try=$try ran on CPUs 1-3:$(tasks | awk 'NR == FNR { t[$1] = $4; next }
 		$3 >= 1 && $3 <= 3 && $4 > t[$1] { printf " %s%s@%d+%d", $1, $2, $3, $4 - t[$1]; n++ }
-		END { print n ? "" : " no task for a tick" }' /tmp/idle-tasks - | sed "s/^/@@ info $t try=$try ran on CPUs 1-3:/"
+		END { print n ? "" : " no task for a tick" }' /tmp/idle-tasks -)"
 }
 
 # With deferral on, a storm whose figures miss is made again, up to
@@ -164,7 +164,7 @@ done
 kill $naps 2> /dev/null
 wait 2> /dev/null
 taskset -c 0 sh -c "echo set 1 0 > $b" || why="$why; set 1 0 failed"
-echo "@@ info $t flips=$flips deferred_idle=$((di1 - di0))"
+info "$t flips=$flips deferred_idle=$((di1 - di0))"
 [ $((di1 - di0)) -gt 0 ] || why="$why; no round deferred to a napping CPU"
 bad=$(audit_wrong sync $idle)
 [ -z "$bad" ] || why="$why; $bad"
@@ -192,7 +192,7 @@ else
 		pending=$(sed -n 's/^cpu3 idle work \(0x[0-9a-f]*\) .*/\1/p' $cpus)
 		echo 0 > $online || why="$why; CPU 3 cannot go offline"
 		echo 1 > $online || why="$why; CPU 3 cannot come back online"
-		echo "@@ info $t try=$try pending=${pending:-none}"
+		info "$t try=$try pending=${pending:-none}"
 		out=$(taskset -c 3 sh -c "echo sites 1 > $b && cat $b")
 		[ "$(echo "$out" | sed -n 's/^wrong //p')" = 0 ] || why="$why; CPU 3: the site took the old direction"
 		taskset -c 0 sh -c "echo set 1 0 > $b" || why="$why; set 1 0 failed"

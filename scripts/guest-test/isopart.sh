@@ -78,7 +78,7 @@ elif grep -qw 'qpw=0' /proc/cmdline; then
 	msg=$(dmesg | grep 'qpw: CPUs 1 isolated at run time, but qpw=0')
 	[ -n "$msg" ] || why="$why; no 'qpw: CPUs 1 isolated at run time, but qpw=0' in the kernel log"
 	[ "$(qpw_mode)" = 0 ] || why="$why; the kernel says qpw=$(qpw_mode)"
-	echo "@@ info $t partition=$got log='$msg'"
+	info "$t partition=$got log='$msg'"
 	got=$(partition 1 member)
 	[ "$got" = member ] || why="$why; the partition of CPU 1 did not go back to member ('$got')"
 	if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
@@ -139,7 +139,7 @@ elif [ -n "$rt" ] && [ -n "$msg" ]; then
 	why="$why; PREEMPT_RT, on from boot, switched qpw on again: '$msg'"
 fi
 [ "$(qpw_mode)" = 1 ] || why="$why; the kernel says qpw=$(qpw_mode) after the partition"
-echo "@@ info $t partition=$got drain_loops=$(cat $stop.n 2>/dev/null) tasks=$(cat $outs | tr '\n' ' ')"
+info "$t partition=$got drain_loops=$(cat $stop.n 2>/dev/null) tasks=$(cat $outs | tr '\n' ' ')"
 rm -f $go $outs $stop $stop.n
 if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 
@@ -178,7 +178,7 @@ wait
 why="$why$(lru_pages_wrong "" $outs)"
 # Interrupts and kworker runs, for the log: without nohz_full= the tick
 # and the kernel's other per-CPU work still reach CPUs isolated this way.
-echo "@@ info $t queued=$queued res/cal/kworker_before=$before res/cal/kworker_after=$after pages=$(cat $outs | tr '\n' ' ')"
+info "$t queued=$queued res/cal/kworker_before=$before res/cal/kworker_after=$after pages=$(cat $outs | tr '\n' ' ')"
 rm -f $go $outs
 if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 

@@ -61,7 +61,7 @@ while [ $n -le 5000 ]; do
 	[ "$left" = 0 ] || break
 	n=$((n + 1))
 done
-echo "@@ info $t attempts=$n failed=$failed loaded_anyway=$loaded errors=${errs# }"
+info "$t attempts=$n failed=$failed loaded_anyway=$loaded errors=${errs# }"
 [ "$left" != 0 ] || why="$why; still failing after $n attempts"
 [ "$ret" = 0 ] || why="$why; the load past every point failed ($ret)"
 [ $failed -gt 0 ] || why="$why; no load failed: no fault reached the loader"

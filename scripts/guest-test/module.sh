@@ -145,6 +145,6 @@ for mode in rust serial c; do
 	done
 done
 echo rust > $m
-echo "@@ info $t loads=$loads"
+info "$t loads=$loads"
 if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 exit $rc

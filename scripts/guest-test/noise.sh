@@ -76,7 +76,7 @@ echo rust > $m
 # check CASE MECH WANT: WANT is "ipis N" (at least N, and as many as
 # /proc/interrupts counts) or "none".
 check() {
-	say "@@ info $1 osnoise_cal=$n_seen proc_interrupts_cal=$n_cal"
+	info "$1 osnoise_cal=$n_seen proc_interrupts_cal=$n_cal"
 	case $3 in
 	none)
 		if [ "$n_seen" = 0 ] && [ "$n_cal" = 0 ]; then

@@ -97,7 +97,7 @@ drain_isolated() {
 	done
 	# shellcheck disable=SC2086 # one word a file
 	why="$why$(lru_pages_wrong "${how:+unevictable}" $outs)"
-	echo "@@ info $t drains=$drains res/cal/kworker_before=$before res/cal/kworker_after=$after pages=$(cat $outs | tr '\n' ' ')"
+	info "$t drains=$drains res/cal/kworker_before=$before res/cal/kworker_after=$after pages=$(cat $outs | tr '\n' ' ')"
 	rm -f $go $outs
 	if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 }
@@ -145,7 +145,7 @@ for out in $outs; do
 	[ "$full" = 0 ] || why="$why; $out: the task ran out of pages before CPUs stopped going and coming"
 	[ "$post" = "$f" ] || why="$why; $out: $post of $f pages on the LRU after the drains"
 done
-echo "@@ info $t cycles=$cycles drain_loops=$(cat $stop.n 2>/dev/null) tasks=$(cat $outs | tr '\n' ' ')"
+info "$t cycles=$cycles drain_loops=$(cat $stop.n 2>/dev/null) tasks=$(cat $outs | tr '\n' ' ')"
 rm -f $go $outs $stop $stop.n
 if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 

@@ -66,7 +66,7 @@ for mode in off on; do
 		fi
 	done
 	[ $mode = off ] || [ $((d1 - d0)) -gt 0 ] || why="$why; no flush was deferred"
-	echo "@@ info $t pairs=$pairs cal/tlb_before=$before cal/tlb_after=$after tlb_deferred=$((d1 - d0))"
+	info "$t pairs=$pairs cal/tlb_before=$before cal/tlb_after=$after tlb_deferred=$((d1 - d0))"
 	if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 done
 
@@ -78,7 +78,7 @@ why=$(audit_wrong tlb $iso | tr '\n' ';')
 n=0
 for c in $iso; do
 	set -- $(audit $c tlb)
-	echo "@@ info $t cpu$c tlb_added=$1 tlb_ran=$2 tlb_lost=$3"
+	info "$t cpu$c tlb_added=$1 tlb_ran=$2 tlb_lost=$3"
 	n=$((n + ${1:-0}))
 done
 [ $n -gt 0 ] || why="$why; no flush added to an isolated CPU"
@@ -95,7 +95,7 @@ has() { case "$flags" in *" $1 "*) echo 1 ;; *) echo 0 ;; esac; }
 cr3=$(($(stat tlb_flush_cr3) - cr30))
 inv=$(($(stat tlb_flush_invpcid) - inv0))
 cr4=$(($(stat tlb_flush_cr4) - cr40))
-echo "@@ info $t pcid=$(has pcid) invpcid=$(has invpcid) pti=$(has pti) entry_flushes_cr3=$cr3 entry_flushes_invpcid=$inv entry_flushes_cr4=$cr4"
+info "$t pcid=$(has pcid) invpcid=$(has invpcid) pti=$(has pti) entry_flushes_cr3=$cr3 entry_flushes_invpcid=$inv entry_flushes_cr4=$cr4"
 if [ "$(has pti)" = 1 ]; then
 	way=cr3 n=$cr3
 elif [ "$(has invpcid)" = 1 ]; then
@@ -142,7 +142,7 @@ for c in $iso; do
 		# Not deferred to it: the task was not in user space yet; try
 		# longer.
 		[ $((a1 - a0)) -gt 0 ] || continue
-		echo "@@ info $t cpu$c tlb_deferred=$((d1 - d0)) tlb_ran=$((r1 - r0))"
+		info "$t cpu$c tlb_deferred=$((d1 - d0)) tlb_ran=$((r1 - r0))"
 		[ $((r1 - r0)) -gt 0 ] || why="$why; CPU $c ran no flush at entry for the deferred one"
 		[ "$stale" = 0 ] || why="$why; CPU $c read the old contents through a stale mapping"
 		done_=1
@@ -197,7 +197,7 @@ else
 		# Done too early, or the flush was not deferred to it: try longer.
 		[ $early != 0 ] && continue
 		[ $((a1 - a0)) -gt 0 ] || continue
-		echo "@@ info $t spins=$spins tlb_added=$((a1 - a0)) cpu3_runs=$((r1 - r0))"
+		info "$t spins=$spins tlb_added=$((a1 - a0)) cpu3_runs=$((r1 - r0))"
 		[ $((r1 - r0)) -ge 2 ] || why="$why; CPU 3 went offline without running its deferred work"
 		res=$(taskset -c 3 sh -c "echo vcheck > $b && cat $b")
 		reused=$(echo "$res" | sed -n 's/^reused //p')
@@ -229,7 +229,7 @@ for level in pmd pud; do
 	fi
 	kill $loops
 	wait 2>/dev/null
-	echo "@@ info $t table_ipi_cpus=$mask"
+	info "$t table_ipi_cpus=$mask"
 	if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 done
 

@@ -73,6 +73,6 @@ done
 [ "$d1" = "$d0" ] || why="$why; $((d1 - d0)) flushes deferred"
 # "off", which changes nothing, is taken.
 echo off > $dt || why="$why; writing 'off' failed"
-echo "@@ info $t cal_before=$before cal_after=$after tlb_deferred=$((d1 - d0))"
+info "$t cal_before=$before cal_after=$after tlb_deferred=$((d1 - d0))"
 if [ -z "$why" ]; then ok $t; else fail $t "${why#; }"; fi
 exit $rc

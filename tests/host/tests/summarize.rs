@@ -22,17 +22,33 @@ fn kunit_json(suite: &str) -> String {
     )
 }
 
-/// A user-space boot, 1 of 1, of a test that plans two cases and reports them.
+/// A user-space boot, 1 of 1, of a test that plans two cases and reports them: one KTAP
+/// document, as scripts/guest-test/init.sh and cases.inc print it.
 const GOOD_BOOT: &str = "@@ host boot 1/1 tests=one: qpw=1
-@@ boot ok
-@@ run one
-@@ plan one 2
-@@ case one_a ok
-@@ case one_b ok
-@@ done one 0
-@@ info boot planned=2 reported=2
-@@ end 0
+TAP version 13
+1..1
+# boot 7.2.13 cpus=4
+  # Subtest: one
+  1..2
+  ok 1 one_a
+  # one_b c=1
+  ok 2 one_b
+# one took 1 s, exit 0
+# kmsg text_poke_batch: one: nothing written
+ok 1 one
+# Totals: pass:1 fail:0 xfail:0 xpass:0 skip:0 error:0
 ";
+
+/// The base kernel tree (scripts/fetch-base.sh's), whose KTAP parser summarize.py runs.
+fn tree() -> String {
+    let cache = std::env::var("JLRS_CACHE").expect("host-test.sh exports JLRS_CACHE");
+    let env = fs::read_to_string(Path::new(&cache).join("base.env"))
+        .expect("a base tree fetched (scripts/fetch-base.sh)");
+    env.lines()
+        .find_map(|l| l.strip_prefix("JLRS_PRISTINE="))
+        .expect("base.env names the pristine tree")
+        .to_owned()
+}
 
 impl Run {
     fn new(name: &str) -> Self {
@@ -70,6 +86,7 @@ impl Run {
             .args(["--kunit", &self.path("kunit.json")])
             .args(["--guest", &self.path("guest.log")])
             .args(["--cases", &self.path("cases.log")])
+            .args(["--tree", &tree()])
             .args(more)
             .output()
             .expect("python3 runs");
@@ -117,50 +134,81 @@ fn complete_clean_run_passes() {
     assert!(out.contains("9 passed, 0 failed, 0 skipped"), "{out}");
 }
 
+/// The guest's own count of the tests it passed and failed, its last line, must be the log's.
 #[test]
-fn boot_that_ends_non_zero_fails() {
-    let run = Run::new("end1");
-    run.write("cases.log", &GOOD_BOOT.replace("@@ end 0", "@@ end 1"));
-    run.fails_with("'@@ end 1' with no failed case");
+fn boot_whose_totals_are_not_the_logs_fails() {
+    let run = Run::new("totals");
+    run.write(
+        "cases.log",
+        &GOOD_BOOT.replace("pass:1 fail:0", "pass:0 fail:1"),
+    );
+    run.fails_with("and the log holds 1 tests passed, 0 failed");
 }
 
 #[test]
 fn boot_that_never_ends_fails() {
     let run = Run::new("noend");
-    run.write("cases.log", &GOOD_BOOT.replace("@@ end 0\n", ""));
-    run.fails_with("no '@@ end'");
+    let cut = GOOD_BOOT.find("# Totals").unwrap();
+    run.write("cases.log", &GOOD_BOOT[..cut]);
+    run.fails_with("no '# Totals:' line: the guest crashed, hung or timed out after one");
+    // Cut in the middle of a test: where, and the case it never reported counts as failed.
+    let cut = GOOD_BOOT.find("  # one_b").unwrap();
+    run.write("cases.log", &GOOD_BOOT[..cut]);
+    run.fails_with("timed out in one, after 1 of its 2 planned cases");
+    run.fails_with("user space: 1 passed, 1 failed");
 }
 
 #[test]
 fn test_with_fewer_cases_than_planned_fails() {
     let run = Run::new("short");
-    run.write(
-        "cases.log",
-        &GOOD_BOOT
-            .replace("@@ case one_b ok\n", "")
-            .replace("reported=2", "reported=1"),
-    );
-    run.fails_with("reported 1 of its 2 planned cases");
+    run.write("cases.log", &GOOD_BOOT.replace("  ok 2 one_b\n", ""));
+    run.fails_with("one: reported 1 of its 2 planned cases");
 }
 
 #[test]
 fn test_without_a_plan_fails() {
     let run = Run::new("noplan");
-    run.write("cases.log", &GOOD_BOOT.replace("@@ plan one 2\n", ""));
-    run.fails_with("no plan");
+    run.write("cases.log", &GOOD_BOOT.replace("  1..2\n", ""));
+    run.fails_with("one: no plan");
 }
 
+/// KTAP the kernel's parser refuses fails the run, in the parser's words.
+#[test]
+fn ktap_the_parser_refuses_fails() {
+    let run = Run::new("numbers");
+    run.write("cases.log", &GOOD_BOOT.replace("ok 2 one_b", "ok 3 one_b"));
+    run.fails_with("KTAP: one_b: Expected test number 2 but found 3");
+}
+
+/// A test init.sh fails with its cases passed (it died early, or exited non-zero with no case
+/// failed, or was killed) is a failed case, and says why.
 #[test]
 fn test_that_dies_early_fails() {
-    // It exits 1 after its first case, with none failed, and init.sh goes on.
     let run = Run::new("died");
     run.write(
         "cases.log",
         &GOOD_BOOT
-            .replace("@@ case one_b ok\n", "")
-            .replace("@@ done one 0", "@@ done one 1"),
+            .replace(
+                "ok 1 one\n",
+                "# one: exit 1 with no case failed\nnot ok 1 one\n",
+            )
+            .replace("pass:1 fail:0", "pass:0 fail:1"),
     );
-    run.fails_with("exit 1 with no case failed");
+    run.fails_with("one failed: exit 1 with no case failed");
+    let (_, out) = run.summarize();
+    assert!(out.contains("user space: 2 passed, 1 failed"), "{out}");
+    // Short of its plan too: the parser gives init.sh's word to the case it found missing.
+    run.write(
+        "cases.log",
+        &GOOD_BOOT
+            .replace("  ok 2 one_b\n", "")
+            .replace(
+                "ok 1 one\n",
+                "# one: reported 1 of its 2 planned cases; exit 1 with no case failed\nnot ok 1 one\n",
+            )
+            .replace("pass:1 fail:0", "pass:0 fail:1"),
+    );
+    run.fails_with("one failed: reported 1 of its 2 planned cases; exit 1 with no case failed");
 }
 
 #[test]
@@ -202,13 +250,14 @@ fn failed_case_fails() {
     run.write(
         "cases.log",
         &GOOD_BOOT
-            .replace("@@ case one_b ok", "@@ case one_b FAILED: wrong")
-            .replace("@@ done one 0", "@@ done one 1")
-            .replace("@@ end 0", "@@ end 1"),
+            .replace("  ok 2 one_b", "  # one_b: wrong\n  not ok 2 one_b")
+            .replace("ok 1 one\n", "not ok 1 one\n")
+            .replace("pass:1 fail:0", "pass:0 fail:1"),
     );
     let (rc, out) = run.summarize();
     assert_eq!(rc, 1, "{out}");
-    assert!(out.contains("1 failed"), "{out}");
+    assert!(out.contains("one.one_b failed: wrong"), "{out}");
+    assert!(out.contains("user space: 1 passed, 1 failed"), "{out}");
 }
 
 #[test]
@@ -374,7 +423,7 @@ fn undeclared_skip_fails() {
     );
     run.write(
         "cases.log",
-        &GOOD_BOOT.replace("@@ case one_b ok", "@@ case one_b skipped: not here"),
+        &GOOD_BOOT.replace("ok 2 one_b", "ok 2 one_b # SKIP not here"),
     );
     run.fails_declared(DECLARED, "suite_x.b skipped, and");
     run.fails_declared(DECLARED, "one_b skipped, and");
@@ -399,8 +448,8 @@ fn undeclared_skip_fails() {
 /// Two user-space boots, as guest-test.sh logs them, the kernel log printed again by the guest.
 fn two_boots(first: &str, second: &str) -> String {
     format!(
-        "@@ host boot 1/2 tests=rokey: qpw=1\n@@ boot ok\n{first}\n\
-         @@ host boot 2/2 tests=qpw: qpw=0\n@@ boot ok\n{second}\n"
+        "@@ host boot 1/2 tests=rokey: qpw=1\nTAP version 13\n{first}\n\
+         @@ host boot 2/2 tests=qpw: qpw=0\nTAP version 13\n{second}\n"
     )
 }
 
@@ -411,7 +460,7 @@ fn warning_in_the_guests_kernel_log_fails() {
     run.write(
         "guest.log",
         &two_boots(
-            "@@ kmsg WARNING: CPU: 1 PID: 80 at mm/swap.c:10 lru_add_drain_all+0x1/0x2",
+            "# kmsg WARNING: CPU: 1 PID: 80 at mm/swap.c:10 lru_add_drain_all+0x1/0x2",
             "",
         ),
     );
@@ -433,14 +482,14 @@ fn shell_error_in_the_guest_fails() {
     }
     // A test's output that only names a shell passes.
     let run = Run::new("shell_words");
-    run.write("guest.log", &two_boots("@@ info users sh: 3 runs", ""));
+    run.write("guest.log", &two_boots("  # users_x sh: 3 runs", ""));
     let (rc, out) = run.summarize();
     assert_eq!(rc, 0, "{out}");
 }
 
 #[test]
 fn warning_a_test_declares_is_expected_in_its_boot_only() {
-    let ro = "@@ kmsg WARNING: CPU: 1 PID: 80 at rust/kernel/jump_label/key/ro.rs:67 x+0x1/0x2";
+    let ro = "# kmsg WARNING: CPU: 1 PID: 80 at rust/kernel/jump_label/key/ro.rs:67 x+0x1/0x2";
     let declared = "@@ expect-warnings rokey rust/kernel/jump_label/key/ro\\.rs";
     let run = Run::new("kmsg_expected");
     run.write("guest.log", &two_boots(&format!("{declared}\n{ro}"), ""));
@@ -448,14 +497,14 @@ fn warning_a_test_declares_is_expected_in_its_boot_only() {
     assert_eq!(rc, 0, "{out}");
     assert!(out.contains("1 warnings the tests caused on purpose"), "{out}");
     // Another warning in the same boot still fails.
-    let other = "@@ kmsg WARNING: CPU: 2 PID: 81 at mm/swap.c:10 y+0x1/0x2";
+    let other = "# kmsg WARNING: CPU: 2 PID: 81 at mm/swap.c:10 y+0x1/0x2";
     run.write("guest.log", &two_boots(&format!("{declared}\n{ro}\n{other}"), ""));
     run.fails_with("at mm/swap.c:10");
     // The declaration covers its own boot, not the next one.
     run.write("guest.log", &two_boots(declared, ro));
     run.fails_with("at rust/kernel/jump_label/key/ro.rs:67");
     // And never a BUG.
-    let bug = "@@ kmsg BUG: KASAN: slab-out-of-bounds in rust/kernel/jump_label/key/ro.rs";
+    let bug = "# kmsg BUG: KASAN: slab-out-of-bounds in rust/kernel/jump_label/key/ro.rs";
     run.write("guest.log", &two_boots(&format!("{declared}\n{bug}"), ""));
     run.fails_with("BUG: KASAN");
 }
@@ -465,7 +514,7 @@ fn kernel_log_printed_again_counts_no_self_test() {
     let run = Run::new("kmsg_selftest");
     run.write(
         "guest.log",
-        "[    1.0] Testing tracer nop: PASSED\n@@ kmsg Testing tracer nop: PASSED\n",
+        "[    1.0] Testing tracer nop: PASSED\n# kmsg Testing tracer nop: PASSED\n",
     );
     let (rc, out) = run.summarize_declared(DECLARED);
     assert_eq!(rc, 0, "{out}");
