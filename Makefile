@@ -21,7 +21,7 @@ demo:
 	@scripts/demo.sh $(DEMO)
 
 series: base
-	@scripts/series.sh
+	@scripts/series.sh check
 
 setup:
 	@scripts/setup-host.sh

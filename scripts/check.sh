@@ -6,8 +6,8 @@
 # warnings), the danger zone of deferred work, the syncs' serializing
 # instructions, the layout of Rust static-key sites, what safe Rust may not
 # build (scripts/compile-fail/), kernel-doc, the documentation's build
-# (make htmldocs, make rustdoc), and checkpatch --strict on the
-# C files and the hook patches.
+# (make htmldocs, make rustdoc), checkpatch --strict on the C files and
+# the series' patches, and that the overlay is the series' tree.
 # Prints one "check: NAME: ok|FAILED" line per check; exits non-zero if any
 # failed. Findings in upstream files are not ours and are not reported.
 set -uo pipefail
@@ -28,6 +28,18 @@ result() {
 		echo "check: $1: FAILED"
 		failed=1
 	fi
+}
+
+# hook_lines [FILE]...: the lines the series adds to upstream files (to the
+# files named only, if any), as PATCH:LINE:+TEXT.
+hook_lines() {
+	local want=" $* " p
+	for p in "$JLRS_TOP"/patches/*/[0-9]*.patch; do
+		awk -v pristine="$JLRS_PRISTINE" -v want="$want" '
+			/^diff --git / { f = substr($4, 3); on = (want == "  " || index(want, " " f " ")) &&
+				system("test -e \"" pristine "/" f "\"") == 0 }
+			on && /^\+[^+]/ { print FILENAME ":" FNR ":" $0 }' "$p"
+	done
 }
 
 # The checks of the built kernel need one: make test builds it first.
@@ -205,15 +217,15 @@ done
 result "kernel-doc" $rc
 
 # Context tracking's work word is generic: its header, its C and its
-# Kconfig (hook patch 0005's hunk of kernel/time/Kconfig) name no
+# Kconfig (the series' hunk of kernel/time/Kconfig) name no
 # architecture's option, and no option of the text-poke batch that uses
 # it; an architecture says what it needs in <asm/context_tracking_work.h>.
 rc=0
 generic=(include/linux/context_tracking_work.h kernel/context_tracking_work/word.c
 	kernel/context_tracking_work/Makefile)
 named=$( (cd "$JLRS_SRC" && grep -Hno 'CONFIG_[A-Z0-9_]*' "${generic[@]}";
-	sed -n '/^+++ b\/kernel\/time\/Kconfig/,/^diff /p' "$JLRS_TOP"/patches/0005-*.patch |
-		grep -no '^+.*\(depends on\|select\|if\) .*' | sed 's/^/kernel\/time\/Kconfig (0005):/') |
+	hook_lines kernel/time/Kconfig |
+		grep -o '^[^:]*:[0-9]*:+.*\(depends on\|select\|if\) .*') |
 	grep -E 'TEXT_POKE|CONTEXT_TRACKING_WORK_(SYNC_CORE|TLB_FLUSH)|X86|JUMP_LABEL_RS')
 if [ -n "$named" ]; then
 	echo "$named"
@@ -230,16 +242,13 @@ result "generic work word names no architecture's option" $rc
 # picks the Rust batch over upstream's does, and the test module written in
 # Rust (text_poke_mod_rs.ko).
 rc=0
-named=$( (for f in kernel/jump_label.c include/linux/jump_label.h; do
-		awk -v f="$f" 'FNR == 1 { on = 0 } /^diff --git / { on = index($0, " b/" f) > 0 }
-			on && /^\+[^+]/ { print FILENAME ":" FNR ":" $0 }' "$JLRS_TOP"/patches/*.patch
-	done | grep -E '#include <asm/|text_poke_batch|TEXT_POKE_BATCH|_rs_';
+named=$( (hook_lines kernel/jump_label.c include/linux/jump_label.h |
+		grep -E '#include <asm/|text_poke_batch|TEXT_POKE_BATCH|_rs_';
 	cd "$JLRS_TOP" && grep -rHnE 'bindings::(text_poke|jump_label_rs|ct_work)' rust/kernel/jump_label/;
 	git -C "$JLRS_TOP" grep -nE '[A-Za-z0-9]_(rs|RS)(_[A-Za-z0-9_]*)?\b' -- '*.c' '*.h' '*.S';
-	grep -HnE '^\+.*[A-Za-z0-9]_(rs|RS)(_[A-Za-z0-9_]*)?\b' "$JLRS_TOP"/patches/*.patch |
-		grep -v '^[^:]*:[0-9]*:+++ ';
+	hook_lines | grep -E ':\+.*[A-Za-z0-9]_(rs|RS)(_[A-Za-z0-9_]*)?\b';
 	git -C "$JLRS_TOP" grep -hA2 'no_mangle' -- '*.rs' | grep -E 'fn [a-z0-9_]*_rs(_|\b)') |
-	grep -vE 'text_poke_mod_rs|^[^:]*MAINTAINERS[^:]*:[0-9]*:\+JUMP_LABEL_RS ')
+	grep -v 'text_poke_mod_rs')
 if [ -n "$named" ]; then
 	echo "$named"
 	echo "generic static keys name the batch, or a C name says its language"
@@ -312,10 +321,21 @@ for f in "${files[@]}"; do
 done
 result "checkpatch --strict (C files)" $rc
 rc=0
-while read -r p; do
-	case "$p" in ''|'#'*) continue ;; esac
+for p in "$JLRS_TOP"/patches/*/[0-9]*.patch; do
+	case "$p" in */0000-cover-letter.patch) continue ;; esac
 	out=$("$JLRS_SRC/scripts/checkpatch.pl" --strict --terse --show-types \
-		--root="$JLRS_SRC" "$JLRS_TOP/patches/$p" 2>&1) || { echo "$out"; rc=1; }
-done < "$JLRS_TOP/patches/series"
+		--root="$JLRS_SRC" "$p" 2>&1) || { echo "$out"; rc=1; }
+done
 result "checkpatch --strict (patches)" $rc
+
+# The overlay is what the series makes: no overlay file differs from the
+# last patch's, and the series adds none the overlay lacks
+# (scripts/apply-overlay.sh lists them; scripts/series.sh absorb mends).
+rc=0
+if [ -s "$JLRS_SRC/.jlrs-unsynced" ]; then
+	sed 's/$/: differs from what patches\/ make of it (scripts\/series.sh absorb DIR)/' \
+		"$JLRS_SRC/.jlrs-unsynced"
+	rc=1
+fi
+result "the overlay is the series' tree" $rc
 exit $failed

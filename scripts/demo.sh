@@ -359,9 +359,11 @@ if [ ${#sargs[@]} -gt 0 ]; then
 	/usr/bin/python3 "$JLRS_TOP/scripts/demo/results.py" "${logs[@]}" --out "$out" \
 		--kernel "$JLRS_BASE_VERSION" --cpus 4 --revision "$rev" --icount "${sargs[@]}" ||
 		{ msg "error: results incomplete ($out/demo.json says which)"; problems=1; }
-	# The README's results table, generated from the same demo.json.
+	# The README's results table and the cover letters' figures,
+	# generated from the same demo.json.
 	/usr/bin/python3 "$JLRS_TOP/scripts/demo/results.py" write "$out/demo.json" \
-		"$JLRS_TOP/README.md" "$out/REPORT.md" || problems=1
+		"$JLRS_TOP/README.md" "$out/REPORT.md" "$JLRS_TOP"/patches/*/0000-cover-letter.patch ||
+		problems=1
 fi
 [ "$problems" = 0 ] || die "demo failed (guest logs: $work/guest-*.log)"
 msg "done: $out/demo.json, $out/REPORT.md (guest logs: $work/guest-*.log)"

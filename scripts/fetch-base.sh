@@ -185,11 +185,11 @@ if [ -n "$rebase" ]; then
 	unpack "$deb" "$version"
 	old=$(cat "$JLRS_CACHE/base.env" 2>/dev/null || true)
 	use "$version"
-	# Every hook patch must apply with no fuzz; else the cache keeps its
+	# Every patch of the series must apply with no fuzz; else the cache keeps its
 	# base and the pin stays.
 	if ! "$JLRS_TOP/scripts/apply-overlay.sh"; then
 		if [ -n "$old" ]; then printf '%s\n' "$old" > "$JLRS_CACHE/base.env"; fi
-		die "the overlay does not apply to $PKG $version: mend the hook patch named above (scripts/patches.sh tree DIR, edit, export), then run make rebase again; $PIN still names $BASE_DEB_VERSION"
+		die "the overlay does not apply to $PKG $version: mend the patch named above (scripts/series.sh tree DIR, git rebase -i --update-refs base there, scripts/series.sh export DIR), then run make rebase again; $PIN still names $BASE_DEB_VERSION"
 	fi
 	cat > "$PIN" <<PINNED
 # SPDX-License-Identifier: GPL-2.0

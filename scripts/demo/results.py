@@ -20,6 +20,7 @@ import os
 import re
 import statistics
 import sys
+import textwrap
 
 UNIT_ICOUNT = "guest_ns"  # -icount shift=0: one guest ns per instruction
 SCALE_CPUS = (2, 4, 8, 16)
@@ -1278,7 +1279,13 @@ def _ratios(doc, section, key, value, sizes):
 
 
 def headline(doc):
-    """The README's results table: a row per headline figure, each figure taken from doc,
+    """The README's results table, between its markers."""
+    return [README_BEGIN, table(["what", "figure", "measured at"], headline_rows(doc)),
+            README_END]
+
+
+def headline_rows(doc):
+    """The README's results rows: a row per headline figure, each figure taken from doc,
     each row naming the revision that measured it. Missing sections are left out."""
     revs = doc.get("revisions") or {}
     out = []
@@ -1383,7 +1390,34 @@ def headline(doc):
             f"Rust site {fmt(max(r['instr_per_call'] for r in rs), 0)}, C site "
             f"{fmt(max(r['instr_per_call'] for r in cs), 0)}, no check "
             f"{fmt(none['instr_per_call'], 0)}")
-    return [README_BEGIN, table(["what", "figure", "measured at"], out), README_END]
+    return out
+
+
+COVER_BEGIN = "Measured by make demo"
+# The rows of headline_rows() each series' cover letter quotes: those of
+# the Rust static keys' series, or all the others.
+COVER_KEYS_ROWS = ("a static branch's fast path",)
+
+
+def cover_block(text, doc, name):
+    """A cover letter's text with its figures (from the line starting with COVER_BEGIN to
+    the shortlog) made from doc, or None if it has none."""
+    lines = text.split("\n")
+    a = next((i for i, l in enumerate(lines) if l.startswith(COVER_BEGIN)), None)
+    b = next((i for i, l in enumerate(lines) if a is not None and i > a
+              and re.match(r"^\S.* \(\d+\):$", l)), None)
+    if b is None:
+        return None
+    keys = "rust-static-keys" in name
+    rows = [r for r in headline_rows(doc) if r[0].startswith(COVER_KEYS_ROWS) == keys]
+    out = textwrap.wrap(f"{COVER_BEGIN} (results/demo.json) under QEMU's single-threaded "
+                        "TCG with -icount shift=0 (a guest instruction per guest "
+                        "nanosecond), the Rust and the C implementations in one boot of one "
+                        "image, switched at run time:", 72) + [""]
+    for what, figure, rev in rows:
+        out += textwrap.wrap(f"- {what}: {figure} (at {rev})".replace("`", ""), 72,
+                             subsequent_indent="  ", break_on_hyphens=False)
+    return "\n".join(lines[:a] + out + [""] + lines[b:])
 
 
 def readme_block(text, doc):
@@ -1402,12 +1436,14 @@ def report_text(doc, notes):
 
 
 def figures_main(action, argv):
-    """results.py check|write DEMO_JSON README.md REPORT.md: whether the README's results
-    table and REPORT.md are what DEMO_JSON gives (check), or rewrite them (write)."""
-    if len(argv) != 3:
-        print("usage: results.py check|write DEMO_JSON README.md REPORT.md", file=sys.stderr)
+    """results.py check|write DEMO_JSON README.md REPORT.md [COVER_LETTER]...: whether the
+    README's results table, REPORT.md and the cover letters' figures are what DEMO_JSON gives
+    (check), or rewrite them (write)."""
+    if len(argv) < 3:
+        print("usage: results.py check|write DEMO_JSON README.md REPORT.md [COVER_LETTER]...",
+              file=sys.stderr)
         return 2
-    path, readme, rep = argv
+    path, readme, rep, covers = argv[0], argv[1], argv[2], argv[3:]
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
@@ -1425,14 +1461,28 @@ def figures_main(action, argv):
         return 1
     notes = [n for n in re.findall(r"^!\[([^\]]+)\]\(", old_report, re.M)]
     new_report = report_text(doc, notes)
+    files = [(readme, text, new), (rep, old_report, new_report)]
+    for name in covers:
+        try:
+            with open(name, encoding="utf-8") as f:
+                old = f.read()
+        except OSError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        content = cover_block(old, doc, name)
+        if content is None:
+            print(f"error: {name} has no figures from a line starting with {COVER_BEGIN!r} "
+                  "to its shortlog", file=sys.stderr)
+            return 1
+        files.append((name, old, content))
     if action == "write":
-        for name, old, content in ((readme, text, new), (rep, old_report, new_report)):
+        for name, old, content in files:
             if old != content:
                 with open(name, "w", encoding="utf-8") as f:
                     f.write(content)
         return 0
     rc = 0
-    for name, old, content in ((readme, text, new), (rep, old_report, new_report)):
+    for name, old, content in files:
         if old == content:
             continue
         rc = 1
@@ -1440,7 +1490,8 @@ def figures_main(action, argv):
         diff = difflib.unified_diff(old.split("\n"), content.split("\n"), name,
                                     f"{name} from {path}", lineterm="", n=0)
         print(f"error: {name} quotes figures {path} does not give "
-              f"(scripts/demo/results.py write {path} {readme} {rep}):", file=sys.stderr)
+              f"(scripts/demo/results.py write {path} {readme} {rep} {' '.join(covers)}):",
+              file=sys.stderr)
         print("\n".join(list(diff)[:40]), file=sys.stderr)
     return rc
 

@@ -234,7 +234,12 @@ fn readme_is_short() {
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines.len() <= 200, "README.md: {} lines", lines.len());
     for (i, l) in lines.iter().enumerate() {
-        assert!(l.chars().count() <= 400, "README.md:{}: {} characters", i + 1, l.len());
+        assert!(
+            l.chars().count() <= 400,
+            "README.md:{}: {} characters",
+            i + 1,
+            l.len()
+        );
     }
     let begin = lines
         .iter()
@@ -246,9 +251,16 @@ fn readme_is_short() {
             .position(|l| l.starts_with("<!-- results: end"))
             .expect("the table's end");
     // The header and its rule, then a row per figure.
-    let rows = lines[begin + 1..end].iter().filter(|l| l.starts_with('|')).count() - 2;
+    let rows = lines[begin + 1..end]
+        .iter()
+        .filter(|l| l.starts_with('|'))
+        .count()
+        - 2;
     assert!(rows <= 10, "README.md: {rows} rows of results");
-    assert!(text.contains("results/REPORT.md"), "the table links no report");
+    assert!(
+        text.contains("results/REPORT.md"),
+        "the table links no report"
+    );
 }
 
 /// `make demo`'s hooks scenario: the host benchmark of the idle hooks reports every variant in
@@ -370,5 +382,146 @@ fn walk_writes_only_its_copy_of_the_tree() {
         fs::read_to_string(tree.join("file")).unwrap(),
         "tested\n",
         "the walk's write reached the tested tree"
+    );
+}
+
+/// The series of `patches/`, in the order of their directories' names: each patch's file name.
+fn series() -> Vec<(String, Vec<PathBuf>)> {
+    let mut dirs: Vec<PathBuf> = fs::read_dir(top().join("patches"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    dirs.into_iter()
+        .map(|d| {
+            let mut p: Vec<PathBuf> = fs::read_dir(&d)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|e| e == "patch"))
+                .collect();
+            p.sort();
+            (d.file_name().unwrap().to_string_lossy().into_owned(), p)
+        })
+        .collect()
+}
+
+/// Each directory of `patches/` is one series as `git format-patch` writes it: a cover letter
+/// `[PATCH 0/N]` and patches `[PATCH 1/N]` to `[PATCH N/N]`, numbered in their files' order,
+/// and the cover letter's figures are those `results/demo.json` gives (a figure one digit off
+/// fails the check).
+#[test]
+fn series_are_numbered_and_quote_demo_json() {
+    let all = series();
+    assert!(!all.is_empty(), "patches/ holds no series");
+    let mut covers = Vec::new();
+    for (name, patches) in &all {
+        let n = patches.len() - 1;
+        for (i, p) in patches.iter().enumerate() {
+            let text = fs::read_to_string(p).unwrap();
+            let file = p.file_name().unwrap().to_string_lossy();
+            assert!(
+                file.starts_with(&format!("{i:04}-")),
+                "{name}/{file}: not patch {i}"
+            );
+            let width = if n >= 10 { 2 } else { 1 };
+            let want = format!("Subject: [PATCH {i:0width$}/{n}] ");
+            assert!(text.contains(&want), "{name}/{file}: no '{want}'");
+        }
+        covers.push(patches[0].clone());
+    }
+    let top = top();
+    let json = top.join("results/demo.json");
+    let check = |covers: &[PathBuf]| {
+        Command::new("python3")
+            .arg(top.join("scripts/demo/results.py"))
+            .arg("check")
+            .args([
+                &json,
+                &top.join("README.md"),
+                &top.join("results/REPORT.md"),
+            ])
+            .args(covers)
+            .output()
+            .expect("results.py runs")
+    };
+    let out = check(&covers);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let cache = Cache::new("covers");
+    let bad = cache.dir.join("0000-cover-letter.patch");
+    let text = fs::read_to_string(&covers[covers.len() - 1]).unwrap();
+    let at = text.find("Measured by make demo").expect("figures");
+    let at = at + text[at..].find("\n- ").unwrap();
+    let digit = at + text[at..].find(|c: char| c.is_ascii_digit()).unwrap();
+    let mut changed = text.clone();
+    let d = text.as_bytes()[digit];
+    changed.replace_range(digit..digit + 1, if d == b'9' { "8" } else { "9" });
+    fs::write(&bad, changed).unwrap();
+    let out = check(&[bad]);
+    assert!(!out.status.success(), "a changed figure passed the check");
+    assert!(stderr(&out).contains("quotes figures"), "{}", stderr(&out));
+}
+
+/// Every overlay file is what the series leaves of it: the series' new files, made by
+/// `git apply` of every patch in an empty directory (the hooks into upstream files left out),
+/// are the overlay's files, byte for byte, and there are no others.
+#[test]
+fn overlay_is_the_series_tree() {
+    let top = top();
+    let ls = Command::new("git")
+        .current_dir(&top)
+        .args([
+            "ls-files",
+            "--",
+            "Documentation",
+            "arch",
+            "include",
+            "init",
+            "kernel",
+        ])
+        .args(["lib", "mm", "rust", "samples", "tools"])
+        .output()
+        .expect("git runs");
+    let overlay: Vec<String> = String::from_utf8_lossy(&ls.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert!(!overlay.is_empty());
+    let cache = Cache::new("overlay");
+    let dir = cache.dir.join("tree");
+    fs::create_dir_all(&dir).unwrap();
+    for (name, patches) in series() {
+        for p in &patches[1..] {
+            let mut cmd = Command::new("git");
+            cmd.current_dir(&dir).args(["apply", "--unsafe-paths"]);
+            for f in &overlay {
+                cmd.arg(format!("--include={f}"));
+            }
+            let out = cmd.arg(p).output().expect("git runs");
+            assert!(
+                out.status.success(),
+                "{name}/{}: {}",
+                p.display(),
+                stderr(&out)
+            );
+        }
+    }
+    for f in &overlay {
+        let made = fs::read(dir.join(f)).unwrap_or_default();
+        assert!(
+            made == fs::read(top.join(f)).unwrap(),
+            "{f} is not what patches/ make of it (scripts/series.sh absorb)"
+        );
+    }
+    let found = Command::new("find")
+        .current_dir(&dir)
+        .args([".", "-type", "f"])
+        .output()
+        .unwrap();
+    let made = String::from_utf8_lossy(&found.stdout).lines().count();
+    assert_eq!(
+        made,
+        overlay.len(),
+        "the series adds files the overlay lacks"
     );
 }
