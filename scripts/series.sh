@@ -144,14 +144,14 @@ export\ ?*)
 absorb\ ?*)
 	dir=$2
 	git -C "$dir" checkout -q "${series[-1]}"
-	(cd "$JLRS_TOP" && git ls-files "${JLRS_OVERLAY_DIRS[@]}") | while read -r f; do
+	while read -r f; do
 		cmp -s "$JLRS_TOP/$f" "$dir/$f" && continue
 		c=$(git -C "$dir" log -1 --format=%H base.. -- "$f")
 		[ -n "$c" ] || die "$f is in no patch: add it to one in $dir, then export"
 		cp "$JLRS_TOP/$f" "$dir/$f"
 		git -C "$dir" commit -q --fixup="$c" -- "$f"
 		msg "$f: a fixup of $(git -C "$dir" log -1 --format=%s "$c")"
-	done
+	done < <(cd "$JLRS_TOP" && git ls-files "${JLRS_OVERLAY_DIRS[@]}")
 	GIT_SEQUENCE_EDITOR=: git -C "$dir" rebase -q -i --autosquash --update-refs base ||
 		die "the fixups do not squash in $dir: finish the rebase there, then export"
 	export_tree "$dir"

@@ -525,3 +525,53 @@ fn overlay_is_the_series_tree() {
         "the series adds files the overlay lacks"
     );
 }
+
+/// Every overlay file has a maintainer: the series' MAINTAINERS hunks name each once, in an entry
+/// of a mechanism, and name no file the overlay does not have.
+#[test]
+fn every_overlay_file_has_a_maintainers_entry() {
+    let top = top();
+    let ls = Command::new("git")
+        .current_dir(&top)
+        .args([
+            "ls-files",
+            "--",
+            "Documentation",
+            "arch",
+            "include",
+            "init",
+            "kernel",
+        ])
+        .args(["lib", "mm", "rust", "samples", "tools"])
+        .output()
+        .expect("git runs");
+    let mut overlay: Vec<String> = String::from_utf8_lossy(&ls.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    overlay.sort();
+    let mut named = Vec::new();
+    for (_, patches) in series() {
+        for p in &patches[1..] {
+            let text = fs::read_to_string(p).unwrap();
+            let mut on = false;
+            for l in text.lines() {
+                if l.starts_with("diff --git ") {
+                    on = l.ends_with(" b/MAINTAINERS");
+                } else if on && l.starts_with("+F:\t") {
+                    named.push(l[4..].to_owned());
+                } else if on && l.starts_with("-F:\t") {
+                    named.retain(|f| f != &l[4..]);
+                }
+            }
+            let subject = text.lines().find(|l| l.starts_with("Subject: ")).unwrap();
+            assert!(
+                !subject.contains("jump_label_rs:"),
+                "{}: the project's name as a subsystem",
+                p.display()
+            );
+        }
+    }
+    named.sort();
+    assert_eq!(named, overlay, "MAINTAINERS and the overlay differ");
+}
