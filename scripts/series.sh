@@ -24,7 +24,8 @@
 #   scripts/series.sh check	(make series) git am of every series on
 #				the base gives the tested tree, every patch
 #				passes checkpatch --strict, every prefix
-#				builds (scripts/series-walk.py; with
+#				builds with make test-matrix's production
+#				configuration (scripts/series-walk.py; with
 #				JLRS_SERIES_BISECT=0, not), and the whole
 #				with the kunitconfig (JLRS_SERIES_BUILD=0:
 #				not; not again when make test's main build
@@ -183,12 +184,12 @@ check\ )
 	msg "checkpatch --strict: ok ($n patches)"
 	if [ "${JLRS_SERIES_BISECT:-1}" != 0 ]; then
 		# From make test-matrix's production build (what ships of each
-		# prefix), or make test's main build: a copy of the tested tree in
-		# a mount namespace of its own, over $JLRS_SRC, walked from the
-		# last patch to the first, so that other builds see no change.
+		# prefix: the options of the tests and the benchmark come before
+		# their code does): a copy of the tested tree in a mount namespace
+		# of its own, over $JLRS_SRC, walked from the last patch to the
+		# first, so that other builds see no change.
 		seed=$JLRS_CACHE/$JLRS_BASE_VERSION/build-production
-		[ -f "$seed/vmlinux" ] || seed=$JLRS_BUILD
-		[ -f "$seed/vmlinux" ] || die "no build of the tested tree to build the prefixes from: run make test first"
+		[ -f "$seed/vmlinux" ] || die "no production build of the tested tree to build the prefixes from: run make test-matrix first (or JLRS_SERIES_BISECT=0 make series)"
 		mo=()
 		while read -r o; do mo+=(--make-opt "$o"); done < <(jlrs_make_opts)
 		walk=(python3 "$JLRS_TOP/scripts/series-walk.py" --work "$dir/tree" --src "$JLRS_SRC"
