@@ -385,6 +385,32 @@ fn walk_writes_only_its_copy_of_the_tree() {
     );
 }
 
+/// The overlay's files, sorted: what git tracks in the directories `scripts/apply-overlay.sh`
+/// copies to their kernel paths.
+fn overlay_files() -> Vec<String> {
+    let ls = Command::new("git")
+        .current_dir(top())
+        .args([
+            "ls-files",
+            "--",
+            "Documentation",
+            "arch",
+            "include",
+            "init",
+            "kernel",
+        ])
+        .args(["lib", "mm", "rust", "samples", "tools"])
+        .output()
+        .expect("git runs");
+    let mut overlay: Vec<String> = String::from_utf8_lossy(&ls.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    overlay.sort();
+    assert!(!overlay.is_empty(), "no overlay file");
+    overlay
+}
+
 /// The series of `patches/`, in the order of their directories' names: each patch's file name.
 fn series() -> Vec<(String, Vec<PathBuf>)> {
     let mut dirs: Vec<PathBuf> = fs::read_dir(top().join("patches"))
@@ -468,25 +494,7 @@ fn series_are_numbered_and_quote_demo_json() {
 #[test]
 fn overlay_is_the_series_tree() {
     let top = top();
-    let ls = Command::new("git")
-        .current_dir(&top)
-        .args([
-            "ls-files",
-            "--",
-            "Documentation",
-            "arch",
-            "include",
-            "init",
-            "kernel",
-        ])
-        .args(["lib", "mm", "rust", "samples", "tools"])
-        .output()
-        .expect("git runs");
-    let overlay: Vec<String> = String::from_utf8_lossy(&ls.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    assert!(!overlay.is_empty());
+    let overlay = overlay_files();
     let cache = Cache::new("overlay");
     let dir = cache.dir.join("tree");
     fs::create_dir_all(&dir).unwrap();
@@ -530,26 +538,7 @@ fn overlay_is_the_series_tree() {
 /// of a mechanism, and name no file the overlay does not have.
 #[test]
 fn every_overlay_file_has_a_maintainers_entry() {
-    let top = top();
-    let ls = Command::new("git")
-        .current_dir(&top)
-        .args([
-            "ls-files",
-            "--",
-            "Documentation",
-            "arch",
-            "include",
-            "init",
-            "kernel",
-        ])
-        .args(["lib", "mm", "rust", "samples", "tools"])
-        .output()
-        .expect("git runs");
-    let mut overlay: Vec<String> = String::from_utf8_lossy(&ls.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    overlay.sort();
+    let overlay = overlay_files();
     let mut named = Vec::new();
     for (_, patches) in series() {
         for p in &patches[1..] {
