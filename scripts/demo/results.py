@@ -1394,9 +1394,12 @@ def headline_rows(doc):
 
 
 COVER_BEGIN = "Measured by make demo"
-# The rows of headline_rows() each series' cover letter quotes: those of
-# the Rust static keys' series, or all the others.
+# The rows of headline_rows() each series' cover letter quotes, by the
+# start of their text: the Rust static keys' series', the deferral and
+# qpw series', and all the others for the text-poke batch's.
 COVER_KEYS_ROWS = ("a static branch's fast path",)
+COVER_DEFER_ROWS = ("function-call IPIs per isolated CPU", "what deferral adds",
+                    "remote LRU drains")
 
 
 def cover_block(text, doc, name):
@@ -1408,8 +1411,11 @@ def cover_block(text, doc, name):
               and re.match(r"^\S.* \(\d+\):$", l)), None)
     if b is None:
         return None
-    keys = "rust-static-keys" in name
-    rows = [r for r in headline_rows(doc) if r[0].startswith(COVER_KEYS_ROWS) == keys]
+    group = ("keys" if "rust-static-keys" in name else
+             "defer" if "deferral" in name else "batch")
+    rows = [r for r in headline_rows(doc)
+            if ("keys" if r[0].startswith(COVER_KEYS_ROWS) else
+                "defer" if r[0].startswith(COVER_DEFER_ROWS) else "batch") == group]
     out = textwrap.wrap(f"{COVER_BEGIN} (results/demo.json) under QEMU's single-threaded "
                         "TCG with -icount shift=0 (a guest instruction per guest "
                         "nanosecond), the Rust and the C implementations in one boot of one "
