@@ -5,6 +5,7 @@
 //! `arch/x86/kernel/text_poke_batch_measure.c`; without it the batch is the only
 //! implementation, and they compile away.
 
+#[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
 use kernel::bindings;
 
 /// The implementation in use: `text_poke_batch_mode`.
