@@ -10,8 +10,11 @@ files that patch changes and rebuilding only what they reach, each with the seed
 after olddefconfig drops what the prefix does not define yet. A patch that changes no file the
 build read (its .cmd files name them), no Kconfig, Makefile or build tool, and adds none,
 builds as the longer prefix did. A prefix built before with that configuration (the stamps in
-BUILD.built) is not built again. Every file of --src the walk rewrites is put back, content,
-mode and time. Dies naming the first patch that does not build.
+BUILD.built) is not built again. The last patch is built too, every .c, .S and .rs file the
+series changes touched first, so that each is compiled once in that configuration: a compiler
+or objtool warning that names a file the series changes fails the prefix whose build prints it.
+Every file of --src the walk rewrites or touches is put back, content, mode and time. Dies
+naming the first patch that does not build, or builds with such a warning.
 """
 
 import argparse
@@ -36,6 +39,20 @@ def git(work, *args):
     if r.returncode:
         die(f"git {' '.join(args[:3])}: {r.stderr.strip()[-600:]}")
     return r.stdout
+
+
+def warnings(log, ours):
+    """The warnings of the build log `log` that name a file of the regular expression `ours`:
+    each with the lines after it that say where (rustc's "--> file:line")."""
+    with open(log, errors="replace") as f:
+        lines = f.read().splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        if re.match(r"warning\b(?!: \d+ warnings? emitted)", line) or ": warning: " in line:
+            block = lines[i:i + 5] if line.startswith("warning") else [line]
+            if any(ours.search(l) for l in block):
+                out += block
+    return out
 
 
 def build_reads(build, src):
@@ -63,7 +80,8 @@ def main():
     config = os.path.join(args.seed, ".config")
     with open(config) as f:
         options = sorted(l for l in f.read().splitlines() if l.startswith("CONFIG_"))
-    key_cfg = hashlib.sha1("\n".join(options).encode()).hexdigest()[:16]
+    # "w": a stamp of a walk that fails a prefix on its warnings; older ones are not reused.
+    key_cfg = hashlib.sha1("\n".join(options).encode()).hexdigest()[:16] + "w"
     stamps = build.rstrip("/") + ".built"
     try:
         with open(stamps) as f:
@@ -82,6 +100,19 @@ def main():
     make = ["make", f"O={build}", "ARCH=x86_64", *args.make_opt]
     saved = {}  # path -> its stat in src, or None if the whole series has no such file
     cur = tip
+    # The files the series changes: a warning naming one fails the walk. Its sources are
+    # touched once, so that the first prefix built compiles every one of them.
+    ours_files = [p for p in git(work, "diff", "--no-renames", "--name-only", "-z", "base",
+                                 tip).split("\0") if p]
+    ours = re.compile(r"(^|[\s/])(" + "|".join(map(re.escape, ours_files)) + r")\b")
+    fresh = bool(todo)
+    if fresh:
+        now = time.time()
+        for path in ours_files:
+            dst = os.path.join(src, path)
+            if re.search(r"\.(c|S|rs)$", path) and os.path.exists(dst):
+                saved[path] = os.stat(dst)
+                os.utime(dst, (now, now))
 
     def goto(c):
         """Makes src the tree of commit c, from the tree of commit cur: the files it changes."""
@@ -114,9 +145,10 @@ def main():
                 reads = build_reads(build, src)
             changed = goto(c)
             cur = c
-            if not any(p in reads or re.match(r"(scripts|tools)/|(.*/)?(Kconfig|Makefile|Kbuild)"
-                                              r"[^/]*$", p)
-                       or not os.path.lexists(os.path.join(src, p)) for p in changed):
+            if not fresh and not any(
+                    p in reads or re.match(r"(scripts|tools)/|(.*/)?(Kconfig|Makefile|Kbuild)"
+                                           r"[^/]*$", p)
+                    or not os.path.lexists(os.path.join(src, p)) for p in changed):
                 stamp(key)
                 print(f"series: patch {i}/{len(commits)} builds (it changes no file the build "
                       f"of patch {i + 1} read): {subject}" if changed else
@@ -138,6 +170,11 @@ def main():
                     tail = [l for l in f.read().splitlines() if l.strip()][-15:]
                 die(f"patch {i}/{len(commits)} does not build on the ones before it: {subject} "
                     f"(log: {log}):\n" + "\n".join(tail))
+            warned = warnings(log, ours)
+            if warned:
+                die(f"patches 1-{i} of {len(commits)} build with a warning naming a file the "
+                    f"series changes (log: {log}):\n" + "\n".join(warned[:40]))
+            fresh = False
             stamp(key)
             again += 1
             print(f"series: patch {i}/{len(commits)} builds ({time.time() - t0:.0f} s): "

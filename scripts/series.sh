@@ -25,7 +25,8 @@
 #				the base gives the tested tree, every patch
 #				passes checkpatch --strict, every prefix
 #				builds with make test-matrix's production
-#				configuration (scripts/series-walk.py; with
+#				configuration, with no warning naming a file
+#				the series changes (scripts/series-walk.py; with
 #				JLRS_SERIES_BISECT=0, not), and the whole
 #				with the kunitconfig (JLRS_SERIES_BUILD=0:
 #				not; not again when make test's main build

@@ -385,6 +385,110 @@ fn walk_writes_only_its_copy_of_the_tree() {
     );
 }
 
+/// `make series` fails a prefix whose build warns about a file the series changes, though it
+/// builds (`scripts/series-walk.py`): the last patch is built too, with the series' sources
+/// touched so that each is compiled. A warning about a file the series does not change
+/// (upstream's) does not count, and the walk leaves the tree as it found it.
+#[test]
+fn walk_fails_a_prefix_that_warns() {
+    let cache = Cache::new("walk-warn");
+    let (work, src, seed, bin) = (
+        cache.dir.join("work"),
+        cache.dir.join("src"),
+        cache.dir.join("seed"),
+        cache.dir.join("bin"),
+    );
+    for dir in [&work, &seed, &bin] {
+        fs::create_dir_all(dir).unwrap();
+    }
+    fs::write(seed.join(".config"), "CONFIG_X=y\n").unwrap();
+    // A make that prints rustc's warning for every file holding WARN, where it is.
+    let make = bin.join("make");
+    fs::write(
+        &make,
+        "#!/bin/sh\ncase \"$*\" in *olddefconfig*) exit 0 ;; esac\n\
+         for f in *.c *.rs; do grep -q WARN \"$f\" || continue\n\
+         echo 'warning: unused import: `kernel::bindings`'; echo \" --> $PWD/$f:8:5\"; done\n",
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&make).status().unwrap();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .current_dir(&work)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .expect("git runs");
+        assert!(out.status.success(), "git {args:?}: {}", stderr(&out));
+    };
+    let walk = |rs: &str| {
+        fs::write(work.join("measure.rs"), rs).unwrap();
+        git(&["add", "-A"]);
+        git(&["commit", "-q", "--amend", "-m", "rust: add measure.rs"]);
+        let _ = fs::remove_dir_all(&src);
+        fs::create_dir_all(&src).unwrap();
+        for f in ["upstream.c", "hook.c", "measure.rs"] {
+            fs::copy(work.join(f), src.join(f)).unwrap();
+        }
+        let before = fs::metadata(src.join("hook.c"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        let out = Command::new("python3")
+            .arg(top().join("scripts/series-walk.py"))
+            .arg("--work")
+            .arg(&work)
+            .arg("--src")
+            .arg(&src)
+            .arg("--build")
+            .arg(cache.dir.join("bisect"))
+            .arg("--seed")
+            .arg(&seed)
+            .env(
+                "PATH",
+                format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+            )
+            .output()
+            .expect("python3 runs");
+        let after = fs::metadata(src.join("hook.c"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        assert_eq!(before, after, "the walk left a source touched");
+        out
+    };
+    git(&["init", "-q"]);
+    fs::write(work.join("upstream.c"), "WARN\n").unwrap();
+    fs::write(work.join("hook.c"), "base\n").unwrap();
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "base"]);
+    git(&["tag", "base"]);
+    fs::write(work.join("hook.c"), "hooked\n").unwrap();
+    git(&["commit", "-q", "-a", "-m", "hook"]);
+    fs::write(work.join("measure.rs"), "\n").unwrap();
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "rust: add measure.rs"]);
+
+    let out = walk("use kernel::bindings; // WARN\n");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "a warning passed: {text}");
+    assert!(
+        text.contains("patches 1-2 of 2 build with a warning") && text.contains("measure.rs:8:5"),
+        "{text}"
+    );
+    let out = walk("#[cfg(CONFIG_X)]\nuse kernel::bindings;\n");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "upstream's warning failed the walk: {text}{}",
+        stderr(&out)
+    );
+    assert!(
+        text.contains("every prefix of the 2 patches builds (2 built now"),
+        "{text}"
+    );
+}
+
 /// The overlay's files, sorted: what git tracks in the directories `scripts/apply-overlay.sh`
 /// copies to their kernel paths.
 fn overlay_files() -> Vec<String> {
