@@ -620,11 +620,13 @@ void qpw_cache_holder_stop(unsigned int cpu, struct qpw_cache_hold_report *repor
 #endif
 }
 
+#ifdef CONFIG_TEXT_POKE_BATCH_RUST
 /* A site of qpw_remote_key of this file's own, for qpw_cache_corrupt_site(). */
 static noinline bool qpw_cache_remote_site(void)
 {
 	return qpw_enabled();
 }
+#endif
 
 /**
  * qpw_cache_corrupt_site() - make a site of qpw_remote_key hold what its key did not put there
