@@ -4,9 +4,10 @@
 # scripts/production-check.sh BUILD: whether the kernel built in BUILD
 # (make test-matrix's production configuration, scripts/kunitconfig/
 # production) is one a production kernel would be: the Rust batch, its INT3
-# handler and deferral in it, and nothing that only measurement needs
-# (CONFIG_TEXT_POKE_BATCH_MEASURE): no text_poke_batch= switch of implementations,
-# no counters on the INT3 or entry path or elsewhere, no benchmark hooks.
+# handler and deferral in it, and nothing that only tests and measurement
+# need (CONFIG_TEXT_POKE_BATCH_STATS and _MEASURE): no text_poke_batch= switch
+# of implementations, no counters on the INT3 or entry path or elsewhere, no
+# benchmark hooks.
 # Reads the image's symbol table. Prints one "check: NAME: ok|FAILED" line
 # per check, the symbols that should not be there (or are missing) named;
 # exits non-zero if any failed.
@@ -33,7 +34,7 @@ fi
 bad=()
 grep -qx 'CONFIG_TEXT_POKE_BATCH_RUST=y' "$config" || bad+=("CONFIG_TEXT_POKE_BATCH_RUST is not y")
 grep -qx 'CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE=y' "$config" || bad+=("CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE is not y")
-for opt in MEASURE BENCH KUNIT_TEST DEFER_DEBUG; do
+for opt in STATS MEASURE BENCH KUNIT_TEST DEFER_DEBUG; do
 	if grep -q "^CONFIG_TEXT_POKE_BATCH_$opt=" "$config"; then
 		bad+=("CONFIG_TEXT_POKE_BATCH_$opt is set")
 	fi
@@ -63,7 +64,8 @@ result "production image: the Rust batch and deferral" "${#missing[@]}" \
 # upstream's batch (its vector, text_poke_array), which the Rust batch
 # replaces; and test code.
 found=()
-for s in text_poke_batch_mode text_poke_batch_set_mode text_poke_batch_int3_hits \
+for s in text_poke_batch_mode text_poke_batch_mode_names text_poke_batch_set_mode \
+	text_poke_batch_int3_hits text_poke_batch_tracked \
 	text_poke_batch_note_sync text_poke_batch_note_batch text_poke_batch_note_batch_done \
 	text_poke_batch_note_mm_switch text_poke_batch_counts text_poke_batch_track \
 	text_poke_batch_read_stats text_poke_batch_ipis_received text_poke_batch_stats_fops \

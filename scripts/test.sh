@@ -207,7 +207,8 @@ if [ "$what" != main ]; then
 	# for the qpw_cache suite, which switches qpw on.
 	#
 	# And the production configuration: the Rust batch and deferral
-	# without what only measurement needs (CONFIG_TEXT_POKE_BATCH_MEASURE),
+	# without what only tests and measurement need (CONFIG_TEXT_POKE_BATCH_STATS
+	# and _MEASURE),
 	# whose image scripts/production-check.sh checks before it boots the
 	# Rust static-key suites, the kprobes suite and the ftrace self-tests.
 	#

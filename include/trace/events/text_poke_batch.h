@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Events of the Rust text-poke batch (arch/x86/kernel/text_poke_batch.c):
- * one per batch applied, in every text_poke_batch= mode, with the counters of
- * CONFIG_TEXT_POKE_BATCH_MEASURE; and one per key flip the Rust update refuses.
+ * one per batch applied, with the counters of CONFIG_TEXT_POKE_BATCH_STATS;
+ * and one per key flip the Rust update refuses.
  */
 #undef TRACE_SYSTEM
 #define TRACE_SYSTEM text_poke_batch
@@ -12,7 +12,7 @@
 
 #include <linux/tracepoint.h>
 
-#ifdef CONFIG_TEXT_POKE_BATCH_MEASURE
+#ifdef CONFIG_TEXT_POKE_BATCH_STATS
 /*
  * A batch applied: @sites written with @syncs sync rounds, which with
  * everything else the CPUs received meanwhile came to @ipis function-call

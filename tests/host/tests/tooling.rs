@@ -592,6 +592,32 @@ fn series_are_numbered_and_quote_demo_json() {
     assert!(stderr(&out).contains("quotes figures"), "{}", stderr(&out));
 }
 
+/// The patches not for merging ("DO NOT MERGE: ..."), which only measure, come last in their
+/// series: every patch a maintainer would take, tests included, comes before them and needs
+/// none of them.
+#[test]
+fn measurement_patches_are_last_in_their_series() {
+    for (name, patches) in &series() {
+        let mut first_dnm: Option<String> = None;
+        for p in &patches[1..] {
+            let text = fs::read_to_string(p).unwrap();
+            let file = p.file_name().unwrap().to_string_lossy().into_owned();
+            let subject = text
+                .lines()
+                .find(|l| l.starts_with("Subject: "))
+                .unwrap_or_else(|| panic!("{name}/{file}: no subject"));
+            let dnm = subject.contains("] DO NOT MERGE: ");
+            match (&first_dnm, dnm) {
+                (None, true) => first_dnm = Some(file),
+                (Some(before), false) => {
+                    panic!("{name}/{file} is for merging, but comes after {before}, which is not")
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
 /// Every overlay file is what the series leaves of it: the series' new files, made by
 /// `git apply` of every patch in an empty directory (the hooks into upstream files left out),
 /// are the overlay's files, byte for byte, and there are no others.

@@ -76,11 +76,12 @@ struct text_poke_batch_site {
 	u8 old[TEXT_POKE_BATCH_WRITE_MAX];
 };
 
-#ifdef CONFIG_TEXT_POKE_BATCH_MEASURE
+#ifdef CONFIG_TEXT_POKE_BATCH_STATS
 
 /*
- * Which implementation serves smp_text_poke_*(): "text_poke_batch=" at boot, with
- * CONFIG_TEXT_POKE_BATCH_MEASURE; the Rust batch without it.
+ * Which implementation serves smp_text_poke_*(): the Rust batch, but in a
+ * kernel built for measurement (CONFIG_TEXT_POKE_BATCH_MEASURE), where
+ * "text_poke_batch=" picks one at boot.
  */
 enum text_poke_batch_mode {
 	TEXT_POKE_BATCH_MODE_RUST,
@@ -90,7 +91,7 @@ enum text_poke_batch_mode {
 
 /**
  * struct text_poke_batch_stats - what smp_text_poke_*() did, in every mode
- *	(CONFIG_TEXT_POKE_BATCH_MEASURE): the lines of text_poke_batch/stats
+ *	(CONFIG_TEXT_POKE_BATCH_STATS): the lines of text_poke_batch/stats
  * @batches: batches applied
  * @entries: sites patched
  * @syncs: sync rounds (one IPI to every other online CPU each)
@@ -125,17 +126,7 @@ struct text_poke_batch_stats {
 	u64 unmapped;
 };
 
-extern int text_poke_batch_mode;
 DECLARE_PER_CPU(unsigned long, text_poke_batch_int3_hits);
-
-/*
- * The mode only changes (text_poke_batch_set_mode()) with jump_label_mutex and
- * text_mutex held and no batch in flight.
- */
-static __always_inline bool text_poke_batch_active(void)
-{
-	return READ_ONCE(text_poke_batch_mode) != TEXT_POKE_BATCH_MODE_C;
-}
 
 /* Counts an emulated INT3; called from noinstr code. */
 static __always_inline void text_poke_batch_note_int3(void)
@@ -150,18 +141,11 @@ void text_poke_batch_note_mm_switch(void);
 unsigned int text_poke_batch_ipis_received(int cpu);
 void text_poke_batch_read_stats(struct text_poke_batch_stats *stats);
 void text_poke_batch_track(bool on);
-int text_poke_batch_set_mode(int mode);
 void text_poke_batch_count_refused(void);
 void text_poke_batch_count_unmapped(void);
 void text_poke_batch_note_deferral(const struct ct_work_asked *asked);
 
-#else /* !CONFIG_TEXT_POKE_BATCH_MEASURE */
-
-/* The Rust batch, if built, is the only implementation. */
-static __always_inline bool text_poke_batch_active(void)
-{
-	return IS_ENABLED(CONFIG_TEXT_POKE_BATCH_RUST);
-}
+#else /* !CONFIG_TEXT_POKE_BATCH_STATS */
 
 static __always_inline void text_poke_batch_note_int3(void)
 {
@@ -195,6 +179,54 @@ static inline void
 text_poke_batch_note_deferral(const struct ct_work_asked *asked)
 {
 }
+
+#endif /* CONFIG_TEXT_POKE_BATCH_STATS */
+
+#ifdef CONFIG_TEXT_POKE_BATCH_MEASURE
+
+extern int text_poke_batch_mode;
+extern const char * const text_poke_batch_mode_names[];
+
+/*
+ * The mode only changes (text_poke_batch_set_mode()) with jump_label_mutex and
+ * text_mutex held and no batch in flight.
+ */
+static __always_inline int text_poke_batch_cur_mode(void)
+{
+	return READ_ONCE(text_poke_batch_mode);
+}
+
+static __always_inline bool text_poke_batch_active(void)
+{
+	return text_poke_batch_cur_mode() != TEXT_POKE_BATCH_MODE_C;
+}
+
+static inline const char *text_poke_batch_mode_name(void)
+{
+	return text_poke_batch_mode_names[text_poke_batch_cur_mode()];
+}
+
+int text_poke_batch_set_mode(int mode);
+
+#else /* !CONFIG_TEXT_POKE_BATCH_MEASURE */
+
+/* The Rust batch, if built, is the only implementation. */
+static __always_inline bool text_poke_batch_active(void)
+{
+	return IS_ENABLED(CONFIG_TEXT_POKE_BATCH_RUST);
+}
+
+#ifdef CONFIG_TEXT_POKE_BATCH_STATS
+static __always_inline int text_poke_batch_cur_mode(void)
+{
+	return TEXT_POKE_BATCH_MODE_RUST;
+}
+
+static inline const char *text_poke_batch_mode_name(void)
+{
+	return "rust";
+}
+#endif
 
 #endif /* CONFIG_TEXT_POKE_BATCH_MEASURE */
 

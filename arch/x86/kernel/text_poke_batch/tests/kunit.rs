@@ -34,7 +34,10 @@ static TXN_7: StaticKeyFalse = StaticKeyFalse::new();
 static KEY_CORRUPT: StaticKeyFalse = StaticKeyFalse::new();
 static KEY_RACE: StaticKeyFalse = StaticKeyFalse::new();
 static KEY_CLAIMED: StaticKeyFalse = StaticKeyFalse::new();
-#[cfg(all(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE, CONFIG_TEXT_POKE_BATCH_MEASURE))]
+#[cfg(all(
+    CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE,
+    CONFIG_CONTEXT_TRACKING_WORK_STATS
+))]
 static KEY_IDLE: StaticKeyFalse = StaticKeyFalse::new();
 
 include!("sites.rs");
@@ -55,7 +58,10 @@ sites_of!(site_txn_7, TXN_7);
 sites_of!(site_corrupt, KEY_CORRUPT);
 sites_of!(site_race, KEY_RACE);
 sites_of!(site_claimed, KEY_CLAIMED);
-#[cfg(all(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE, CONFIG_TEXT_POKE_BATCH_MEASURE))]
+#[cfg(all(
+    CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE,
+    CONFIG_CONTEXT_TRACKING_WORK_STATS
+))]
 sites_of!(site_idle, KEY_IDLE);
 
 /// The sites of [`KEY_STRESS`].
@@ -405,8 +411,10 @@ fn write_site(code: usize, bytes: &[u8]) {
 }
 
 /// Switches the implementation; the one booted is restored when the guard is dropped.
+#[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
 struct ModeGuard(u32);
 
+#[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
 impl ModeGuard {
     fn new() -> Self {
         Self(mode())
@@ -418,6 +426,7 @@ impl ModeGuard {
     }
 }
 
+#[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
 impl Drop for ModeGuard {
     fn drop(&mut self) {
         self.set(self.0);
@@ -914,6 +923,7 @@ mod tests {
         assert_eq!(run_all(), [0, 0, 0, 0]);
     }
 
+    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
     #[test]
     fn mode_switches_at_run_time() {
         let _track = Track::new();
@@ -1048,7 +1058,7 @@ mod defer_tests {
     }
 
     /// What [`probe_site`] saw on the CPU it ran on, in an IPI's handler.
-    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
+    #[cfg(CONFIG_CONTEXT_TRACKING_WORK_STATS)]
     struct Woken {
         runs: u64,
         word: u32,
@@ -1061,7 +1071,7 @@ mod defer_tests {
     /// # Safety
     ///
     /// `info` points to a [`Woken`] that nothing else accesses until the IPI's sender returns.
-    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
+    #[cfg(CONFIG_CONTEXT_TRACKING_WORK_STATS)]
     unsafe extern "C" fn probe_site(info: *mut core::ffi::c_void) {
         let cpu = kernel::cpu::CpuId::current().as_u32() as i32;
         // SAFETY: As the caller guarantees.
@@ -1073,7 +1083,7 @@ mod defer_tests {
     }
 
     /// `cpu`'s work word, or 0 if it is offline.
-    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
+    #[cfg(CONFIG_CONTEXT_TRACKING_WORK_STATS)]
     fn word(cpu: i32) -> u32 {
         // SAFETY: Only reads CPU masks; any `cpu` is accepted.
         let word = unsafe { bindings::ct_work_word(cpu) };
@@ -1087,7 +1097,7 @@ mod defer_tests {
 
     /// Lets the calling task run on `cpu` only, or anywhere again with `None`: whether it now
     /// runs where it should.
-    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
+    #[cfg(CONFIG_CONTEXT_TRACKING_WORK_STATS)]
     fn pin(cpu: Option<u32>) -> bool {
         let task = kernel::current!();
         let all = &raw const bindings::__cpu_possible_mask;
@@ -1110,7 +1120,7 @@ mod defer_tests {
     }
 
     /// Waits up to a second, in steps of a millisecond, until `done()`: whether it is.
-    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
+    #[cfg(CONFIG_CONTEXT_TRACKING_WORK_STATS)]
     fn wait_until(done: impl Fn() -> bool) -> bool {
         for _ in 0..1000 {
             if done() {
@@ -1127,7 +1137,7 @@ mod defer_tests {
     /// run them before the call's handler ran the site, which took the new direction. With
     /// `poll`, idle CPUs poll (`cpu_idle_poll()`, as with `idle=poll`) and the call wakes them
     /// with no interrupt: the CPU leaves idle when it sees it must reschedule.
-    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
+    #[cfg(CONFIG_CONTEXT_TRACKING_WORK_STATS)]
     fn flips_while_idle(poll: bool) -> u32 {
         extern "C" {
             fn cpu_idle_poll_ctrl(enable: bool);
@@ -1189,7 +1199,7 @@ mod defer_tests {
     /// A key flipped while another CPU is idle: the CPU takes the flip's syncs as a work bit
     /// instead of three IPIs, and when an interrupt wakes it, it has run them before the
     /// interrupt's handler runs the site, which takes the new direction.
-    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
+    #[cfg(CONFIG_CONTEXT_TRACKING_WORK_STATS)]
     #[test]
     fn an_idle_cpu_runs_a_flip_s_syncs_when_it_wakes() {
         let rust = super::mode() == bindings::text_poke_batch_mode_TEXT_POKE_BATCH_MODE_RUST;
@@ -1201,7 +1211,7 @@ mod defer_tests {
     /// The same with idle CPUs polling, as with `idle=poll`, which QEMU's default idle never
     /// does: a polling CPU's word says idle too, and it runs its syncs when it leaves idle
     /// because it must reschedule, no interrupt taken.
-    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
+    #[cfg(CONFIG_CONTEXT_TRACKING_WORK_STATS)]
     #[test]
     fn a_polling_idle_cpu_runs_a_flip_s_syncs_when_it_wakes() {
         let rust = super::mode() == bindings::text_poke_batch_mode_TEXT_POKE_BATCH_MODE_RUST;
@@ -1214,7 +1224,7 @@ mod defer_tests {
     /// handler runs (the word says kernel there), and its exit gives the word back saying idle,
     /// nothing pending, as the CPU goes back to sleep. (The helper needs x86's NMI handlers,
     /// which `<linux/nmi.h>` declares where ACPI is built.)
-    #[cfg(all(CONFIG_TEXT_POKE_BATCH_MEASURE, CONFIG_HAVE_ACPI_APEI_NMI))]
+    #[cfg(all(CONFIG_CONTEXT_TRACKING_WORK_STATS, CONFIG_HAVE_ACPI_APEI_NMI))]
     #[test]
     fn an_nmi_into_an_idle_cpu_runs_its_syncs_first() {
         extern "C" {
@@ -1259,14 +1269,17 @@ mod defer_tests {
     }
 
     /// An IPI's handler that does nothing: the IPI takes its CPU out of idle.
-    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
+    #[cfg(CONFIG_CONTEXT_TRACKING_WORK_STATS)]
     extern "C" fn wake(_info: *mut core::ffi::c_void) {}
 
     /// A cpuidle driver whose state enters idle in ordinary text, which a CPU must not run with
     /// work pending: its registration keeps idle CPUs out of deferral from then on, and the
     /// IPIs of a flip reach an idle CPU again. One whose state enters in cpuidle text does not.
     /// (The drivers have no device: no CPU enters idle through them.)
-    #[cfg(CONFIG_TEXT_POKE_BATCH_MEASURE)]
+    #[cfg(all(
+        CONFIG_CONTEXT_TRACKING_WORK_STATS,
+        CONFIG_CONTEXT_TRACKING_WORK_KUNIT_TEST
+    ))]
     #[test]
     fn a_cpuidle_driver_outside_idle_text_keeps_idle_cpus_out() {
         const IDLE: u32 = bindings::CT_WORK_IDLE;

@@ -118,7 +118,7 @@ static void text_poke_pages_flips(struct kunit *test)
 	u64 want, exact = 0;
 	int flip;
 
-	switch (READ_ONCE(text_poke_batch_mode)) {
+	switch (text_poke_batch_cur_mode()) {
 	case TEXT_POKE_BATCH_MODE_RUST:
 		want = 3 * chunks;
 		break;
@@ -172,7 +172,7 @@ static unsigned long text_poke_pages_unmapped(struct kunit *test)
 static void text_poke_pages_unmappable(struct kunit *test)
 {
 	const struct text_poke_pages_site *s = text_poke_pages_sites;
-	int mode = READ_ONCE(text_poke_batch_mode);
+	int mode = text_poke_batch_cur_mode();
 	struct text_poke_batch_stats before, after;
 	unsigned long bad;
 	u8 site[5];
@@ -470,7 +470,7 @@ static void text_poke_pages_write_fails(struct kunit *test)
 	static const unsigned int serial[] = { 0, TEXT_POKE_PAGES_SITES / 2,
 					       TEXT_POKE_PAGES_SITES - 1 };
 	unsigned int nth[3 * ARRAY_SIZE(serial)], n = 0, i;
-	int mode = READ_ONCE(text_poke_batch_mode);
+	int mode = text_poke_batch_cur_mode();
 	int ret;
 
 	switch (mode) {
@@ -530,7 +530,7 @@ static void text_poke_pages_write_fails(struct kunit *test)
 static void text_poke_pages_undo_not_injected(struct kunit *test)
 {
 	unsigned int runs = DIV_ROUND_UP(TEXT_POKE_PAGES_PAGES, TEXT_POKE_BATCH_RUN_PAGES);
-	int mode = READ_ONCE(text_poke_batch_mode);
+	int mode = text_poke_batch_cur_mode();
 	/* A phase's write checks: one a run, or one a text_poke() in serial mode. */
 	unsigned int per_phase = mode == TEXT_POKE_BATCH_MODE_RUST ? runs : 1;
 	unsigned int phase, nth;

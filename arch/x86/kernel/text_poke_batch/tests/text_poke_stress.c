@@ -1298,7 +1298,8 @@ int text_poke_tlb_selftest(int way, u64 *stale, u64 *flushed, bool *global)
  * configuration of these tests has it (QEMU calibrates the TSC from its
  * tables).
  */
-#if defined(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE) && defined(CONFIG_TEXT_POKE_BATCH_MEASURE) && \
+#if defined(CONFIG_CONTEXT_TRACKING_WORK_SYNC_CORE) && \
+	defined(CONFIG_CONTEXT_TRACKING_WORK_STATS) && \
 	defined(CONFIG_HAVE_ACPI_APEI_NMI)
 /* What text_poke_nmi_probe() saw on the CPU it was sent to. */
 static struct {
