@@ -252,6 +252,22 @@ if [ "$what" != main ]; then
 		rm -f "$dir/.jlrs-tree" "$dir/.jlrs-built"
 		echo "$id" > "$dir/.jlrs-seed"
 	}
+	# matrix_build NAME: matrix_kunit's build of NAME, its log build-NAME.log.
+	# A compiler or objtool warning naming a file of the series fails it.
+	# The builds are incremental: a log shows what they rebuilt only, so the
+	# files named are touched (scripts/build-warnings.py), and the next build
+	# compiles them again, and fails again, until they are fixed.
+	matrix_build() {
+		local log=$logs/build-$1.log rc=0
+		matrix_kunit build "$1" > "$log" 2>&1 || return
+		python3 "$JLRS_TOP/scripts/build-warnings.py" "$log" "$JLRS_SRC/.jlrs-manifest" \
+			--touch "$JLRS_SRC" > "$log.warnings" 2>&1 || rc=$?
+		[ "$rc" = 0 ] && { rm -f "$log.warnings"; return 0; }
+		echo "test: the $1 build warns about files of the series:" >> "$log"
+		cat "$log.warnings" >> "$log"
+		rm -f "$log.warnings"
+		return 1
+	}
 	# Every build in turn, in the background at a lower priority, while the
 	# boots of the builds made before run (QEMU's TCG uses one core): each
 	# build's exit status in $status/NAME, its log build-NAME.log, and
@@ -268,7 +284,7 @@ if [ "$what" != main ]; then
 		failed=0
 		for name in "${builds[@]}"; do
 			t=$(date +%s)
-			if matrix_kunit build "$name" > "$logs/build-$name.log" 2>&1; then
+			if matrix_build "$name"; then
 				msg "built $name in $(($(date +%s) - t)) s"
 			else
 				msg "the $name build failed (log: $logs/build-$name.log)"
@@ -284,7 +300,7 @@ if [ "$what" != main ]; then
 		renice -n 10 -p "$BASHPID" > /dev/null
 		for name in "${builds[@]}"; do
 			rc=0
-			matrix_kunit build "$name" > "$logs/build-$name.log" 2>&1 || rc=$?
+			matrix_build "$name" || rc=$?
 			echo "$rc" > "$status/$name"
 		done
 		touch "$status/all"

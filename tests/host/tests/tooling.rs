@@ -515,6 +515,71 @@ fn overlay_files() -> Vec<String> {
     overlay
 }
 
+/// A build of `make test-matrix` fails on a warning that names a file of the series
+/// (`scripts/build-warnings.py`, which `scripts/test.sh` runs on each build's log), not on
+/// upstream's, and touches the file warned about, so that the next incremental build of the
+/// same directory compiles it again and warns again instead of passing.
+#[test]
+fn matrix_build_warnings_fail_and_stay() {
+    let cache = Cache::new("build-warnings");
+    let src = cache.dir.join("src");
+    fs::create_dir_all(src.join("arch/x86/kernel/text_poke_batch")).unwrap();
+    let manifest = cache.dir.join("manifest");
+    fs::write(
+        &manifest,
+        "arch/x86/kernel/text_poke_batch.c\narch/x86/kernel/text_poke_batch/measure.rs\n",
+    )
+    .unwrap();
+    let (c, rs) = (
+        src.join("arch/x86/kernel/text_poke_batch.c"),
+        src.join("arch/x86/kernel/text_poke_batch/measure.rs"),
+    );
+    for f in [&c, &rs] {
+        fs::write(f, "").unwrap();
+        let old = Command::new("touch")
+            .args(["-d", "2020-01-01"])
+            .arg(f)
+            .status()
+            .unwrap();
+        assert!(old.success());
+    }
+    let mtime = |f: &Path| fs::metadata(f).unwrap().modified().unwrap();
+    let (c0, rs0) = (mtime(&c), mtime(&rs));
+    let run = |log: &str| {
+        let path = cache.dir.join("build.log");
+        fs::write(&path, log).unwrap();
+        Command::new("python3")
+            .arg(top().join("scripts/build-warnings.py"))
+            .arg(&path)
+            .arg(&manifest)
+            .arg("--touch")
+            .arg(&src)
+            .output()
+            .expect("python3 runs")
+    };
+    // Upstream's warnings, and rustc's summary line, are not the series'.
+    let out = run("/s/src/mm/slub.c:9:1: warning: unused variable 'x'\n\
+                   warning: 2 warnings emitted\n");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    assert_eq!((mtime(&c), mtime(&rs)), (c0, rs0));
+    // rustc's warning, with the "-->" line after it that names the file.
+    let out = run("warning: unused import: `kernel::bindings`\n\
+                   \x20--> arch/x86/kernel/text_poke_batch/measure.rs:8:5\n");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("measure.rs:8:5"));
+    assert!(mtime(&rs) > rs0, "the file warned about was not touched");
+    assert_eq!(mtime(&c), c0);
+    // objtool's, about the object built from a file of the series.
+    let out = run("arch/x86/kernel/text_poke_batch.o: warning: objtool: f+0x1: call\n");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(mtime(&c) > c0, "the object's source was not touched");
+    // And scripts/test.sh runs it on every matrix build's log.
+    let test_sh = fs::read_to_string(top().join("scripts/test.sh")).unwrap();
+    assert!(test_sh.contains("scripts/build-warnings.py"));
+    assert!(!test_sh.contains("matrix_kunit build \"$name\" >"));
+}
+
 /// The series of `patches/`, in the order of their directories' names: each patch's file name.
 fn series() -> Vec<(String, Vec<PathBuf>)> {
     let mut dirs: Vec<PathBuf> = fs::read_dir(top().join("patches"))
