@@ -28,6 +28,31 @@ OBJTOOL = re.compile(r"objtool.*(static_key|jump_label_rs|text_poke_batch|ct_wor
                      r"context_tracking_work|tlb_defer|qpw)")
 
 
+def warning_blocks(lines, ours, objtool=None):
+    """The compiler and objtool warnings of the build log `lines` in which the regular expression
+    `ours` finds a file (its last group), or whose first line `objtool` matches: each with the
+    lines after it that say where (rustc's "--> file:line"), and the set of files found.
+    scripts/series-walk.py reads its prefixes' logs with it too."""
+    def warns(line):
+        return re.match(r"warning\b(?!: \d+ warnings? emitted)", line) or ": warning: " in line
+
+    out, named = [], set()
+    for i, line in enumerate(lines):
+        if not warns(line):
+            continue
+        block = [line]
+        if line.startswith("warning"):
+            for more in lines[i + 1:i + 5]:
+                if warns(more):
+                    break
+                block.append(more)
+        hits = [m.group(m.lastindex) for l in block for m in ours.finditer(l)]
+        if hits or (objtool and objtool.search(line)):
+            out += block
+            named.update(hits)
+    return out, named
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("log")
@@ -52,23 +77,7 @@ def main():
     ours = re.compile(r"(?:^|[\s/'\"(])(" + "|".join(map(re.escape, sorted(names, key=len,
                                                                           reverse=True)))
                       + r")\b")
-    out, named = [], set()
-    def warns(line):
-        return re.match(r"warning\b(?!: \d+ warnings? emitted)", line) or ": warning: " in line
-
-    for i, line in enumerate(lines):
-        if not warns(line):
-            continue
-        block = [line]
-        if line.startswith("warning"):
-            for more in lines[i + 1:i + 5]:
-                if warns(more):
-                    break
-                block.append(more)
-        hits = [m.group(1) for l in block for m in ours.finditer(l)]
-        if hits or OBJTOOL.search(line):
-            out += block
-            named.update(hits)
+    out, named = warning_blocks(lines, ours, OBJTOOL)
     if not out:
         return 0
     print("\n".join(out))

@@ -19,6 +19,7 @@ naming the first patch that does not build, or builds with such a warning.
 
 import argparse
 import hashlib
+import importlib.util
 import os
 import re
 import shutil
@@ -43,16 +44,14 @@ def git(work, *args):
 
 def warnings(log, ours):
     """The warnings of the build log `log` that name a file of the regular expression `ours`:
-    each with the lines after it that say where (rustc's "--> file:line")."""
+    each with the lines after it that say where (scripts/build-warnings.py)."""
+    spec = importlib.util.spec_from_file_location(
+        "build_warnings", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                       "build-warnings.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
     with open(log, errors="replace") as f:
-        lines = f.read().splitlines()
-    out = []
-    for i, line in enumerate(lines):
-        if re.match(r"warning\b(?!: \d+ warnings? emitted)", line) or ": warning: " in line:
-            block = lines[i:i + 5] if line.startswith("warning") else [line]
-            if any(ours.search(l) for l in block):
-                out += block
-    return out
+        return mod.warning_blocks(f.read().splitlines(), ours)[0]
 
 
 def build_reads(build, src):
